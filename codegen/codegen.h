@@ -1,0 +1,39 @@
+/* codegen.h: printers of the kernel IR. They decide nothing: every schedule decision is in
+ * the KirProgram they are given. */
+#ifndef FUSEC_CODEGEN_H
+#define FUSEC_CODEGEN_H
+
+#include "kir.h"
+
+/* cuda.c ------------------------------------------------------------------------------------
+ * The kernels of p as CUDA C, self-contained (no #include: storage conversions for
+ * f16/bf16/f8 are defined in the preamble), each `extern "C" __global__`, named
+ * kir->name, parameters in KirParam order (then `int *status` if uses_status), launched
+ * with grid = k->grid blocks of k->block threads. NVRTC compiles this text alone. */
+FcStatus cg_cuda_kernels(const KirProgram *p, StrBuf *out, FcErr *err);
+/* The AOT translation unit of CLI.md: the kernels plus extern "C" host functions
+ * fusec_<entry>_workspace_size(size_t *bytes) and fusec_<entry>_forward(inputs..., outputs...,
+ * void *workspace, size_t workspace_bytes, cudaStream_t stream), with a comment at the top
+ * giving the signatures, each argument's source name, dtype and shape, and how to link.
+ * `io` describes the block's inputs and outputs (names are validated C-comment-safe by
+ * the caller; they appear only in comments). */
+typedef struct CgIoDesc {
+    const char *name;     /* source name, for comments */
+    FcDtype dtype;
+    IrShape shape;
+    bool is_output;
+} CgIoDesc;
+FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io, int nio,
+                     StrBuf *out, FcErr *err);
+
+/* llvm.c ------------------------------------------------------------------------------------
+ * Each kernel k becomes a function
+ *     void <k->name>(void **params, int64_t block_begin, int64_t block_end, int32_t *status)
+ * that runs blocks [block_begin, block_end) one after the other (threads of a block as plain
+ * loops), params in KirParam order. The runtime splits the grid over its thread pool.
+ * cg_llvm_module builds the module in the given context (types from llvm-c/Core.h, passed as
+ * void* so this header does not need LLVM's); cg_llvm_text prints it (--emit llvm). */
+FcStatus cg_llvm_module(const KirProgram *p, void *llvm_context, void **llvm_module, FcErr *err);
+FcStatus cg_llvm_text(const KirProgram *p, StrBuf *out, FcErr *err);
+
+#endif

@@ -1,0 +1,193 @@
+/* graph.c: the op table, dtype and shape helpers, and the graph builder (see ir.h). */
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Shape rules live in shape.c. */
+#define OP(ID, NAME, MININ, MAXIN, NOUT, CAT, ATTRS, SHAPE, FLOPS)                           \
+    FcStatus ir_rule_##SHAPE(const IrGraph *g, IrNode *n, FcDtype *out_dtype, IrShape *out_shape, \
+                              int *nout, FcErr *err);
+#include "ops.def"
+#undef OP
+
+const IrOpInfo ir_ops[IR_OP_COUNT] = {
+#define OP(ID, NAME, MININ, MAXIN, NOUT, CAT, ATTRS, SHAPE, FLOPS)                           \
+    [IR_OP_##ID] = {NAME, MININ, MAXIN, NOUT, CAT, ATTRS, ir_rule_##SHAPE, FLOPS},
+#include "ops.def"
+#undef OP
+};
+
+int ir_op_lookup(const char *name) {
+    for (int i = 0; i < IR_OP_COUNT; i++)
+        if (strcmp(ir_ops[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* ---- dtypes ----------------------------------------------------------------------------- */
+static const char *const dtype_names[FC_DTYPE_COUNT] = {
+    "f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "i32", "i64", "bool"};
+static const size_t dtype_sizes[FC_DTYPE_COUNT] = {8, 4, 2, 2, 1, 1, 4, 8, 1};
+
+const char *fc_dtype_name(FcDtype t) { return (unsigned)t < FC_DTYPE_COUNT ? dtype_names[t] : NULL; }
+size_t fc_dtype_size(FcDtype t) { return (unsigned)t < FC_DTYPE_COUNT ? dtype_sizes[t] : 0; }
+int ir_dtype_lookup(const char *name) {
+    for (int i = 0; i < FC_DTYPE_COUNT; i++)
+        if (strcmp(dtype_names[i], name) == 0) return i;
+    return -1;
+}
+bool ir_dtype_is_float(FcDtype t) { return t <= FC_F8E5M2; }
+bool ir_dtype_is_int(FcDtype t) { return t == FC_I32 || t == FC_I64; }
+
+/* ---- shapes --------------------------------------------------------------------------------- */
+bool ir_shape_numel(const IrShape *s, int64_t *numel) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++)
+        if (!fc_mul64(n, s->dims[i], &n)) return false;
+    *numel = n;
+    return true;
+}
+bool ir_shape_nbytes(const IrShape *s, FcDtype t, int64_t *nbytes) {
+    int64_t n;
+    return ir_shape_numel(s, &n) && fc_mul64(n, (int64_t)fc_dtype_size(t), nbytes);
+}
+bool ir_shape_eq(const IrShape *a, const IrShape *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i]) return false;
+    return true;
+}
+void ir_type_str(FcDtype t, const IrShape *s, char *buf, size_t n) {
+    size_t off = 0;
+    int w = snprintf(buf, n, "%s[", fc_dtype_name(t) ? fc_dtype_name(t) : "?");
+    if (w < 0) return;
+    off = (size_t)w;
+    for (int i = 0; i < s->rank && off < n; i++) {
+        w = snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
+        if (w < 0) return;
+        off += (size_t)w;
+    }
+    if (off < n) snprintf(buf + off, n - off, "]");
+}
+bool ir_shape_broadcast(const IrShape *a, const IrShape *b, IrShape *out) {
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    IrShape o = {.rank = r};
+    for (int i = 0; i < r; i++) {
+        int ia = a->rank - r + i, ib = b->rank - r + i;
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        o.dims[i] = da == 1 ? db : da;
+    }
+    *out = o;
+    return true;
+}
+
+/* ---- graph ----------------------------------------------------------------------------------- */
+IrGraph *ir_graph_new(const char *name, const char *file) {
+    IrGraph *g = fc_calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->name = arena_strdup(&g->arena, name ? name : "block");
+    g->file = arena_strdup(&g->arena, file ? file : "<input>");
+    if (!g->name || !g->file) { ir_graph_free(g); return NULL; }
+    return g;
+}
+
+void ir_graph_free(IrGraph *g) {
+    if (!g) return;
+    FC_VEC_FREE(&g->values);
+    FC_VEC_FREE(&g->nodes);
+    FC_VEC_FREE(&g->inputs);
+    FC_VEC_FREE(&g->is_param);
+    FC_VEC_FREE(&g->outputs);
+    FC_VEC_FREE(&g->output_names);
+    arena_free(&g->arena);
+    fc_free(g);
+}
+
+int ir_add_input(IrGraph *g, const char *name, FcDtype t, const IrShape *s, bool is_param) {
+    IrValue v = {.dtype = t, .shape = *s, .node = -1, .result = g->inputs.len, .name = NULL};
+    if (name && !(v.name = arena_strdup(&g->arena, name))) return -1;
+    if (!FC_VEC_PUSH(&g->values, v)) return -1;
+    int id = g->values.len - 1;
+    if (!FC_VEC_PUSH(&g->inputs, id)) return -1;
+    if (!FC_VEC_PUSH(&g->is_param, is_param)) return -1;
+    return id;
+}
+
+FcStatus ir_add_node(IrGraph *g, IrOp op, const int *ins, int nin, const IrAttrs *attrs,
+                     IrLoc loc, int origin, IrOp origin_op, int *out0, FcErr *err) {
+    FC_CHECK(err, (unsigned)op < IR_OP_COUNT);
+    const IrOpInfo *info = &ir_ops[op];
+    FC_CHECK(err, nin >= info->min_in && (info->max_in < 0 || nin <= info->max_in));
+    for (int i = 0; i < nin; i++) FC_CHECK(err, ins[i] >= 0 && ins[i] < g->values.len);
+
+    IrNode n = {.op = op, .nin = nin, .loc = loc};
+    if (attrs) n.a = *attrs;
+    n.a.list = NULL;
+    if (nin > 0) {
+        n.in = arena_alloc(&g->arena, sizeof(int) * (size_t)nin);
+        if (!n.in) return FC_OOM(err);
+        memcpy(n.in, ins, sizeof(int) * (size_t)nin);
+    }
+    if (attrs && attrs->nlist > 0) {
+        FC_CHECK(err, attrs->nlist <= 4096);
+        n.a.list = arena_alloc(&g->arena, sizeof(int64_t) * (size_t)attrs->nlist);
+        if (!n.a.list) return FC_OOM(err);
+        memcpy(n.a.list, attrs->list, sizeof(int64_t) * (size_t)attrs->nlist);
+    }
+    /* split may produce up to 4096 results; everything else at most a few */
+    int cap = op == IR_OP_SPLIT ? (n.a.nlist > 0 ? n.a.nlist : 1) : 4;
+    FcDtype *dt = fc_calloc((size_t)cap, sizeof *dt);
+    IrShape *sh = fc_calloc((size_t)cap, sizeof *sh);
+    if (!dt || !sh) { fc_free(dt); fc_free(sh); return FC_OOM(err); }
+    int nout = info->nout > 0 ? info->nout : 0;
+    FcStatus s = info->shape(g, &n, dt, sh, &nout, err);
+    if (s == FC_OK && (nout < 1 || nout > cap))
+        s = fc_err_set(err, FC_ERR_INTERNAL, "internal error: %s:%d: shape rule of %s gave %d results",
+                       __FILE__, __LINE__, info->name, nout);
+    for (int k = 0; s == FC_OK && k < nout; k++) {
+        int64_t nbytes;
+        if (sh[k].rank > IR_MAX_RANK) {
+            s = fc_err_set(err, FC_ERR_INPUT, "result of '%s' would have rank %d; at most %d is supported",
+                           info->name, sh[k].rank, IR_MAX_RANK);
+        } else if (!ir_shape_nbytes(&sh[k], dt[k], &nbytes)) {
+            char t[256];
+            ir_type_str(dt[k], &sh[k], t, sizeof t);
+            s = fc_err_set(err, FC_ERR_INPUT, "result of '%s' is too large: %s overflows a 64-bit byte count",
+                           info->name, t);
+        }
+    }
+    if (s != FC_OK) { fc_free(dt); fc_free(sh); return s; }
+
+    int node_id = g->nodes.len;
+    n.nout = nout;
+    n.out = arena_alloc(&g->arena, sizeof(int) * (size_t)nout);
+    if (!n.out) { fc_free(dt); fc_free(sh); return FC_OOM(err); }
+    int first = g->values.len;
+    for (int k = 0; k < nout; k++) {
+        IrValue v = {.dtype = dt[k], .shape = sh[k], .node = node_id, .result = k};
+        if (!FC_VEC_PUSH(&g->values, v)) { fc_free(dt); fc_free(sh); return FC_OOM(err); }
+        n.out[k] = first + k;
+    }
+    fc_free(dt);
+    fc_free(sh);
+    if (origin < 0) {
+        n.origin = g->next_origin++;
+        n.origin_op = op;
+    } else {
+        n.origin = origin;
+        n.origin_op = origin_op;
+        if (origin >= g->next_origin) g->next_origin = origin + 1;
+    }
+    if (!FC_VEC_PUSH(&g->nodes, n)) return FC_OOM(err);
+    if (out0) *out0 = first;
+    return FC_OK;
+}
+
+FcStatus ir_add_output(IrGraph *g, int value, const char *name, FcErr *err) {
+    FC_CHECK(err, value >= 0 && value < g->values.len);
+    const char *nm = arena_strdup(&g->arena, name ? name : "out");
+    if (!nm || !FC_VEC_PUSH(&g->outputs, value) || !FC_VEC_PUSH(&g->output_names, nm))
+        return FC_OOM(err);
+    return FC_OK;
+}

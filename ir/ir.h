@@ -1,0 +1,148 @@
+/* ir.h: the graph IR.
+ *
+ * A graph is a block: typed input values, nodes in topological order, output values.
+ * Values and nodes live in arrays and refer to each other by integer ids (QBE style);
+ * strings and per-node arrays live in the graph's arena and go with it.
+ *
+ * Invariants (checked by ir_verify):
+ * - nodes[i] reads only values defined by inputs or by nodes[j], j < i;
+ * - every value's dtype/shape is what the op's shape rule gives for its inputs/attributes;
+ * - elementwise binary ops, comparisons and where's two data inputs share one dtype
+ *   (the builder inserts casts, following the language's promotion rules);
+ * - attributes are normalized (axes non-negative and sorted, slice bounds clamped).
+ *
+ * Entry points: ir_graph_new/free, ir_add_input, ir_add_node (runs the shape rule),
+ * ir_add_output; ir_print/ir_parse (printer.c, parse.c); ir_verify (verify.c).
+ */
+#ifndef FUSEC_IR_H
+#define FUSEC_IR_H
+
+#include "support.h"
+
+/* ---- op table ------------------------------------------------------------------- */
+typedef enum IrCategory {
+    IR_CAT_UNARY, IR_CAT_BINARY, IR_CAT_COMPARE, IR_CAT_SELECT, IR_CAT_CAST,
+    IR_CAT_REDUCE, IR_CAT_COMPOSITE, IR_CAT_SHAPE, IR_CAT_GENERATOR, IR_CAT_GATHER,
+    IR_CAT_MATMUL, IR_CAT_TRAINING, IR_CAT_COUNT
+} IrCategory;
+
+typedef enum IrOp {
+#define OP(ID, NAME, MININ, MAXIN, NOUT, CAT, ATTRS, SHAPE, FLOPS) IR_OP_##ID,
+#include "ops.def"
+#undef OP
+    IR_OP_COUNT
+} IrOp;
+
+typedef struct IrGraph IrGraph;
+typedef struct IrNode IrNode;
+/* A shape rule: from the node's input values and attributes, normalizes the attributes
+ * and sets out_dtype[k]/out_shape[k] for each result (and *nout when NOUT is -1).
+ * On a user error returns FC_ERR_INPUT with a message (no location; the caller adds it). */
+typedef struct IrShape IrShape;
+typedef FcStatus (*IrShapeFn)(const IrGraph *g, IrNode *n, FcDtype *out_dtype,
+                              IrShape *out_shape, int *nout, FcErr *err);
+
+typedef struct IrOpInfo {
+    const char *name;
+    int min_in, max_in;    /* max_in -1: any number */
+    int nout;              /* -1: from attributes */
+    IrCategory cat;
+    const char *attrs;     /* "slot:name ..." (ops.def) */
+    IrShapeFn shape;
+    int flops;             /* per output element (see ops.def) */
+} IrOpInfo;
+extern const IrOpInfo ir_ops[IR_OP_COUNT];
+/* The op with this source name, or -1. */
+int ir_op_lookup(const char *name);
+
+/* ---- dtypes and shapes ------------------------------------------------------------ */
+#define IR_MAX_RANK FC_MAX_RANK
+struct IrShape {
+    int rank;
+    int64_t dims[IR_MAX_RANK];   /* each >= 1 */
+};
+bool ir_dtype_is_float(FcDtype t);
+bool ir_dtype_is_int(FcDtype t);       /* i32, i64 (not bool) */
+int ir_dtype_lookup(const char *name); /* FcDtype or -1 */
+/* Element count; false on int64 overflow. */
+bool ir_shape_numel(const IrShape *s, int64_t *numel);
+bool ir_shape_eq(const IrShape *a, const IrShape *b);
+/* Bytes of a tensor; false on overflow. */
+bool ir_shape_nbytes(const IrShape *s, FcDtype t, int64_t *nbytes);
+/* Formats "f32[4, 256, 768]" into buf. */
+void ir_type_str(FcDtype t, const IrShape *s, char *buf, size_t n);
+/* NumPy broadcast of a and b into out; false when incompatible. */
+bool ir_shape_broadcast(const IrShape *a, const IrShape *b, IrShape *out);
+
+/* ---- values and nodes -------------------------------------------------------------- */
+typedef struct IrLoc { int line, col; } IrLoc;   /* 1-based; 0 when unknown */
+
+typedef struct IrValue {
+    FcDtype dtype;
+    IrShape shape;
+    int node;           /* producing node id; -1 for a block input */
+    int result;         /* which result of that node; for an input, its input index */
+    const char *name;   /* source name (arena) or NULL */
+} IrValue;
+
+/* Attributes; which slots an op uses is given by its ATTRS string in ops.def. */
+typedef struct IrAttrs {
+    int nlist;
+    int64_t *list;       /* axes, perm, shape or sizes (arena) */
+    int64_t i[4];
+    double f;
+    FcDtype dtype;
+} IrAttrs;
+
+enum { IR_APPROX_NONE = 0, IR_APPROX_TANH = 1 };
+
+struct IrNode {
+    IrOp op;
+    int nin;
+    int *in;             /* value ids (arena) */
+    int nout;
+    int *out;            /* value ids (arena) */
+    IrAttrs a;
+    IrLoc loc;           /* where in the source the op was written */
+    int origin;          /* id of the source op this node implements (eager grouping) */
+    IrOp origin_op;      /* and that op */
+};
+
+struct IrGraph {
+    Arena arena;
+    const char *name;           /* block name */
+    const char *file;           /* source file, for messages */
+    FC_VEC(IrValue) values;
+    FC_VEC(IrNode) nodes;
+    FC_VEC(int) inputs;         /* value ids, declaration order */
+    FC_VEC(bool) is_param;      /* parallel to inputs */
+    FC_VEC(int) outputs;        /* value ids */
+    FC_VEC(const char *) output_names; /* parallel to outputs (arena) */
+    int next_origin;            /* next fresh origin id */
+};
+
+IrGraph *ir_graph_new(const char *name, const char *file);  /* NULL on OOM */
+void ir_graph_free(IrGraph *g);
+
+/* Adds a block input; returns its value id, or -1 on OOM. */
+int ir_add_input(IrGraph *g, const char *name, FcDtype t, const IrShape *s, bool is_param);
+/* Adds a node: copies ins and attrs (list included), runs the shape rule, creates the
+ * result values. origin < 0 means "a new source op" (a fresh origin id, origin_op = op).
+ * On success stores the first result's value id in *out0 (results are consecutive ids).
+ * FC_ERR_INPUT: the shape rule's message is in err. */
+FcStatus ir_add_node(IrGraph *g, IrOp op, const int *ins, int nin, const IrAttrs *attrs,
+                     IrLoc loc, int origin, IrOp origin_op, int *out0, FcErr *err);
+FcStatus ir_add_output(IrGraph *g, int value, const char *name, FcErr *err);
+
+static inline IrValue *ir_val(IrGraph *g, int id) { return &g->values.data[id]; }
+static inline const IrValue *ir_cval(const IrGraph *g, int id) { return &g->values.data[id]; }
+
+/* ---- printing, parsing, verifying (printer.c, parse.c, verify.c) ---------------------- */
+/* The deterministic text form; everything the graph holds. */
+void ir_print(const IrGraph *g, StrBuf *out);
+/* Parses the printed form back (file is used in messages). */
+FcStatus ir_parse(const char *text, const char *file, IrGraph **out, FcErr *err);
+/* Checks the invariants above; FC_ERR_INTERNAL with the first violation. */
+FcStatus ir_verify(const IrGraph *g, FcErr *err);
+
+#endif

@@ -1,0 +1,428 @@
+/* kir.c: building and printing the kernel IR (see kir.h).
+ *
+ * The builder appends statements to the innermost open scope (for/if/reduce), kept as a
+ * small stack in the kernel. Allocation failures set k->failed and make every later
+ * call a no-op returning -1; callers check kir_kernel_ok once at the end.
+ */
+#include "kir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const type_names[KT_COUNT] = {"bool", "i32", "i64", "f32", "f64"};
+static const char *const unop_names[KU_COUNT] = {
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "recip", "tanh", "erf", "sin", "cos", "not", "floor"};
+static const char *const binop_names[KB_COUNT] = {
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min",
+    "lt",  "le",  "gt",  "ge",  "eq",  "ne",  "and", "or"};
+static const char *const redop_names[KR_COUNT] = {"sum", "max", "min"};
+
+const char *kir_type_name(KirType t) { return (unsigned)t < KT_COUNT ? type_names[t] : "?"; }
+const char *kir_unop_name(KirUnOp op) { return (unsigned)op < KU_COUNT ? unop_names[op] : "?"; }
+const char *kir_binop_name(KirBinOp op) { return (unsigned)op < KB_COUNT ? binop_names[op] : "?"; }
+const char *kir_redop_name(KirRedOp op) { return (unsigned)op < KR_COUNT ? redop_names[op] : "?"; }
+
+KirType kir_compute_type(FcDtype t) {
+    switch (t) {
+    case FC_F64: return KT_F64;
+    case FC_I32: return KT_I32;
+    case FC_I64: return KT_I64;
+    case FC_BOOL: return KT_BOOL;
+    default: return KT_F32;
+    }
+}
+
+/* ---- program ------------------------------------------------------------------------- */
+KirProgram *kir_program_new(const char *block_name) {
+    KirProgram *p = fc_calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->block_name = arena_strdup(&p->arena, block_name ? block_name : "block");
+    if (!p->block_name) { fc_free(p); return NULL; }
+    return p;
+}
+
+static void kernel_free(KirKernel *k) {
+    if (!k) return;
+    FC_VEC_FREE(&k->params);
+    FC_VEC_FREE(&k->exprs);
+    FC_VEC_FREE(&k->stmts);
+    FC_VEC_FREE(&k->vars);
+    FC_VEC_FREE(&k->shared);
+    FC_VEC_FREE(&k->tarrays);
+    fc_free(k);
+}
+
+void kir_program_free(KirProgram *p) {
+    if (!p) return;
+    for (int i = 0; i < p->kernels.len; i++) kernel_free(p->kernels.data[i]);
+    FC_VEC_FREE(&p->kernels);
+    FC_VEC_FREE(&p->buffers);
+    FC_VEC_FREE(&p->launches);
+    arena_free(&p->arena);
+    fc_free(p);
+}
+
+KirKernel *kir_kernel_new(KirProgram *p, const char *name, int64_t grid, int block) {
+    KirKernel *k = fc_calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->name = arena_strdup(&p->arena, name);
+    k->ops = "";
+    k->kind = "";
+    k->grid = grid;
+    k->block = block;
+    k->body = -1;
+    k->top_tail = -1;
+    if (!k->name || !FC_VEC_PUSH(&p->kernels, k)) { kernel_free(k); return NULL; }
+    return k;
+}
+
+/* ---- declarations ---------------------------------------------------------------------- */
+int kir_param(KirKernel *k, FcDtype dtype, int64_t numel, bool written) {
+    KirParam prm = {dtype, numel, written};
+    if (k->failed || !FC_VEC_PUSH(&k->params, prm)) { k->failed = true; return -1; }
+    return k->params.len - 1;
+}
+int kir_var(KirKernel *k, KirType t) {
+    KirVar v = {t};
+    if (k->failed || !FC_VEC_PUSH(&k->vars, v)) { k->failed = true; return -1; }
+    return k->vars.len - 1;
+}
+int kir_shared(KirKernel *k, KirType t, int64_t count) {
+    KirShared s = {t, count};
+    if (k->failed || !FC_VEC_PUSH(&k->shared, s)) { k->failed = true; return -1; }
+    return k->shared.len - 1;
+}
+int kir_tarray(KirKernel *k, KirType t, int count) {
+    KirTArray s = {t, count};
+    if (k->failed || !FC_VEC_PUSH(&k->tarrays, s)) { k->failed = true; return -1; }
+    return k->tarrays.len - 1;
+}
+
+/* ---- expressions ------------------------------------------------------------------------ */
+static int add_expr(KirKernel *k, KirExpr e) {
+    if (k->failed || !FC_VEC_PUSH(&k->exprs, e)) { k->failed = true; return -1; }
+    return k->exprs.len - 1;
+}
+static KirType etype(const KirKernel *k, int e) { return e >= 0 ? k->exprs.data[e].type : KT_I64; }
+/* A bad operand (an earlier failure, or a builder misuse) poisons the kernel. */
+static bool bad(KirKernel *k, int e) {
+    if (e < 0 || e >= k->exprs.len) { k->failed = true; return true; }
+    return false;
+}
+
+int kir_const_i(KirKernel *k, KirType t, int64_t v) {
+    KirExpr e = {.kind = KE_CONST, .type = t, .a = -1, .b = -1, .c = -1, .ref = -1, .ival = v,
+                 .fval = (double)v};
+    return add_expr(k, e);
+}
+int kir_const_f(KirKernel *k, KirType t, double v) {
+    KirExpr e = {.kind = KE_CONST, .type = t, .a = -1, .b = -1, .c = -1, .ref = -1, .fval = v,
+                 .ival = (int64_t)0};
+    return add_expr(k, e);
+}
+int kir_var_ref(KirKernel *k, int var) {
+    if (var < 0 || var >= k->vars.len) { k->failed = true; return -1; }
+    KirExpr e = {.kind = KE_VAR, .type = k->vars.data[var].type, .a = -1, .b = -1, .c = -1,
+                 .ref = var};
+    return add_expr(k, e);
+}
+int kir_load(KirKernel *k, int param, int idx) {
+    if (bad(k, idx) || param < 0 || param >= k->params.len) { k->failed = true; return -1; }
+    KirExpr e = {.kind = KE_LOAD, .type = kir_compute_type(k->params.data[param].dtype),
+                 .a = idx, .b = -1, .c = -1, .ref = param};
+    return add_expr(k, e);
+}
+int kir_shload(KirKernel *k, int shared, int idx) {
+    if (bad(k, idx) || shared < 0 || shared >= k->shared.len) { k->failed = true; return -1; }
+    KirExpr e = {.kind = KE_SHLOAD, .type = k->shared.data[shared].type, .a = idx, .b = -1,
+                 .c = -1, .ref = shared};
+    return add_expr(k, e);
+}
+int kir_tload(KirKernel *k, int tarray, int idx) {
+    if (bad(k, idx) || tarray < 0 || tarray >= k->tarrays.len) { k->failed = true; return -1; }
+    KirExpr e = {.kind = KE_TLOAD, .type = k->tarrays.data[tarray].type, .a = idx, .b = -1,
+                 .c = -1, .ref = tarray};
+    return add_expr(k, e);
+}
+int kir_un(KirKernel *k, KirUnOp op, int a) {
+    if (bad(k, a)) return -1;
+    KirType t = op == KU_NOT ? KT_BOOL : etype(k, a);
+    KirExpr e = {.kind = KE_UNARY, .type = t, .a = a, .b = -1, .c = -1, .ref = -1, .op = op};
+    return add_expr(k, e);
+}
+int kir_bin(KirKernel *k, KirBinOp op, int a, int b) {
+    if (bad(k, a) || bad(k, b)) return -1;
+    KirType t = (op >= KB_LT && op <= KB_NE) ? KT_BOOL : etype(k, a);
+    KirExpr e = {.kind = KE_BINARY, .type = t, .a = a, .b = b, .c = -1, .ref = -1, .op = op};
+    return add_expr(k, e);
+}
+int kir_select(KirKernel *k, int c, int a, int b) {
+    if (bad(k, c) || bad(k, a) || bad(k, b)) return -1;
+    KirExpr e = {.kind = KE_SELECT, .type = etype(k, a), .a = c, .b = a, .c = b, .ref = -1};
+    return add_expr(k, e);
+}
+int kir_cast(KirKernel *k, KirType t, int a) {
+    if (bad(k, a)) return -1;
+    if (etype(k, a) == t) return a;
+    KirExpr e = {.kind = KE_CAST, .type = t, .a = a, .b = -1, .c = -1, .ref = -1};
+    return add_expr(k, e);
+}
+int kir_round(KirKernel *k, FcDtype storage, int a) {
+    if (bad(k, a)) return -1;
+    if (storage == FC_F32 || storage == FC_F64 || !ir_dtype_is_float(storage)) return a;
+    KirExpr e = {.kind = KE_ROUND, .type = etype(k, a), .a = a, .b = -1, .c = -1, .ref = -1,
+                 .dtype = storage};
+    return add_expr(k, e);
+}
+int kir_block_idx(KirKernel *k) {
+    KirExpr e = {.kind = KE_BLOCK_IDX, .type = KT_I64, .a = -1, .b = -1, .c = -1, .ref = -1};
+    return add_expr(k, e);
+}
+
+/* ---- statements ------------------------------------------------------------------------- */
+static int add_stmt(KirKernel *k, KirStmt s) {
+    if (k->failed) return -1;
+    s.next = -1;
+    if (!FC_VEC_PUSH(&k->stmts, s)) { k->failed = true; return -1; }
+    int id = k->stmts.len - 1;
+    if (k->nscope == 0) {
+        if (k->top_tail < 0) k->body = id;
+        else k->stmts.data[k->top_tail].next = id;
+        k->top_tail = id;
+    } else {
+        int sc = k->nscope - 1;
+        KirStmt *owner = &k->stmts.data[k->scope[sc].stmt];
+        if (k->scope[sc].tail < 0) {
+            if (k->scope[sc].in_else) owner->body2 = id;
+            else owner->body = id;
+        } else {
+            k->stmts.data[k->scope[sc].tail].next = id;
+        }
+        k->scope[sc].tail = id;
+    }
+    return id;
+}
+static KirStmt stmt0(KirStmtKind kind) {
+    KirStmt s = {.kind = kind, .var = -1, .loop_var = -1, .ref = -1, .a = -1, .b = -1, .c = -1,
+                 .body = -1, .body2 = -1, .next = -1};
+    return s;
+}
+static void open_scope(KirKernel *k, int id) {
+    if (id < 0) return;
+    if (k->nscope >= (int)(sizeof k->scope / sizeof k->scope[0])) { k->failed = true; return; }
+    k->scope[k->nscope].stmt = id;
+    k->scope[k->nscope].tail = -1;
+    k->scope[k->nscope].in_else = 0;
+    k->nscope++;
+}
+
+void kir_let(KirKernel *k, int var, int value) {
+    if (bad(k, value)) return;
+    KirStmt s = stmt0(KS_LET); s.var = var; s.a = value;
+    add_stmt(k, s);
+}
+void kir_assign(KirKernel *k, int var, int value) {
+    if (bad(k, value)) return;
+    KirStmt s = stmt0(KS_ASSIGN); s.var = var; s.a = value;
+    add_stmt(k, s);
+}
+void kir_store(KirKernel *k, int param, int idx, int value) {
+    if (bad(k, idx) || bad(k, value)) return;
+    KirStmt s = stmt0(KS_STORE); s.ref = param; s.a = idx; s.b = value;
+    add_stmt(k, s);
+}
+void kir_shstore(KirKernel *k, int shared, int idx, int value) {
+    if (bad(k, idx) || bad(k, value)) return;
+    KirStmt s = stmt0(KS_SHSTORE); s.ref = shared; s.a = idx; s.b = value;
+    add_stmt(k, s);
+}
+void kir_tstore(KirKernel *k, int tarray, int idx, int value) {
+    if (bad(k, idx) || bad(k, value)) return;
+    KirStmt s = stmt0(KS_TSTORE); s.ref = tarray; s.a = idx; s.b = value;
+    add_stmt(k, s);
+}
+void kir_barrier(KirKernel *k) { add_stmt(k, stmt0(KS_BARRIER)); }
+void kir_error_if(KirKernel *k, int cond, FcStatus code) {
+    if (bad(k, cond)) return;
+    KirStmt s = stmt0(KS_ERROR); s.a = cond; s.code = (int)code;
+    k->uses_status = true;
+    add_stmt(k, s);
+}
+void kir_for(KirKernel *k, KirLoopKind kind, int var, int lo, int hi) {
+    if (bad(k, lo) || bad(k, hi)) return;
+    KirStmt s = stmt0(KS_FOR); s.var = var; s.a = lo; s.b = hi; s.loop = kind;
+    open_scope(k, add_stmt(k, s));
+}
+void kir_if(KirKernel *k, int cond) {
+    if (bad(k, cond)) return;
+    KirStmt s = stmt0(KS_IF); s.a = cond;
+    open_scope(k, add_stmt(k, s));
+}
+void kir_else(KirKernel *k) {
+    if (k->failed) return;
+    if (k->nscope == 0 || k->stmts.data[k->scope[k->nscope - 1].stmt].kind != KS_IF ||
+        k->scope[k->nscope - 1].in_else) { k->failed = true; return; }
+    k->scope[k->nscope - 1].in_else = 1;
+    k->scope[k->nscope - 1].tail = -1;
+}
+void kir_reduce(KirKernel *k, KirRedOp op, int result_var, int loop_var, int lo, int hi) {
+    if (bad(k, lo) || bad(k, hi)) return;
+    KirStmt s = stmt0(KS_REDUCE); s.var = result_var; s.loop_var = loop_var; s.a = lo; s.b = hi;
+    s.redop = op;
+    open_scope(k, add_stmt(k, s));
+}
+void kir_end_reduce(KirKernel *k, int value) {
+    if (k->failed) return;
+    if (k->nscope == 0 || bad(k, value)) { k->failed = true; return; }
+    KirStmt *s = &k->stmts.data[k->scope[k->nscope - 1].stmt];
+    if (s->kind != KS_REDUCE) { k->failed = true; return; }
+    s->c = value;
+    k->nscope--;
+}
+void kir_end(KirKernel *k) {
+    if (k->failed) return;
+    if (k->nscope == 0) { k->failed = true; return; }
+    if (k->stmts.data[k->scope[k->nscope - 1].stmt].kind == KS_REDUCE) { k->failed = true; return; }
+    k->nscope--;
+}
+bool kir_kernel_ok(const KirKernel *k) { return k && !k->failed && k->nscope == 0; }
+
+/* ---- printer ----------------------------------------------------------------------------- */
+static void print_expr(const KirKernel *k, int id, StrBuf *o) {
+    if (id < 0 || id >= k->exprs.len) { sb_puts(o, "<bad>"); return; }
+    const KirExpr *e = &k->exprs.data[id];
+    char num[64];
+    switch (e->kind) {
+    case KE_CONST:
+        if (e->type == KT_F32 || e->type == KT_F64) {
+            fc_fmt_double(num, sizeof num, e->fval);
+            sb_printf(o, "%s:%s", num, type_names[e->type]);
+        } else if (e->type == KT_BOOL) {
+            sb_puts(o, e->ival ? "true" : "false");
+        } else {
+            sb_printf(o, "%lld", (long long)e->ival);
+            if (e->type == KT_I32) sb_puts(o, ":i32");
+        }
+        break;
+    case KE_VAR: sb_printf(o, "v%d", e->ref); break;
+    case KE_LOAD: sb_printf(o, "p%d[", e->ref); print_expr(k, e->a, o); sb_putc(o, ']'); break;
+    case KE_SHLOAD: sb_printf(o, "sh%d[", e->ref); print_expr(k, e->a, o); sb_putc(o, ']'); break;
+    case KE_TLOAD: sb_printf(o, "ta%d[", e->ref); print_expr(k, e->a, o); sb_putc(o, ']'); break;
+    case KE_UNARY:
+        sb_printf(o, "%s(", unop_names[e->op]); print_expr(k, e->a, o); sb_putc(o, ')');
+        break;
+    case KE_BINARY:
+        sb_printf(o, "%s(", binop_names[e->op]); print_expr(k, e->a, o); sb_puts(o, ", ");
+        print_expr(k, e->b, o); sb_putc(o, ')');
+        break;
+    case KE_SELECT:
+        sb_puts(o, "select("); print_expr(k, e->a, o); sb_puts(o, ", "); print_expr(k, e->b, o);
+        sb_puts(o, ", "); print_expr(k, e->c, o); sb_putc(o, ')');
+        break;
+    case KE_CAST: sb_printf(o, "%s(", type_names[e->type]); print_expr(k, e->a, o); sb_putc(o, ')'); break;
+    case KE_ROUND:
+        sb_printf(o, "round_%s(", fc_dtype_name(e->dtype)); print_expr(k, e->a, o); sb_putc(o, ')');
+        break;
+    case KE_BLOCK_IDX: sb_puts(o, "block_idx"); break;
+    default: sb_puts(o, "<?>"); break;
+    }
+}
+
+static void indent(StrBuf *o, int d) { for (int i = 0; i < d; i++) sb_puts(o, "  "); }
+
+static void print_list(const KirKernel *k, int s, int d, StrBuf *o) {
+    for (; s >= 0; s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        indent(o, d);
+        switch (st->kind) {
+        case KS_LET:
+            sb_printf(o, "let v%d: %s = ", st->var, type_names[k->vars.data[st->var].type]);
+            print_expr(k, st->a, o); sb_putc(o, '\n');
+            break;
+        case KS_ASSIGN: sb_printf(o, "v%d = ", st->var); print_expr(k, st->a, o); sb_putc(o, '\n'); break;
+        case KS_STORE:
+            sb_printf(o, "p%d[", st->ref); print_expr(k, st->a, o); sb_puts(o, "] = ");
+            print_expr(k, st->b, o); sb_putc(o, '\n');
+            break;
+        case KS_SHSTORE:
+            sb_printf(o, "sh%d[", st->ref); print_expr(k, st->a, o); sb_puts(o, "] = ");
+            print_expr(k, st->b, o); sb_putc(o, '\n');
+            break;
+        case KS_TSTORE:
+            sb_printf(o, "ta%d[", st->ref); print_expr(k, st->a, o); sb_puts(o, "] = ");
+            print_expr(k, st->b, o); sb_putc(o, '\n');
+            break;
+        case KS_FOR:
+            sb_printf(o, "for%s v%d in [", st->loop == KIR_LOOP_THREADS ? " threads" : "", st->var);
+            print_expr(k, st->a, o); sb_puts(o, ", "); print_expr(k, st->b, o); sb_puts(o, ") {\n");
+            print_list(k, st->body, d + 1, o);
+            indent(o, d); sb_puts(o, "}\n");
+            break;
+        case KS_IF:
+            sb_puts(o, "if "); print_expr(k, st->a, o); sb_puts(o, " {\n");
+            print_list(k, st->body, d + 1, o);
+            if (st->body2 >= 0) {
+                indent(o, d); sb_puts(o, "} else {\n");
+                print_list(k, st->body2, d + 1, o);
+            }
+            indent(o, d); sb_puts(o, "}\n");
+            break;
+        case KS_REDUCE:
+            sb_printf(o, "let v%d: %s = reduce_%s threads v%d in [", st->var,
+                      type_names[k->vars.data[st->var].type], redop_names[st->redop], st->loop_var);
+            print_expr(k, st->a, o); sb_puts(o, ", "); print_expr(k, st->b, o); sb_puts(o, ") {\n");
+            print_list(k, st->body, d + 1, o);
+            indent(o, d + 1); sb_puts(o, "yield "); print_expr(k, st->c, o); sb_putc(o, '\n');
+            indent(o, d); sb_puts(o, "}\n");
+            break;
+        case KS_BARRIER: sb_puts(o, "barrier\n"); break;
+        case KS_ERROR:
+            sb_printf(o, "error_if(%s) ", fc_status_name((FcStatus)st->code));
+            print_expr(k, st->a, o); sb_putc(o, '\n');
+            break;
+        default: sb_puts(o, "<?>\n"); break;
+        }
+    }
+}
+
+void kir_print_kernel(const KirKernel *k, StrBuf *o) {
+    sb_printf(o, "kernel %s grid=%lld block=%d kind=%s ops=[%s]\n", k->name, (long long)k->grid,
+              k->block, k->kind, k->ops);
+    sb_printf(o, "  # bytes_read=%lld bytes_written=%lld flops=%lld\n", (long long)k->bytes_read,
+              (long long)k->bytes_written, (long long)k->flops);
+    for (int i = 0; i < k->params.len; i++)
+        sb_printf(o, "  param p%d: %s[%lld]%s\n", i, fc_dtype_name(k->params.data[i].dtype),
+                  (long long)k->params.data[i].numel, k->params.data[i].written ? " out" : "");
+    for (int i = 0; i < k->shared.len; i++)
+        sb_printf(o, "  shared sh%d: %s[%lld]\n", i, type_names[k->shared.data[i].type],
+                  (long long)k->shared.data[i].count);
+    for (int i = 0; i < k->tarrays.len; i++)
+        sb_printf(o, "  thread ta%d: %s[%d]\n", i, type_names[k->tarrays.data[i].type],
+                  k->tarrays.data[i].count);
+    sb_puts(o, "{\n");
+    print_list(k, k->body, 1, o);
+    sb_puts(o, "}\n");
+}
+
+void kir_print_program(const KirProgram *p, StrBuf *o) {
+    static const char *const kinds[] = {"input", "output", "temp"};
+    sb_printf(o, "program %s workspace=%lld\n", p->block_name, (long long)p->workspace_bytes);
+    for (int i = 0; i < p->buffers.len; i++) {
+        const KirBuffer *b = &p->buffers.data[i];
+        sb_printf(o, "buffer b%d: %s %s[%lld]", i, kinds[b->kind], fc_dtype_name(b->dtype),
+                  (long long)b->numel);
+        if (b->kind == KIR_BUF_TEMP) sb_printf(o, " offset=%lld", (long long)b->offset);
+        else sb_printf(o, " index=%d", b->index);
+        sb_putc(o, '\n');
+    }
+    for (int i = 0; i < p->launches.len; i++) {
+        const KirLaunch *l = &p->launches.data[i];
+        sb_printf(o, "launch %s(", p->kernels.data[l->kernel]->name);
+        for (int j = 0; j < l->nargs; j++) sb_printf(o, "%sb%d", j ? ", " : "", l->args[j]);
+        sb_puts(o, ")\n");
+    }
+    for (int i = 0; i < p->kernels.len; i++) {
+        sb_putc(o, '\n');
+        kir_print_kernel(p->kernels.data[i], o);
+    }
+}

@@ -1,0 +1,224 @@
+/* kir.h: the kernel IR, a target-neutral loop-level IR ("structured SIMT").
+ *
+ * A KirProgram is what a compiled block runs: buffers (inputs, outputs, workspace
+ * temporaries), kernels, and an ordered list of launches binding buffers to kernels.
+ *
+ * A KirKernel runs on a 1-D grid of `grid` blocks of `block` threads. Its body is run
+ * once per block (the block index is KE_BLOCK_IDX). Parallelism inside a block is
+ * structured:
+ *   - Statements outside any KS_FOR/THREADS loop are *block-uniform*: every thread of the
+ *     block computes the same value (a GPU runs them redundantly in each thread; the CPU
+ *     once per block).
+ *   - KS_FOR with kind KIR_LOOP_THREADS spreads iterations [lo, hi) over the block's
+ *     threads: iteration i runs on thread (i - lo) % block. A GPU runs
+ *     `for (i = lo + tid; i < hi; i += block)`, the CPU a plain loop. Thread loops do not nest.
+ *   - KS_BARRIER separates phases (a __syncthreads() on the GPU; nothing on the CPU, where
+ *     thread loops run one after the other). Lowering puts a barrier between a thread
+ *     loop that writes shared memory and any later one that reads it.
+ *   - KS_REDUCE is a block-level reduction: `var = op over i in threads [lo, hi) of value`,
+ *     where the body statements run before `value` in each iteration; the result is
+ *     block-uniform. Its accumulation order is fixed by the kernel (per-thread strided
+ *     partials, then a tree over threads), the same on every backend.
+ *   - Shared arrays (KirShared) are per block; thread arrays (KirTArray) are per thread and
+ *     live across thread loops (accumulators of a tiled matrix product); a thread array is
+ *     used only inside thread loops.
+ * Emitters (codegen/cuda.c, codegen/llvm.c) print this IR and decide nothing.
+ *
+ * Types: compute types are KirType. Buffers have a storage FcDtype; a load converts
+ * storage to compute type (f16/bf16/f8 -> f32, bool -> bool, ...) and a store converts
+ * back (rounding to nearest even; to f8 saturating). Index arithmetic is i64.
+ *
+ * Expressions and statements live in per-kernel arrays and are referred to by id.
+ * Statement lists are first-child / next-sibling chains (-1 ends a chain).
+ */
+#ifndef FUSEC_KIR_H
+#define FUSEC_KIR_H
+
+#include "support.h"
+#include "ir.h"
+
+typedef enum KirType { KT_BOOL, KT_I32, KT_I64, KT_F32, KT_F64, KT_COUNT } KirType;
+const char *kir_type_name(KirType t);
+/* The compute type of a storage dtype: f16/bf16/f8/f32 -> f32, f64 -> f64, ... */
+KirType kir_compute_type(FcDtype t);
+
+typedef enum KirUnOp {
+    KU_NEG, KU_ABS, KU_EXP, KU_LOG, KU_SQRT, KU_RSQRT, KU_RECIP, KU_TANH, KU_ERF,
+    KU_SIN, KU_COS, KU_NOT, KU_FLOOR, KU_COUNT
+} KirUnOp;
+typedef enum KirBinOp {
+    KB_ADD, KB_SUB, KB_MUL, KB_DIV,   /* int DIV truncates; operands are non-negative in index math */
+    KB_REM,                           /* int only */
+    KB_POW, KB_MAX, KB_MIN,           /* MAX/MIN propagate NaN (NumPy's maximum/minimum) */
+    KB_LT, KB_LE, KB_GT, KB_GE, KB_EQ, KB_NE,   /* result KT_BOOL */
+    KB_AND, KB_OR,                    /* bool */
+    KB_COUNT
+} KirBinOp;
+const char *kir_unop_name(KirUnOp op);
+const char *kir_binop_name(KirBinOp op);
+
+typedef enum KirExprKind {
+    KE_CONST,      /* type, ival (ints, bool) or fval (floats) */
+    KE_VAR,        /* var */
+    KE_LOAD,       /* param (buffer), a = element index (i64) */
+    KE_SHLOAD,     /* shared array, a = index */
+    KE_TLOAD,      /* thread array, a = index (within this thread's slots) */
+    KE_UNARY,      /* unop, a */
+    KE_BINARY,     /* binop, a, b */
+    KE_SELECT,     /* a = cond, b = if true, c = if false */
+    KE_CAST,       /* a converted to `type` (float->int truncates toward zero, saturating, NaN->0) */
+    KE_ROUND,      /* a (f32) rounded to the precision of storage dtype `dtype`, still f32 */
+    KE_BLOCK_IDX,  /* this block's index, i64 */
+    KE_COUNT
+} KirExprKind;
+
+typedef struct KirExpr {
+    KirExprKind kind;
+    KirType type;        /* the expression's result type */
+    int a, b, c;         /* operand expr ids */
+    int ref;             /* var / param / shared / thread-array id */
+    int op;              /* KirUnOp or KirBinOp */
+    FcDtype dtype;       /* KE_ROUND */
+    int64_t ival;
+    double fval;
+} KirExpr;
+
+typedef enum KirLoopKind { KIR_LOOP_SERIAL, KIR_LOOP_THREADS } KirLoopKind;
+typedef enum KirRedOp { KR_SUM, KR_MAX, KR_MIN, KR_COUNT } KirRedOp;
+const char *kir_redop_name(KirRedOp op);
+
+typedef enum KirStmtKind {
+    KS_LET,        /* var = a (declares var) */
+    KS_ASSIGN,     /* var = a */
+    KS_STORE,      /* param[a] = b (converted to the buffer's dtype) */
+    KS_SHSTORE,    /* shared[ref][a] = b */
+    KS_TSTORE,     /* thread array[ref][a] = b */
+    KS_FOR,        /* for var in [a, b): body; loop kind */
+    KS_IF,         /* if a: body else: body2 */
+    KS_REDUCE,     /* var = redop over loop_var in threads [a, b) of (body; value c) */
+    KS_BARRIER,
+    KS_ERROR,      /* if a: the run fails with status code `code` (sticky; execution goes on) */
+    KS_COUNT
+} KirStmtKind;
+
+typedef struct KirStmt {
+    KirStmtKind kind;
+    int var;             /* LET/ASSIGN/FOR loop var/REDUCE result */
+    int loop_var;        /* REDUCE: the iteration variable */
+    int ref;             /* STORE: param; SHSTORE: shared; TSTORE: thread array */
+    int a, b, c;         /* expr ids (see kinds) */
+    KirLoopKind loop;    /* FOR */
+    KirRedOp redop;      /* REDUCE */
+    int code;            /* ERROR: an FcStatus */
+    int body, body2;     /* first statement of the body / else-body, -1 if empty */
+    int next;            /* next statement in the list, -1 at the end */
+} KirStmt;
+
+typedef struct KirVar { KirType type; } KirVar;
+typedef struct KirShared { KirType type; int64_t count; } KirShared;
+typedef struct KirTArray { KirType type; int count; } KirTArray;
+
+typedef struct KirParam {
+    FcDtype dtype;       /* storage dtype */
+    int64_t numel;       /* elements the kernel may touch: [0, numel) */
+    bool written;        /* the kernel stores to it */
+} KirParam;
+
+typedef struct KirKernel {
+    const char *name;    /* generated identifier, e.g. "k3_layernorm" */
+    const char *ops;     /* the source ops it runs, comma-separated (for reports) */
+    const char *kind;    /* schedule used: "pointwise", "row_reduce", "matmul", ... */
+    int64_t grid;        /* blocks (>= 1) */
+    int block;           /* threads per block, 1..1024 */
+    FC_VEC(KirParam) params;
+    FC_VEC(KirExpr) exprs;
+    FC_VEC(KirStmt) stmts;
+    FC_VEC(KirVar) vars;
+    FC_VEC(KirShared) shared;
+    FC_VEC(KirTArray) tarrays;
+    int body;            /* first statement, -1 if empty */
+    bool uses_status;    /* has KS_ERROR: takes an extra int32 status pointer */
+    int64_t bytes_read, bytes_written, flops;   /* modelled minimum for one launch */
+    /* builder state (kir.c) */
+    struct { int stmt; int tail; int in_else; } scope[32]; /* open for/if/reduce */
+    int nscope;
+    int top_tail;        /* last statement of the top-level list, -1 if none */
+    bool failed;         /* an allocation failed or scopes were misused */
+} KirKernel;
+
+typedef enum KirBufKind { KIR_BUF_INPUT, KIR_BUF_OUTPUT, KIR_BUF_TEMP } KirBufKind;
+typedef struct KirBuffer {
+    KirBufKind kind;
+    int index;           /* INPUT/OUTPUT: the block's input/output index */
+    FcDtype dtype;
+    int64_t numel;
+    int64_t offset;      /* TEMP: byte offset in the workspace (256-byte aligned) */
+} KirBuffer;
+
+typedef struct KirLaunch {
+    int kernel;
+    int nargs;
+    int *args;           /* buffer ids, one per kernel param (arena) */
+} KirLaunch;
+
+typedef struct KirProgram {
+    Arena arena;
+    const char *block_name;
+    FC_VEC(KirKernel *) kernels;
+    FC_VEC(KirBuffer) buffers;
+    FC_VEC(KirLaunch) launches;
+    int64_t workspace_bytes;
+} KirProgram;
+
+/* ---- building (kir.c) ----------------------------------------------------------------- */
+KirProgram *kir_program_new(const char *block_name);
+void kir_program_free(KirProgram *p);
+/* A new empty kernel owned by p (name copied). NULL on OOM. */
+KirKernel *kir_kernel_new(KirProgram *p, const char *name, int64_t grid, int block);
+
+int kir_param(KirKernel *k, FcDtype dtype, int64_t numel, bool written);
+int kir_var(KirKernel *k, KirType t);
+int kir_shared(KirKernel *k, KirType t, int64_t count);
+int kir_tarray(KirKernel *k, KirType t, int count);
+
+/* Expressions; each returns an id (or -1 after an allocation failure, which sticks:
+ * check kir_kernel_ok before using the kernel). */
+int kir_const_i(KirKernel *k, KirType t, int64_t v);
+int kir_const_f(KirKernel *k, KirType t, double v);
+int kir_var_ref(KirKernel *k, int var);
+int kir_load(KirKernel *k, int param, int idx);
+int kir_shload(KirKernel *k, int shared, int idx);
+int kir_tload(KirKernel *k, int tarray, int idx);
+int kir_un(KirKernel *k, KirUnOp op, int a);
+int kir_bin(KirKernel *k, KirBinOp op, int a, int b);   /* a, b of one type */
+int kir_select(KirKernel *k, int c, int a, int b);
+int kir_cast(KirKernel *k, KirType t, int a);           /* no-op when already t */
+int kir_round(KirKernel *k, FcDtype storage, int a);
+int kir_block_idx(KirKernel *k);
+
+/* Statements are appended to the innermost open scope. */
+void kir_let(KirKernel *k, int var, int value);
+void kir_assign(KirKernel *k, int var, int value);
+void kir_store(KirKernel *k, int param, int idx, int value);
+void kir_shstore(KirKernel *k, int shared, int idx, int value);
+void kir_tstore(KirKernel *k, int tarray, int idx, int value);
+void kir_barrier(KirKernel *k);
+void kir_error_if(KirKernel *k, int cond, FcStatus code);
+/* Opens a loop; its body is what is appended until kir_end. */
+void kir_for(KirKernel *k, KirLoopKind kind, int var, int lo, int hi);
+void kir_if(KirKernel *k, int cond);
+void kir_else(KirKernel *k);                  /* switches the open if to its else-body */
+/* Opens a block reduction; append the body, then close with kir_end_reduce(value). */
+void kir_reduce(KirKernel *k, KirRedOp op, int result_var, int loop_var, int lo, int hi);
+void kir_end_reduce(KirKernel *k, int value);
+void kir_end(KirKernel *k);                   /* closes the innermost for/if */
+bool kir_kernel_ok(const KirKernel *k);       /* no allocation failed, scopes balanced */
+
+/* ---- printing and checking ------------------------------------------------------------- */
+void kir_print_kernel(const KirKernel *k, StrBuf *out);
+void kir_print_program(const KirProgram *p, StrBuf *out);
+/* Structural checks: types agree, vars defined before use, thread arrays only inside
+ * thread loops, thread loops not nested, barriers only at block level. */
+FcStatus kir_verify(const KirKernel *k, FcErr *err);
+
+#endif

@@ -1,0 +1,1 @@
+/* placeholder */ typedef int fusec_placeholder_pipeline;

@@ -1,0 +1,23 @@
+/* cpu.h: the CPU device: JIT-compiles a KirProgram with LLVM ORC (LLJIT), optimized for the
+ * host CPU, and runs its launches with a thread pool splitting each grid over threads.
+ * For a fixed thread count results are identical bit for bit from run to run. */
+#ifndef FUSEC_CPU_H
+#define FUSEC_CPU_H
+
+#include "kir.h"
+
+typedef struct RtCpuProgram RtCpuProgram;
+/* nthreads <= 0: FUSEC_NUM_THREADS, else all cores. The KirProgram must outlive the result. */
+FcStatus rt_cpu_compile(const KirProgram *p, int nthreads, RtCpuProgram **out, FcErr *err);
+void rt_cpu_free(RtCpuProgram *cp);
+int rt_cpu_threads(const RtCpuProgram *cp);
+/* Runs every launch in order. inputs/outputs: host pointers per block input/output. The
+ * workspace is owned by the program. A KS_ERROR that fired returns its status. */
+FcStatus rt_cpu_run(RtCpuProgram *cp, void *const *inputs, void *const *outputs, FcErr *err);
+/* Runs launch i alone (for per-kernel timing); buffers as for rt_cpu_run. */
+FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *const *outputs,
+                           FcErr *err);
+/* STREAM copy bandwidth in GB/s (bytes read + written), best of several, with nthreads. */
+double rt_cpu_stream_gbps(int nthreads);
+
+#endif

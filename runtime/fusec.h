@@ -1,0 +1,212 @@
+/* fusec.h: the public C interface of libfusec.
+ *
+ * fusec compiles a transformer block written in the .tf block language into fused
+ * kernels and runs them on the CPU (LLVM JIT) or a CUDA GPU (NVRTC + driver API,
+ * loaded at run time), or through the reference interpreter.
+ *
+ * A worked example (error handling shortened; every call returns a status):
+ *
+ *     FcOptions *opt; fc_options_new(&opt);
+ *     fc_options_set_dim(opt, "B", 2);
+ *     FcBlock *blk;
+ *     if (fc_compile_file("mlp.tf", opt, &blk) != FC_OK) {
+ *         fputs(fc_block_diagnostics(blk), stderr);   // file:line:col: error: ...
+ *         ...
+ *     }
+ *     FcDevice *dev; fc_device_open(FC_DEVICE_CPU, 0, &dev);
+ *     FcProgram *prog; fc_program_new(blk, dev, &prog);
+ *     FcTensorInfo ti; fc_block_input_info(blk, 0, &ti);      // name, dtype, shape
+ *     FcTensor *x; fc_tensor_new(dev, ti.dtype, ti.rank, ti.dims, &x);
+ *     fc_tensor_copy_from_host(x, host_data, nbytes);
+ *     ... one tensor per input and per output ...
+ *     fc_program_run(prog, inputs, outputs);
+ *     fc_tensor_copy_to_host(y, host_out, nbytes);
+ *     fc_tensor_free(x); ... fc_program_free(prog); fc_device_free(dev);
+ *     fc_block_free(blk); fc_options_free(opt);
+ *
+ * Conventions:
+ * - Handles are opaque. Every function that can fail returns an FcStatus.
+ * - Each handle keeps the text of its last error (fc_*_last_error); the text stays
+ *   valid until the next call on that handle.
+ * - Functions named _free accept NULL and do nothing then.
+ * - Nothing here calls exit() or abort(). An internal bug returns FC_ERR_INTERNAL and
+ *   leaves that handle unusable (later calls on it return FC_ERR_INTERNAL).
+ * - Distinct handles may be used from distinct threads at the same time. One handle
+ *   must not be used from two threads at once.
+ * - Tensor data is dense, row-major (C order).
+ */
+#ifndef FUSEC_H
+#define FUSEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FUSEC_VERSION_MAJOR 0
+#define FUSEC_VERSION_MINOR 1
+#define FUSEC_VERSION_PATCH 0
+#define FUSEC_VERSION "0.1.0"
+/* The version of the library actually linked, e.g. "0.1.0". */
+const char *fc_version(void);
+
+/* Status codes. Public enums only grow. */
+typedef enum FcStatus {
+    FC_OK = 0,
+    FC_ERR_INPUT = 1,        /* bad source, shapes, tensor files or tensor arguments */
+    FC_ERR_USAGE = 2,        /* bad argument to an API call or option */
+    FC_ERR_UNAVAILABLE = 3,  /* the device or its libraries (libcuda, NVRTC) are absent */
+    FC_ERR_NOMEM = 5,        /* an allocation failed (host or device) */
+    FC_ERR_IO = 6,           /* reading or writing a file failed */
+    FC_ERR_DEVICE = 7,       /* a driver, NVRTC or LLVM call failed */
+    FC_ERR_DEVICE_LOST = 8,  /* an earlier sticky device error poisoned the context */
+    FC_ERR_RUNTIME_DATA = 9, /* bad data found while running (e.g. a gather index out of range) */
+    FC_ERR_UNSUPPORTED = 10, /* valid input that this version does not support yet */
+    FC_ERR_INTERNAL = 70     /* a bug in fusec; the message says where */
+} FcStatus;
+
+/* A short fixed name for a status ("input error", ...). */
+const char *fc_status_name(FcStatus s);
+
+/* Element types. The order is fixed. */
+typedef enum FcDtype {
+    FC_F64, FC_F32, FC_F16, FC_BF16, FC_F8E4M3, FC_F8E5M2, FC_I32, FC_I64, FC_BOOL,
+    FC_DTYPE_COUNT
+} FcDtype;
+const char *fc_dtype_name(FcDtype t);   /* "f32", ...; NULL for an invalid value */
+size_t fc_dtype_size(FcDtype t);        /* bytes per element; 0 for an invalid value */
+
+#define FC_MAX_RANK 8
+
+/* ---- compile options ------------------------------------------------------ */
+typedef struct FcOptions FcOptions;
+FcStatus fc_options_new(FcOptions **out);
+void fc_options_free(FcOptions *o);
+/* Binds or overrides a dim (like -D NAME=VALUE). value must be >= 1. */
+FcStatus fc_options_set_dim(FcOptions *o, const char *name, int64_t value);
+FcStatus fc_options_set_block(FcOptions *o, const char *block_name); /* default: the last block */
+FcStatus fc_options_set_fuse(FcOptions *o, int fuse);                /* default 1; 0 = eager */
+FcStatus fc_options_set_arch(FcOptions *o, const char *arch);        /* "sm_80" ... default "sm_90" */
+FcStatus fc_options_set_entry(FcOptions *o, const char *entry);      /* AOT entry name; a C identifier */
+FcStatus fc_options_set_precision(FcOptions *o, const char *p);      /* keep|bf16|f16|f8 */
+FcStatus fc_options_set_strict_rounding(FcOptions *o, int on);
+FcStatus fc_options_set_train(FcOptions *o, int on);
+FcStatus fc_options_set_mem_budget(FcOptions *o, int64_t bytes);
+const char *fc_options_last_error(const FcOptions *o);
+
+/* ---- compiled blocks -------------------------------------------------------- */
+typedef struct FcBlock FcBlock;
+/* Compiles a block. On FC_ERR_INPUT (and most other failures) *out is still set, so that
+ * fc_block_diagnostics can be read; it is NULL only when even that could not be allocated.
+ * The caller frees *out with fc_block_free in every case. opts may be NULL (defaults). */
+FcStatus fc_compile_file(const char *path, const FcOptions *opts, FcBlock **out);
+/* Like fc_compile_file; filename is used in diagnostics only (may be NULL: "<string>"). */
+FcStatus fc_compile_string(const char *source, const char *filename, const FcOptions *opts,
+                           FcBlock **out);
+void fc_block_free(FcBlock *b);
+/* All diagnostics (errors and warnings) as the command line prints them; "" if none. */
+const char *fc_block_diagnostics(const FcBlock *b);
+const char *fc_block_last_error(const FcBlock *b);
+const char *fc_block_name(const FcBlock *b);
+
+typedef struct FcTensorInfo {
+    const char *name;            /* the source name; valid while the block lives */
+    FcDtype dtype;
+    int rank;
+    int64_t dims[FC_MAX_RANK];
+    int is_param;                /* inputs only: declared with `param` */
+} FcTensorInfo;
+int fc_block_num_inputs(const FcBlock *b);
+int fc_block_num_outputs(const FcBlock *b);
+FcStatus fc_block_input_info(const FcBlock *b, int i, FcTensorInfo *info);
+FcStatus fc_block_output_info(const FcBlock *b, int i, FcTensorInfo *info);
+/* The documented --check tolerance for output i: max |err| / max |ref| must not exceed it. */
+FcStatus fc_block_output_tolerance(const FcBlock *b, int i, double *rel_tol);
+
+typedef enum FcEmitKind {
+    FC_EMIT_CUDA, FC_EMIT_PTX, FC_EMIT_CUBIN, FC_EMIT_IR, FC_EMIT_KIR, FC_EMIT_LLVM,
+    FC_EMIT_DOT, FC_EMIT_REPORT, FC_EMIT_KIND_COUNT
+} FcEmitKind;
+/* Produces the block in the given form. *data is allocated by the library (NUL-terminated
+ * for text kinds) and freed with fc_buffer_free. FC_EMIT_PTX/CUBIN need NVRTC
+ * (FC_ERR_UNAVAILABLE where absent). */
+FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len);
+void fc_buffer_free(void *p);
+
+/* ---- devices ----------------------------------------------------------------- */
+typedef enum FcDeviceKind {
+    FC_DEVICE_CPU = 0,        /* LLVM JIT, a thread pool (FUSEC_NUM_THREADS) */
+    FC_DEVICE_CUDA = 1,       /* NVRTC + driver API, loaded with dlopen */
+    FC_DEVICE_REFERENCE = 2   /* the reference interpreter: plain C, f64 accumulation */
+} FcDeviceKind;
+typedef struct FcDevice FcDevice;
+/* FC_ERR_UNAVAILABLE (with the reason) where the device or its libraries are absent. */
+FcStatus fc_device_open(FcDeviceKind kind, int ordinal, FcDevice **out);
+void fc_device_free(FcDevice *d);
+const char *fc_device_last_error(const FcDevice *d);
+const char *fc_device_description(const FcDevice *d);  /* e.g. "cpu: AMD EPYC, 2 threads" */
+/* Measures a STREAM-style copy (a[i] = b[i], arrays >= 4x the last-level cache) with the
+ * device's threads: bytes read plus written per second, best of several, in GB/s. */
+FcStatus fc_device_stream_bandwidth(FcDevice *d, double *gbps);
+
+/* ---- tensors ------------------------------------------------------------------- */
+typedef struct FcTensor FcTensor;
+FcStatus fc_tensor_new(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out);
+/* Wraps memory the caller owns (host memory for CPU/reference, device memory for CUDA):
+ * dense, row-major, 16-byte aligned, at least the tensor's bytes; it must outlive the tensor. */
+FcStatus fc_tensor_wrap(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, void *data,
+                        FcTensor **out);
+void fc_tensor_free(FcTensor *t);
+FcStatus fc_tensor_copy_from_host(FcTensor *t, const void *src, size_t nbytes);
+FcStatus fc_tensor_copy_to_host(const FcTensor *t, void *dst, size_t nbytes);
+size_t fc_tensor_nbytes(const FcTensor *t);
+const char *fc_tensor_last_error(const FcTensor *t);
+/* Loads a .npy file (format 1.0/2.0, little-endian, C order; f64 f32 f16 i32 i64 bool) into t.
+ * The shape must equal t's; a float file for a float tensor of another dtype is converted
+ * (rounded to nearest even), an integer one likewise between integer types; float to
+ * integer is an error. FC_ERR_INPUT / FC_ERR_IO with the reason. */
+FcStatus fc_tensor_load_npy(FcTensor *t, const char *path);
+/* Writes t as .npy in its own dtype where NumPy has it (else as f32), atomically: no
+ * partial file is left on failure. */
+FcStatus fc_tensor_save_npy(const FcTensor *t, const char *path);
+/* Compares `got` with `ref` (same dtype and shape, any devices): *max_abs is the largest
+ * |got - ref| and *max_rel that divided by the largest |ref| (0/0 gives 0). Non-finite
+ * values must agree in position and kind, else both are set to +inf. */
+FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max_abs,
+                           double *max_rel);
+
+/* Fills t (input i's dtype and shape) with seeded random data as `fusec run` does:
+ * floats from N(0, 1); integers uniform in a range that keeps every op valid (for
+ * gather ids [0, rows of the table), else [0, 16)); bools fair coin flips. */
+FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t);
+
+/* ---- programs: a block loaded on a device --------------------------------------- */
+typedef struct FcProgram FcProgram;
+FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out);
+void fc_program_free(FcProgram *p);
+const char *fc_program_last_error(const FcProgram *p);
+/* Runs the forward. inputs[i] and outputs[i] follow the block's declaration order and must
+ * match its dtypes and shapes exactly. */
+FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs);
+
+/* One entry per launch, library calls included, in execution order. */
+typedef struct FcLaunchInfo {
+    const char *name;     /* kernel name, e.g. "k3_layernorm" */
+    const char *ops;      /* the source ops it runs, comma-separated */
+    int64_t bytes;        /* modelled minimum: each input read once, each output written once */
+    int64_t flops;
+} FcLaunchInfo;
+int fc_program_num_launches(const FcProgram *p);
+FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info);
+/* Runs `warmup` + `repeat` times and stores the median wall time of the whole forward
+ * (*total_ms) and, if per_launch_ms is not NULL, of each launch (an array of
+ * fc_program_num_launches doubles). */
+FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs,
+                         int warmup, int repeat, double *total_ms, double *per_launch_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
