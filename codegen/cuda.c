@@ -1,1 +1,1248 @@
-/* placeholder */ typedef int fusec_placeholder_cuda;
+/* cuda.c: the kernel IR printed as CUDA C (cg_cuda_kernels) and as an ahead-of-time
+ * translation unit with its host launcher (cg_cuda_aot). Mapping: docs/cuda.md.
+ *
+ * The printer decides nothing: grid, block, loops, barriers and reductions are those of the
+ * KirKernel. It checks that the IR is printable (types agree, variables are used in the
+ * scope that declares them, thread loops do not nest, barriers and reductions sit at block
+ * level, names are generated identifiers) and returns FC_ERR_INTERNAL otherwise.
+ *
+ * Invariants of the output:
+ *   - Self-contained: no #include in the kernel part; the storage conversions (f16, bf16,
+ *     f8) are integer bit manipulation in a preamble that holds only the helpers used.
+ *   - Identifiers are generated: p<N> params, v<N> variables, sh<N> shared arrays, ta<N>
+ *     thread arrays, fc_* helpers; kernel names come from KirKernel.name after a check.
+ *     Text from the user (block and tensor names) appears only inside comments, filtered.
+ *   - Warning-free under nvcc -Werror all-warnings: variables, shared and thread arrays
+ *     that are never read are not declared (their defining expressions become (void)(...)).
+ *   - A block reduction's order is a fixed function of the kernel: per-thread strided
+ *     partials, a halving tree over the 32 lanes of each warp, then a halving tree over the
+ *     warps' results (missing lanes and warps count as the identity).
+ */
+#include "codegen.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CG_MAX_EXPR_NODES 2000000   /* printed expression nodes per kernel (tree size) */
+#define CG_MAX_EXPR_DEPTH 2000
+#define CG_MAX_STATIC_SHARED 49152  /* bytes of static __shared__ per block */
+#define CG_MAX_GRID 2147483647LL    /* CUDA's gridDim.x limit */
+
+/* Preamble helpers, emitted only when used (an unused static function is a warning). */
+enum {
+    H_F16_TO_F32, H_F32_TO_F16, H_BF16_TO_F32, H_F32_TO_BF16, H_F8E4M3_TO_F32, H_F32_TO_F8E4M3,
+    H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_ROUND_BITS,
+    H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32, H_F64_TO_I64,
+    H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64, H_MIN_I64,
+    H_COUNT
+};
+
+static const char *const helper_text[H_COUNT] = {
+    [H_F16_TO_F32] =
+        "static __device__ __forceinline__ float fc_f16_to_f32(unsigned short h)\n"
+        "{\n"
+        "    unsigned int sign = ((unsigned int)h & 0x8000u) << 16;\n"
+        "    unsigned int e = ((unsigned int)h >> 10) & 0x1fu;\n"
+        "    unsigned int m = (unsigned int)h & 0x3ffu;\n"
+        "    if (e == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (m << 13));\n"
+        "    if (e == 0u) {\n"
+        "        float r = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */\n"
+        "        return sign ? -r : r;\n"
+        "    }\n"
+        "    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));\n"
+        "}\n",
+    [H_ROUND_BITS] =
+        "/* |x| (f32 bits ax, finite) rounded to nearest even into a format with mb mantissa bits\n"
+        " * and exponent bias `bias`, as that format's magnitude code; the caller saturates codes\n"
+        " * beyond the largest finite value. */\n"
+        "static __device__ __forceinline__ unsigned int fc_round_bits(unsigned int ax, int mb, int bias)\n"
+        "{\n"
+        "    int e = (int)(ax >> 23);\n"
+        "    if (e == 0) return 0u; /* f32 subnormals are far below half the smallest target value */\n"
+        "    unsigned int m = (ax & 0x7fffffu) | 0x800000u;\n"
+        "    int te = e - 127 + bias; /* the target's biased exponent */\n"
+        "    int shift = 23 - mb + (te >= 1 ? 0 : 1 - te);\n"
+        "    if (shift > 24) return 0u;\n"
+        "    unsigned int q = m >> shift;\n"
+        "    unsigned int rem = m & ((1u << shift) - 1u);\n"
+        "    unsigned int half = 1u << (shift - 1);\n"
+        "    if (rem > half || (rem == half && (q & 1u) != 0u)) q++;\n"
+        "    if (te >= 1) q += (unsigned int)(te - 1) << mb;\n"
+        "    return q;\n"
+        "}\n",
+    [H_F32_TO_F16] =
+        "static __device__ __forceinline__ unsigned short fc_f32_to_f16(float f)\n"
+        "{\n"
+        "    unsigned int x = __float_as_uint(f);\n"
+        "    unsigned int sign = (x >> 16) & 0x8000u;\n"
+        "    unsigned int ax = x & 0x7fffffffu;\n"
+        "    if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));\n"
+        "    unsigned int q = fc_round_bits(ax, 10, 15);\n"
+        "    if (q > 0x7c00u) q = 0x7c00u; /* overflow and inf give inf */\n"
+        "    return (unsigned short)(sign | q);\n"
+        "}\n",
+    [H_BF16_TO_F32] =
+        "static __device__ __forceinline__ float fc_bf16_to_f32(unsigned short h)\n"
+        "{\n"
+        "    return __uint_as_float((unsigned int)h << 16);\n"
+        "}\n",
+    [H_F32_TO_BF16] =
+        "static __device__ __forceinline__ unsigned short fc_f32_to_bf16(float f)\n"
+        "{\n"
+        "    unsigned int x = __float_as_uint(f);\n"
+        "    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);\n"
+        "    x += 0x7fffu + ((x >> 16) & 1u);\n"
+        "    return (unsigned short)(x >> 16);\n"
+        "}\n",
+    [H_F8E4M3_TO_F32] =
+        "static __device__ __forceinline__ float fc_f8e4m3_to_f32(unsigned char b)\n"
+        "{\n"
+        "    unsigned int sign = ((unsigned int)b & 0x80u) << 24;\n"
+        "    unsigned int e = ((unsigned int)b >> 3) & 0xfu;\n"
+        "    unsigned int m = (unsigned int)b & 0x7u;\n"
+        "    if (e == 0xfu && m == 0x7u) return __uint_as_float(sign | 0x7fc00000u);\n"
+        "    if (e == 0u) {\n"
+        "        float r = (float)m * 0.001953125f; /* m * 2^-9, exact */\n"
+        "        return sign ? -r : r;\n"
+        "    }\n"
+        "    return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));\n"
+        "}\n",
+    [H_F32_TO_F8E4M3] =
+        "static __device__ __forceinline__ unsigned char fc_f32_to_f8e4m3(float f)\n"
+        "{\n"
+        "    unsigned int x = __float_as_uint(f);\n"
+        "    unsigned int sign = (x >> 24) & 0x80u;\n"
+        "    unsigned int ax = x & 0x7fffffffu;\n"
+        "    if (ax > 0x7f800000u) return (unsigned char)(sign | 0x7fu);\n"
+        "    unsigned int q = fc_round_bits(ax, 3, 7);\n"
+        "    if (q > 0x7eu) q = 0x7eu; /* saturate to 448 (inf too: e4m3 has none) */\n"
+        "    return (unsigned char)(sign | q);\n"
+        "}\n",
+    [H_F8E5M2_TO_F32] =
+        "static __device__ __forceinline__ float fc_f8e5m2_to_f32(unsigned char b)\n"
+        "{\n"
+        "    return fc_f16_to_f32((unsigned short)((unsigned int)b << 8));\n"
+        "}\n",
+    [H_F32_TO_F8E5M2] =
+        "static __device__ __forceinline__ unsigned char fc_f32_to_f8e5m2(float f)\n"
+        "{\n"
+        "    unsigned int x = __float_as_uint(f);\n"
+        "    unsigned int sign = (x >> 24) & 0x80u;\n"
+        "    unsigned int ax = x & 0x7fffffffu;\n"
+        "    if (ax > 0x7f800000u) return (unsigned char)(sign | 0x7eu);\n"
+        "    if (ax == 0x7f800000u) return (unsigned char)(sign | 0x7cu);\n"
+        "    unsigned int q = fc_round_bits(ax, 2, 15);\n"
+        "    if (q > 0x7bu) q = 0x7bu; /* finite values saturate to 57344 */\n"
+        "    return (unsigned char)(sign | q);\n"
+        "}\n",
+    [H_F32_TO_I32] =
+        "static __device__ __forceinline__ int fc_f32_to_i32(float a)\n"
+        "{\n"
+        "    if (!(a == a)) return 0;\n"
+        "    if (a >= 2147483648.0f) return 2147483647;\n"
+        "    if (a <= -2147483648.0f) return -2147483647 - 1;\n"
+        "    return (int)a;\n"
+        "}\n",
+    [H_F32_TO_I64] =
+        "static __device__ __forceinline__ long long fc_f32_to_i64(float a)\n"
+        "{\n"
+        "    if (!(a == a)) return 0;\n"
+        "    if (a >= 9223372036854775808.0f) return 9223372036854775807LL;\n"
+        "    if (a <= -9223372036854775808.0f) return -9223372036854775807LL - 1;\n"
+        "    return (long long)a;\n"
+        "}\n",
+    [H_F64_TO_I32] =
+        "static __device__ __forceinline__ int fc_f64_to_i32(double a)\n"
+        "{\n"
+        "    if (!(a == a)) return 0;\n"
+        "    if (a >= 2147483648.0) return 2147483647;\n"
+        "    if (a <= -2147483648.0) return -2147483647 - 1;\n"
+        "    return (int)a;\n"
+        "}\n",
+    [H_F64_TO_I64] =
+        "static __device__ __forceinline__ long long fc_f64_to_i64(double a)\n"
+        "{\n"
+        "    if (!(a == a)) return 0;\n"
+        "    if (a >= 9223372036854775808.0) return 9223372036854775807LL;\n"
+        "    if (a <= -9223372036854775808.0) return -9223372036854775807LL - 1;\n"
+        "    return (long long)a;\n"
+        "}\n",
+    [H_MAX_F32] =
+        "static __device__ __forceinline__ float fc_max_f32(float a, float b)\n"
+        "{\n"
+        "    return a != a ? a : (b != b ? b : fmaxf(a, b));\n"
+        "}\n",
+    [H_MIN_F32] =
+        "static __device__ __forceinline__ float fc_min_f32(float a, float b)\n"
+        "{\n"
+        "    return a != a ? a : (b != b ? b : fminf(a, b));\n"
+        "}\n",
+    [H_MAX_F64] =
+        "static __device__ __forceinline__ double fc_max_f64(double a, double b)\n"
+        "{\n"
+        "    return a != a ? a : (b != b ? b : fmax(a, b));\n"
+        "}\n",
+    [H_MIN_F64] =
+        "static __device__ __forceinline__ double fc_min_f64(double a, double b)\n"
+        "{\n"
+        "    return a != a ? a : (b != b ? b : fmin(a, b));\n"
+        "}\n",
+    [H_MAX_I32] = "static __device__ __forceinline__ int fc_max_i32(int a, int b) { return a > b ? a : b; }\n",
+    [H_MIN_I32] = "static __device__ __forceinline__ int fc_min_i32(int a, int b) { return a < b ? a : b; }\n",
+    [H_MAX_I64] =
+        "static __device__ __forceinline__ long long fc_max_i64(long long a, long long b) { return a > b ? a : b; }\n",
+    [H_MIN_I64] =
+        "static __device__ __forceinline__ long long fc_min_i64(long long a, long long b) { return a < b ? a : b; }\n",
+};
+
+static const char *const ctype_names[KT_COUNT] = {"bool", "int", "long long", "float", "double"};
+
+/* C storage type of a buffer element. */
+static const char *storage_ctype(FcDtype t) {
+    switch (t) {
+    case FC_F64: return "double";
+    case FC_F32: return "float";
+    case FC_F16: case FC_BF16: return "unsigned short";
+    case FC_F8E4M3: case FC_F8E5M2: case FC_BOOL: return "unsigned char";
+    case FC_I32: return "int";
+    case FC_I64: return "long long";
+    default: return NULL;
+    }
+}
+
+/* ---- printer state ----------------------------------------------------------------------- */
+typedef struct Cg {
+    const KirKernel *k;
+    StrBuf *o;
+    FcErr *err;
+    FcStatus st;               /* the first error; FC_OK while printing goes well */
+    bool *helpers;             /* [H_COUNT] helpers used by everything printed so far */
+    unsigned char *visible;    /* [vars] 1 while a variable is declared in an open scope */
+    bool *var_read;            /* [vars] some reachable expression reads it */
+    bool *sh_read, *ta_read;   /* [shared], [tarrays] some reachable expression loads it */
+    bool *expr_seen;           /* [exprs] reachability marks */
+    long nodes;                /* expression nodes printed in this kernel */
+    int in_threads;            /* > 0 inside a thread loop or a reduction body */
+    bool red_type[KT_COUNT];   /* reductions of this type need __shared__ scratch */
+} Cg;
+
+static void cg_fail(Cg *c, FcStatus s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cg_fail(Cg *c, FcStatus s, const char *fmt, ...) {
+    if (c->st != FC_OK) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    c->st = fc_err_set(c->err, s, "cuda codegen: kernel %s: %s", c->k->name, buf);
+}
+
+static void ind(Cg *c, int d) {
+    for (int i = 0; i < d; i++) sb_puts(c->o, "    ");
+}
+
+/* Text from outside the compiler, made safe for a C comment: printable ASCII only, no "*" + "/",
+ * no backslash (so no line splicing), newlines and tabs become spaces. */
+static void put_comment_text(StrBuf *o, const char *s, size_t max) {
+    if (!s) { sb_puts(o, "?"); return; }
+    char prev = 0;
+    for (size_t i = 0; s[i] && i < max; i++) {
+        char ch = s[i];
+        if ((unsigned char)ch < 0x20 || (unsigned char)ch > 0x7e || ch == '\\') ch = '?';
+        if (ch == '/' && prev == '*') ch = '?';
+        sb_putc(o, ch);
+        prev = ch;
+    }
+    if (strlen(s) > max) sb_puts(o, "...");
+}
+
+static bool is_keyword(const char *s) {
+    static const char *const kw[] = {
+        "auto", "bool", "break", "case", "char", "class", "const", "continue", "default", "delete",
+        "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int",
+        "long", "new", "operator", "private", "public", "register", "return", "short", "signed",
+        "sizeof", "static", "struct", "switch", "template", "this", "typedef", "union",
+        "unsigned", "void", "volatile", "while", "true", "false", "main", NULL};
+    for (int i = 0; kw[i]; i++)
+        if (!strcmp(s, kw[i])) return true;
+    return false;
+}
+
+/* A name the compiler generated: [A-Za-z][A-Za-z0-9_]*, not reserved, not ours, <= 200 chars. */
+static bool generated_ident(const char *s) {
+    if (!s || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) return false;
+    size_t n = 0;
+    for (const char *p = s; *p; p++, n++) {
+        char ch = *p;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_'))
+            return false;
+        if (ch == '_' && p[1] == '_') return false;
+    }
+    if (n > 200 || is_keyword(s)) return false;
+    if (!strncmp(s, "fc_", 3) || !strncmp(s, "fusec_", 6) || !strncmp(s, "cuda", 4)) return false;
+    return true;
+}
+
+/* ---- reachability: what is read, so that nothing unread is declared ----------------------- */
+static void mark_expr(Cg *c, int id, int depth) {
+    const KirKernel *k = c->k;
+    if (id < 0 || id >= k->exprs.len || depth > CG_MAX_EXPR_DEPTH) return; /* reported later */
+    if (c->expr_seen[id]) return;
+    c->expr_seen[id] = true;
+    const KirExpr *e = &k->exprs.data[id];
+    switch (e->kind) {
+    case KE_VAR: if (e->ref >= 0 && e->ref < k->vars.len) c->var_read[e->ref] = true; break;
+    case KE_SHLOAD: if (e->ref >= 0 && e->ref < k->shared.len) c->sh_read[e->ref] = true; break;
+    case KE_TLOAD: if (e->ref >= 0 && e->ref < k->tarrays.len) c->ta_read[e->ref] = true; break;
+    default: break;
+    }
+    /* operands always have smaller ids (the builder makes them first); checked when printed */
+    if (e->a >= 0 && e->a < id) mark_expr(c, e->a, depth + 1);
+    if (e->b >= 0 && e->b < id) mark_expr(c, e->b, depth + 1);
+    if (e->c >= 0 && e->c < id) mark_expr(c, e->c, depth + 1);
+}
+
+static void mark_list(Cg *c, int s, int depth) {
+    const KirKernel *k = c->k;
+    long guard = 0;
+    for (; s >= 0 && s < k->stmts.len && depth < 64 && guard <= k->stmts.len; s = k->stmts.data[s].next, guard++) {
+        const KirStmt *st = &k->stmts.data[s];
+        mark_expr(c, st->a, 0);
+        mark_expr(c, st->b, 0);
+        mark_expr(c, st->c, 0);
+        if (st->kind == KS_FOR || st->kind == KS_IF || st->kind == KS_REDUCE) {
+            mark_list(c, st->body, depth + 1);
+            mark_list(c, st->body2, depth + 1);
+        }
+    }
+}
+
+/* ---- expressions -------------------------------------------------------------------------- */
+static void put_float_lit(Cg *c, KirType t, double v) {
+    StrBuf *o = c->o;
+    char buf[64];
+    if (v != v) {
+        sb_puts(o, t == KT_F32 ? "__uint_as_float(0x7fc00000u)" : "__longlong_as_double(0x7ff8000000000000LL)");
+        return;
+    }
+    if (v == __builtin_inf() || v == -__builtin_inf()) {
+        if (v < 0) sb_puts(o, "(-");
+        sb_puts(o, t == KT_F32 ? "__uint_as_float(0x7f800000u)" : "__longlong_as_double(0x7ff0000000000000LL)");
+        if (v < 0) sb_putc(o, ')');
+        return;
+    }
+    if (t == KT_F32) {
+        float f = (float)v;
+        if (f == __builtin_inff() || f == -__builtin_inff()) { put_float_lit(c, t, (double)f); return; }
+        for (int prec = 6; prec <= 9; prec++) {
+            snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+            if (strtof(buf, NULL) == f) break;
+        }
+    } else {
+        fc_fmt_double(buf, sizeof buf, v);
+    }
+    if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+    if (buf[0] == '-') sb_putc(o, '(');
+    sb_puts(o, buf);
+    if (t == KT_F32) sb_putc(o, 'f');
+    if (buf[0] == '-') sb_putc(o, ')');
+}
+
+static void put_int_lit(Cg *c, KirType t, int64_t v) {
+    if (t == KT_BOOL) { sb_puts(c->o, v ? "true" : "false"); return; }
+    if (t == KT_I32) {
+        if (v < INT32_MIN || v > INT32_MAX) { cg_fail(c, FC_ERR_INTERNAL, "i32 constant %lld out of range", (long long)v); return; }
+        if (v == INT32_MIN) sb_puts(c->o, "(-2147483647 - 1)");
+        else if (v < 0) sb_printf(c->o, "(%lld)", (long long)v);
+        else sb_printf(c->o, "%lld", (long long)v);
+        return;
+    }
+    if (v == INT64_MIN) sb_puts(c->o, "(-9223372036854775807LL - 1)");
+    else if (v < 0) sb_printf(c->o, "(%lldLL)", (long long)v);
+    else sb_printf(c->o, "%lldLL", (long long)v);
+}
+
+static void use(Cg *c, int h) {
+    c->helpers[h] = true;
+    if (h == H_F32_TO_F16 || h == H_F32_TO_F8E4M3 || h == H_F32_TO_F8E5M2) c->helpers[H_ROUND_BITS] = true;
+    if (h == H_F8E5M2_TO_F32) c->helpers[H_F16_TO_F32] = true;
+}
+
+/* The helper that decodes (to f32) or encodes (from f32) a narrow float, or -1. */
+static int narrow_helper(FcDtype t, bool encode) {
+    switch (t) {
+    case FC_F16: return encode ? H_F32_TO_F16 : H_F16_TO_F32;
+    case FC_BF16: return encode ? H_F32_TO_BF16 : H_BF16_TO_F32;
+    case FC_F8E4M3: return encode ? H_F32_TO_F8E4M3 : H_F8E4M3_TO_F32;
+    case FC_F8E5M2: return encode ? H_F32_TO_F8E5M2 : H_F8E5M2_TO_F32;
+    default: return -1;
+    }
+}
+static const char *helper_name(int h) {
+    static const char *const names[H_COUNT] = {
+        "fc_f16_to_f32", "fc_f32_to_f16", "fc_bf16_to_f32", "fc_f32_to_bf16", "fc_f8e4m3_to_f32",
+        "fc_f32_to_f8e4m3", "fc_f8e5m2_to_f32", "fc_f32_to_f8e5m2", "fc_round_bits",
+        "fc_f32_to_i32", "fc_f32_to_i64", "fc_f64_to_i32", "fc_f64_to_i64",
+        "fc_max_f32", "fc_min_f32", "fc_max_f64", "fc_min_f64", "fc_max_i32", "fc_min_i32",
+        "fc_max_i64", "fc_min_i64"};
+    return names[h];
+}
+
+static bool is_float(KirType t) { return t == KT_F32 || t == KT_F64; }
+static bool is_int(KirType t) { return t == KT_I32 || t == KT_I64; }
+
+/* The max/min helper for a type (op: KB_MAX or KB_MIN), or -1 for bool. */
+static int maxmin_helper(KirType t, bool is_max) {
+    switch (t) {
+    case KT_F32: return is_max ? H_MAX_F32 : H_MIN_F32;
+    case KT_F64: return is_max ? H_MAX_F64 : H_MIN_F64;
+    case KT_I32: return is_max ? H_MAX_I32 : H_MIN_I32;
+    case KT_I64: return is_max ? H_MAX_I64 : H_MIN_I64;
+    default: return -1;
+    }
+}
+
+static KirType expr_type(const Cg *c, int id) { return c->k->exprs.data[id].type; }
+
+static void put_expr(Cg *c, int id, int parent, int depth);
+
+static bool operand_ok(Cg *c, int id, int parent) {
+    if (id < 0 || id >= c->k->exprs.len || (parent >= 0 && id >= parent)) {
+        cg_fail(c, FC_ERR_INTERNAL, "expression e%d: bad operand e%d", parent, id);
+        return false;
+    }
+    return true;
+}
+
+static const char *unop_f32[KU_COUNT] = {
+    [KU_ABS] = "fabsf", [KU_EXP] = "expf", [KU_LOG] = "logf", [KU_SQRT] = "sqrtf",
+    [KU_RSQRT] = "rsqrtf", [KU_TANH] = "tanhf", [KU_ERF] = "erff", [KU_SIN] = "sinf",
+    [KU_COS] = "cosf", [KU_FLOOR] = "floorf"};
+static const char *unop_f64[KU_COUNT] = {
+    [KU_ABS] = "fabs", [KU_EXP] = "exp", [KU_LOG] = "log", [KU_SQRT] = "sqrt",
+    [KU_RSQRT] = "rsqrt", [KU_TANH] = "tanh", [KU_ERF] = "erf", [KU_SIN] = "sin",
+    [KU_COS] = "cos", [KU_FLOOR] = "floor"};
+static const char *binop_c[KB_COUNT] = {
+    [KB_ADD] = "+", [KB_SUB] = "-", [KB_MUL] = "*", [KB_DIV] = "/", [KB_REM] = "%",
+    [KB_LT] = "<", [KB_LE] = "<=", [KB_GT] = ">", [KB_GE] = ">=", [KB_EQ] = "==", [KB_NE] = "!=",
+    [KB_AND] = "&&", [KB_OR] = "||"};
+
+static void put_index(Cg *c, int id, int parent, int depth) {
+    if (!operand_ok(c, id, parent)) return;
+    if (!is_int(expr_type(c, id))) cg_fail(c, FC_ERR_INTERNAL, "expression e%d: index is not an integer", parent);
+    put_expr(c, id, parent, depth + 1);
+}
+
+static void put_expr(Cg *c, int id, int parent, int depth) {
+    const KirKernel *k = c->k;
+    StrBuf *o = c->o;
+    if (c->st != FC_OK) return;
+    if (!operand_ok(c, id, parent)) return;
+    if (depth > CG_MAX_EXPR_DEPTH || ++c->nodes > CG_MAX_EXPR_NODES) {
+        cg_fail(c, FC_ERR_UNSUPPORTED, "expression too large to print (over %d deep or %d nodes)",
+                CG_MAX_EXPR_DEPTH, CG_MAX_EXPR_NODES);
+        return;
+    }
+    const KirExpr *e = &k->exprs.data[id];
+    if ((unsigned)e->type >= KT_COUNT) { cg_fail(c, FC_ERR_INTERNAL, "expression e%d: bad type", id); return; }
+    switch (e->kind) {
+    case KE_CONST:
+        if (is_float(e->type)) put_float_lit(c, e->type, e->fval);
+        else put_int_lit(c, e->type, e->ival);
+        break;
+    case KE_VAR:
+        if (e->ref < 0 || e->ref >= k->vars.len || !c->visible[e->ref]) {
+            cg_fail(c, FC_ERR_INTERNAL, "expression e%d reads v%d outside the scope that declares it", id, e->ref);
+            return;
+        }
+        sb_printf(o, "v%d", e->ref);
+        break;
+    case KE_LOAD: {
+        if (e->ref < 0 || e->ref >= k->params.len) { cg_fail(c, FC_ERR_INTERNAL, "load of bad param p%d", e->ref); return; }
+        FcDtype dt = k->params.data[e->ref].dtype;
+        int h = narrow_helper(dt, false);
+        if (h >= 0) { use(c, h); sb_printf(o, "%s(p%d[", helper_name(h), e->ref); }
+        else if (dt == FC_BOOL) sb_printf(o, "(p%d[", e->ref);
+        else sb_printf(o, "p%d[", e->ref);
+        put_index(c, e->a, id, depth);
+        sb_puts(o, h >= 0 ? "])" : dt == FC_BOOL ? "] != 0)" : "]");
+        break;
+    }
+    case KE_SHLOAD:
+        if (e->ref < 0 || e->ref >= k->shared.len) { cg_fail(c, FC_ERR_INTERNAL, "load of bad shared sh%d", e->ref); return; }
+        sb_printf(o, "sh%d[", e->ref); put_index(c, e->a, id, depth); sb_putc(o, ']');
+        break;
+    case KE_TLOAD:
+        if (e->ref < 0 || e->ref >= k->tarrays.len) { cg_fail(c, FC_ERR_INTERNAL, "load of bad thread array ta%d", e->ref); return; }
+        if (!c->in_threads) { cg_fail(c, FC_ERR_INTERNAL, "thread array ta%d read outside a thread loop", e->ref); return; }
+        sb_printf(o, "ta%d[", e->ref); put_index(c, e->a, id, depth); sb_putc(o, ']');
+        break;
+    case KE_UNARY: {
+        if (!operand_ok(c, e->a, id)) return;
+        KirType t = expr_type(c, e->a);
+        const char *fn = NULL;
+        if ((unsigned)e->op >= KU_COUNT) { cg_fail(c, FC_ERR_INTERNAL, "bad unary op %d", e->op); return; }
+        if (e->op == KU_NOT) {
+            if (t != KT_BOOL) { cg_fail(c, FC_ERR_INTERNAL, "not of a non-bool (e%d)", id); return; }
+            sb_puts(o, "(!"); put_expr(c, e->a, id, depth + 1); sb_putc(o, ')');
+        } else if (e->op == KU_NEG && t != KT_BOOL) {
+            sb_puts(o, "(-"); put_expr(c, e->a, id, depth + 1); sb_putc(o, ')');
+        } else if (e->op == KU_RECIP && is_float(t)) {
+            sb_puts(o, t == KT_F32 ? "(1.0f / " : "(1.0 / "); put_expr(c, e->a, id, depth + 1); sb_putc(o, ')');
+        } else if (e->op == KU_ABS && is_int(t)) {
+            /* |a| = max(a, -a); the most negative value stays itself, as in NumPy */
+            int h = maxmin_helper(t, true);
+            use(c, h);
+            sb_printf(o, "%s(", helper_name(h)); put_expr(c, e->a, id, depth + 1); sb_puts(o, ", -(");
+            put_expr(c, e->a, id, depth + 1); sb_puts(o, "))");
+        } else if (t == KT_F32 && (fn = unop_f32[e->op]) != NULL) {
+            sb_printf(o, "%s(", fn); put_expr(c, e->a, id, depth + 1); sb_putc(o, ')');
+        } else if (t == KT_F64 && (fn = unop_f64[e->op]) != NULL) {
+            sb_printf(o, "%s(", fn); put_expr(c, e->a, id, depth + 1); sb_putc(o, ')');
+        } else {
+            cg_fail(c, FC_ERR_INTERNAL, "unary %s of %s (e%d)", kir_unop_name((KirUnOp)e->op), kir_type_name(t), id);
+            return;
+        }
+        if (e->type != (e->op == KU_NOT ? KT_BOOL : t)) cg_fail(c, FC_ERR_INTERNAL, "unary e%d: result type", id);
+        break;
+    }
+    case KE_BINARY: {
+        if (!operand_ok(c, e->a, id) || !operand_ok(c, e->b, id)) return;
+        KirType t = expr_type(c, e->a);
+        if (t != expr_type(c, e->b) || (unsigned)e->op >= KB_COUNT) {
+            cg_fail(c, FC_ERR_INTERNAL, "binary e%d: operand types differ or bad op", id);
+            return;
+        }
+        KirBinOp op = (KirBinOp)e->op;
+        bool cmp = op >= KB_LT && op <= KB_NE;
+        bool ok = (op == KB_AND || op == KB_OR) ? t == KT_BOOL
+                : (op == KB_EQ || op == KB_NE) ? true
+                : op == KB_REM ? is_int(t)
+                : op == KB_POW ? is_float(t)
+                : t != KT_BOOL;
+        if (!ok || e->type != (cmp ? KT_BOOL : t)) {
+            cg_fail(c, FC_ERR_INTERNAL, "binary %s of %s (e%d)", kir_binop_name(op), kir_type_name(t), id);
+            return;
+        }
+        if (op == KB_POW || op == KB_MAX || op == KB_MIN) {
+            const char *fn;
+            if (op == KB_POW) fn = t == KT_F32 ? "powf" : "pow";
+            else { int h = maxmin_helper(t, op == KB_MAX); use(c, h); fn = helper_name(h); }
+            sb_printf(o, "%s(", fn); put_expr(c, e->a, id, depth + 1); sb_puts(o, ", ");
+            put_expr(c, e->b, id, depth + 1); sb_putc(o, ')');
+        } else {
+            sb_putc(o, '('); put_expr(c, e->a, id, depth + 1); sb_printf(o, " %s ", binop_c[op]);
+            put_expr(c, e->b, id, depth + 1); sb_putc(o, ')');
+        }
+        break;
+    }
+    case KE_SELECT:
+        if (!operand_ok(c, e->a, id) || !operand_ok(c, e->b, id) || !operand_ok(c, e->c, id)) return;
+        if (expr_type(c, e->a) != KT_BOOL || expr_type(c, e->b) != expr_type(c, e->c) ||
+            e->type != expr_type(c, e->b)) {
+            cg_fail(c, FC_ERR_INTERNAL, "select e%d: operand types", id);
+            return;
+        }
+        sb_putc(o, '('); put_expr(c, e->a, id, depth + 1); sb_puts(o, " ? ");
+        put_expr(c, e->b, id, depth + 1); sb_puts(o, " : "); put_expr(c, e->c, id, depth + 1);
+        sb_putc(o, ')');
+        break;
+    case KE_CAST: {
+        if (!operand_ok(c, e->a, id)) return;
+        KirType from = expr_type(c, e->a), to = e->type;
+        if (is_float(from) && is_int(to)) {
+            int h = from == KT_F32 ? (to == KT_I32 ? H_F32_TO_I32 : H_F32_TO_I64)
+                                   : (to == KT_I32 ? H_F64_TO_I32 : H_F64_TO_I64);
+            use(c, h);
+            sb_printf(o, "%s(", helper_name(h)); put_expr(c, e->a, id, depth + 1); sb_putc(o, ')');
+        } else if (to == KT_BOOL && from != KT_BOOL) {
+            sb_putc(o, '('); put_expr(c, e->a, id, depth + 1);
+            sb_puts(o, from == KT_F32 ? " != 0.0f)" : from == KT_F64 ? " != 0.0)" : " != 0)");
+        } else {
+            sb_printf(o, "((%s)", ctype_names[to]); put_expr(c, e->a, id, depth + 1); sb_putc(o, ')');
+        }
+        break;
+    }
+    case KE_ROUND: {
+        if (!operand_ok(c, e->a, id)) return;
+        int enc = narrow_helper(e->dtype, true), dec = narrow_helper(e->dtype, false);
+        if (enc < 0 || expr_type(c, e->a) != KT_F32 || e->type != KT_F32) {
+            cg_fail(c, FC_ERR_INTERNAL, "round e%d: needs an f32 operand and a narrow float dtype", id);
+            return;
+        }
+        use(c, enc);
+        use(c, dec);
+        sb_printf(o, "%s(%s(", helper_name(dec), helper_name(enc));
+        put_expr(c, e->a, id, depth + 1);
+        sb_puts(o, "))");
+        break;
+    }
+    case KE_BLOCK_IDX: sb_puts(o, "((long long)blockIdx.x)"); break;
+    default: cg_fail(c, FC_ERR_INTERNAL, "bad expression kind %d (e%d)", (int)e->kind, id); break;
+    }
+}
+
+/* An expression that must have type t (statement operands). */
+static void put_typed(Cg *c, int id, KirType t, const char *what) {
+    if (!operand_ok(c, id, -1)) return;
+    if (expr_type(c, id) != t) {
+        cg_fail(c, FC_ERR_INTERNAL, "%s has type %s, expected %s", what, kir_type_name(expr_type(c, id)),
+                kir_type_name(t));
+        return;
+    }
+    put_expr(c, id, -1, 0);
+}
+
+/* ---- statements ---------------------------------------------------------------------------- */
+static bool var_ok(Cg *c, int v) {
+    if (v < 0 || v >= c->k->vars.len || (unsigned)c->k->vars.data[v].type >= KT_COUNT) {
+        cg_fail(c, FC_ERR_INTERNAL, "bad variable v%d", v);
+        return false;
+    }
+    return true;
+}
+
+static void put_list(Cg *c, int s, int d, const KirStmt *red);
+
+/* Brings v into scope for the rest of the list whose declared-set is `declared`. */
+static bool declare(Cg *c, int v, int **declared, int *ndecl) {
+    if (c->visible[v]) {
+        cg_fail(c, FC_ERR_INTERNAL, "v%d declared twice in one scope chain", v);
+        return false;
+    }
+    int *grown = fc_realloc(*declared, (size_t)(*ndecl + 1) * sizeof(int));
+    if (!grown) { if (c->st == FC_OK) c->st = FC_OOM(c->err); return false; }
+    *declared = grown;
+    grown[(*ndecl)++] = v;
+    c->visible[v] = 1;
+    return true;
+}
+
+/* The combine of a reduction, as text around two operands: pre a mid b post. */
+static void red_combine(Cg *c, KirRedOp op, KirType t, const char *a, const char *b) {
+    if (op == KR_SUM) { sb_printf(c->o, "%s + %s", a, b); return; }
+    int h = maxmin_helper(t, op == KR_MAX);
+    use(c, h);
+    sb_printf(c->o, "%s(%s, %s)", helper_name(h), a, b);
+}
+
+static void put_red_identity(Cg *c, KirRedOp op, KirType t) {
+    if (op == KR_SUM) {
+        sb_puts(c->o, t == KT_F32 ? "0.0f" : t == KT_F64 ? "0.0" : t == KT_I32 ? "0" : "0LL");
+    } else if (is_float(t)) {
+        put_float_lit(c, t, op == KR_MAX ? -__builtin_inf() : __builtin_inf());
+    } else {
+        bool mx = op == KR_MAX;
+        put_int_lit(c, t, t == KT_I32 ? (mx ? INT32_MIN : INT32_MAX) : (mx ? INT64_MIN : INT64_MAX));
+    }
+}
+
+static void put_reduce(Cg *c, const KirStmt *st, int d) {
+    const KirKernel *k = c->k;
+    StrBuf *o = c->o;
+    if (!var_ok(c, st->var) || !var_ok(c, st->loop_var)) return;
+    KirType t = k->vars.data[st->var].type, lt = k->vars.data[st->loop_var].type;
+    if (!is_float(t) && !is_int(t)) { cg_fail(c, FC_ERR_INTERNAL, "reduction of %s", kir_type_name(t)); return; }
+    if ((unsigned)st->redop >= KR_COUNT || !is_int(lt)) { cg_fail(c, FC_ERR_INTERNAL, "bad reduction"); return; }
+    if (c->in_threads) { cg_fail(c, FC_ERR_INTERNAL, "a reduction inside a thread loop"); return; }
+    if (c->visible[st->loop_var]) { cg_fail(c, FC_ERR_INTERNAL, "loop variable v%d already declared", st->loop_var); return; }
+    c->red_type[t] = true;
+    const char *ct = ctype_names[t];
+    int nw = (k->block + 31) / 32;
+    bool partial = k->block % 32 != 0;
+    bool keep = c->var_read[st->var];
+    if (keep) { ind(c, d); sb_printf(o, "%s v%d;\n", ct, st->var); }
+    ind(c, d); sb_printf(o, "{ /* v%d = reduce_%s over v%d in threads */\n", st->var, kir_redop_name(st->redop), st->loop_var);
+    ind(c, d + 1); sb_printf(o, "%s fc_acc = ", ct); put_red_identity(c, st->redop, t); sb_puts(o, ";\n");
+    ind(c, d + 1);
+    sb_printf(o, "for (%s v%d = ", ctype_names[lt], st->loop_var);
+    put_typed(c, st->a, lt, "reduction bound");
+    sb_printf(o, " + (%s)threadIdx.x; v%d < ", ctype_names[lt], st->loop_var);
+    put_typed(c, st->b, lt, "reduction bound");
+    sb_printf(o, "; v%d += %d) {\n", st->loop_var, k->block);
+    c->visible[st->loop_var] = 1;
+    c->in_threads++;
+    put_list(c, st->body, d + 2, st);   /* ends with the accumulation of the yield */
+    c->in_threads--;
+    c->visible[st->loop_var] = 0;
+    ind(c, d + 1); sb_puts(o, "}\n");
+    /* the 32 lanes of a warp: a halving tree (lane 0 holds the warp's result) */
+    for (int off = 16; off >= 1; off /= 2) {
+        ind(c, d + 1);
+        if (!partial) {
+            sb_puts(o, "fc_acc = ");
+            char sh[64];
+            snprintf(sh, sizeof sh, "__shfl_xor_sync(0xffffffffu, fc_acc, %d)", off);
+            red_combine(c, st->redop, t, "fc_acc", sh);
+            sb_puts(o, ";\n");
+        } else {
+            sb_printf(o, "{ %s fc_o = __shfl_xor_sync(fc_mask, fc_acc, %d); if ((fc_lane ^ %du) < fc_nact) fc_acc = ",
+                      ct, off, off);
+            red_combine(c, st->redop, t, "fc_acc", "fc_o");
+            sb_puts(o, "; }\n");
+        }
+    }
+    ind(c, d + 1); sb_printf(o, "if (fc_lane == 0u) fc_red_%s[fc_warp] = fc_acc;\n", kir_type_name(t));
+    ind(c, d + 1); sb_puts(o, "__syncthreads();\n");
+    /* the warps' results: every thread runs the same halving tree over them */
+    if (keep) {
+        for (int w = 0; w < nw; w++) {
+            ind(c, d + 1); sb_printf(o, "%s fc_w%d = fc_red_%s[%d];\n", ct, w, kir_type_name(t), w);
+        }
+        for (int off = 16; off >= 1; off /= 2)
+            for (int i = 0; i < off && i + off < nw; i++) {
+                char a[16], b[16];
+                snprintf(a, sizeof a, "fc_w%d", i);
+                snprintf(b, sizeof b, "fc_w%d", i + off);
+                ind(c, d + 1); sb_printf(o, "%s = ", a); red_combine(c, st->redop, t, a, b); sb_puts(o, ";\n");
+            }
+        ind(c, d + 1); sb_printf(o, "v%d = fc_w0;\n", st->var);
+    }
+    ind(c, d + 1); sb_puts(o, "__syncthreads(); /* the scratch may be reused */\n");
+    ind(c, d); sb_puts(o, "}\n");
+}
+
+/* The accumulation of a reduction's yield into fc_acc, inside the body's scope (the yield may
+ * read variables the body declares). */
+static void put_accumulate(Cg *c, const KirStmt *st, int d) {
+    StrBuf *o = c->o;
+    KirType t = c->k->vars.data[st->var].type;
+    ind(c, d); sb_puts(o, "fc_acc = ");
+    if (st->redop == KR_SUM) {
+        sb_puts(o, "fc_acc + ");
+        put_typed(c, st->c, t, "reduction value");
+    } else {
+        int h = maxmin_helper(t, st->redop == KR_MAX);
+        use(c, h);
+        sb_printf(o, "%s(fc_acc, ", helper_name(h));
+        put_typed(c, st->c, t, "reduction value");
+        sb_putc(o, ')');
+    }
+    sb_puts(o, ";\n");
+}
+
+/* Prints a statement list at depth d; `red`, when not NULL, is the reduction whose body this
+ * is: its accumulation ends the list. */
+static void put_list(Cg *c, int s, int d, const KirStmt *red) {
+    const KirKernel *k = c->k;
+    StrBuf *o = c->o;
+    int *declared = NULL, ndecl = 0;
+    long guard = 0;
+    if (d > 60) { cg_fail(c, FC_ERR_UNSUPPORTED, "statements nested too deeply"); return; }
+    for (; s >= 0 && c->st == FC_OK; s = k->stmts.data[s].next) {
+        if (s >= k->stmts.len || ++guard > k->stmts.len) { cg_fail(c, FC_ERR_INTERNAL, "bad statement list"); break; }
+        const KirStmt *st = &k->stmts.data[s];
+        switch (st->kind) {
+        case KS_LET:
+        case KS_ASSIGN: {
+            if (!var_ok(c, st->var)) break;
+            KirType t = k->vars.data[st->var].type;
+            if (st->kind == KS_ASSIGN && !c->visible[st->var]) {
+                cg_fail(c, FC_ERR_INTERNAL, "assignment to v%d outside the scope that declares it", st->var);
+                break;
+            }
+            ind(c, d);
+            if (!c->var_read[st->var]) {
+                sb_printf(o, "(void)(");
+                put_typed(c, st->a, t, "assigned value");
+                sb_printf(o, "); /* v%d is never read */\n", st->var);
+            } else {
+                if (st->kind == KS_LET) sb_printf(o, "%s ", ctype_names[t]);
+                sb_printf(o, "v%d = ", st->var);
+                put_typed(c, st->a, t, "assigned value");
+                sb_puts(o, ";\n");
+            }
+            if (st->kind == KS_LET) declare(c, st->var, &declared, &ndecl);
+            break;
+        }
+        case KS_STORE: {
+            if (st->ref < 0 || st->ref >= k->params.len) { cg_fail(c, FC_ERR_INTERNAL, "store to bad param p%d", st->ref); break; }
+            const KirParam *prm = &k->params.data[st->ref];
+            if (!prm->written) { cg_fail(c, FC_ERR_INTERNAL, "store to p%d, a param not marked written", st->ref); break; }
+            int h = narrow_helper(prm->dtype, true);
+            ind(c, d);
+            sb_printf(o, "p%d[", st->ref);
+            put_index(c, st->a, -1, 0);
+            sb_puts(o, "] = ");
+            if (h >= 0) { use(c, h); sb_printf(o, "%s(", helper_name(h)); }
+            else if (prm->dtype == FC_BOOL) sb_puts(o, "(unsigned char)(");
+            put_typed(c, st->b, kir_compute_type(prm->dtype), "stored value");
+            sb_puts(o, h >= 0 || prm->dtype == FC_BOOL ? ");\n" : ";\n");
+            break;
+        }
+        case KS_SHSTORE:
+        case KS_TSTORE: {
+            bool sh = st->kind == KS_SHSTORE;
+            int n = sh ? k->shared.len : k->tarrays.len;
+            if (st->ref < 0 || st->ref >= n) { cg_fail(c, FC_ERR_INTERNAL, "store to bad %s %d", sh ? "shared" : "thread array", st->ref); break; }
+            if (!sh && !c->in_threads) { cg_fail(c, FC_ERR_INTERNAL, "thread array ta%d written outside a thread loop", st->ref); break; }
+            KirType t = sh ? k->shared.data[st->ref].type : k->tarrays.data[st->ref].type;
+            ind(c, d);
+            if (!(sh ? c->sh_read : c->ta_read)[st->ref]) {
+                sb_puts(o, "(void)(");
+                put_index(c, st->a, -1, 0);
+                sb_puts(o, "); (void)(");
+                put_typed(c, st->b, t, "stored value");
+                sb_printf(o, "); /* %s%d is never read */\n", sh ? "sh" : "ta", st->ref);
+            } else {
+                sb_printf(o, "%s%d[", sh ? "sh" : "ta", st->ref);
+                put_index(c, st->a, -1, 0);
+                sb_puts(o, "] = ");
+                put_typed(c, st->b, t, "stored value");
+                sb_puts(o, ";\n");
+            }
+            break;
+        }
+        case KS_FOR: {
+            if (!var_ok(c, st->var)) break;
+            KirType lt = k->vars.data[st->var].type;
+            if (!is_int(lt)) { cg_fail(c, FC_ERR_INTERNAL, "loop variable v%d is not an integer", st->var); break; }
+            if (c->visible[st->var]) { cg_fail(c, FC_ERR_INTERNAL, "loop variable v%d already declared", st->var); break; }
+            bool thr = st->loop == KIR_LOOP_THREADS;
+            if (thr && c->in_threads) { cg_fail(c, FC_ERR_INTERNAL, "nested thread loops"); break; }
+            ind(c, d);
+            sb_printf(o, "for (%s v%d = ", ctype_names[lt], st->var);
+            put_typed(c, st->a, lt, "loop bound");
+            if (thr) sb_printf(o, " + (%s)threadIdx.x", ctype_names[lt]);
+            sb_printf(o, "; v%d < ", st->var);
+            put_typed(c, st->b, lt, "loop bound");
+            if (thr) sb_printf(o, "; v%d += %d) {\n", st->var, k->block);
+            else sb_printf(o, "; v%d++) {\n", st->var);
+            c->visible[st->var] = 1;
+            if (thr) c->in_threads++;
+            put_list(c, st->body, d + 1, NULL);
+            if (thr) c->in_threads--;
+            c->visible[st->var] = 0;
+            ind(c, d); sb_puts(o, "}\n");
+            break;
+        }
+        case KS_IF:
+            ind(c, d); sb_puts(o, "if (");
+            put_typed(c, st->a, KT_BOOL, "condition");
+            sb_puts(o, ") {\n");
+            put_list(c, st->body, d + 1, NULL);
+            if (st->body2 >= 0) {
+                ind(c, d); sb_puts(o, "} else {\n");
+                put_list(c, st->body2, d + 1, NULL);
+            }
+            ind(c, d); sb_puts(o, "}\n");
+            break;
+        case KS_REDUCE:
+            put_reduce(c, st, d);
+            if (c->st == FC_OK) declare(c, st->var, &declared, &ndecl);
+            break;
+        case KS_BARRIER:
+            if (c->in_threads) { cg_fail(c, FC_ERR_INTERNAL, "a barrier inside a thread loop"); break; }
+            ind(c, d); sb_puts(o, "__syncthreads();\n");
+            break;
+        case KS_ERROR:
+            if (!k->uses_status) { cg_fail(c, FC_ERR_INTERNAL, "error_if in a kernel without uses_status"); break; }
+            if (st->code <= 0) { cg_fail(c, FC_ERR_INTERNAL, "error_if with status code %d", st->code); break; }
+            ind(c, d); sb_puts(o, "if (");
+            put_typed(c, st->a, KT_BOOL, "error condition");
+            sb_printf(o, ") atomicExch(status, %d); /* %s */\n", st->code, fc_status_name((FcStatus)st->code));
+            break;
+        default: cg_fail(c, FC_ERR_INTERNAL, "bad statement kind %d", (int)st->kind); break;
+        }
+    }
+    if (red && c->st == FC_OK) put_accumulate(c, red, d);
+    for (int i = 0; i < ndecl; i++) c->visible[declared[i]] = 0;
+    fc_free(declared);
+}
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+static bool has_reduce(const KirKernel *k) {
+    for (int i = 0; i < k->stmts.len; i++)
+        if (k->stmts.data[i].kind == KS_REDUCE) return true;
+    return false;
+}
+
+static FcStatus check_kernel_header(const KirKernel *k, FcErr *err) {
+    if (!kir_kernel_ok(k))
+        return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %s is incomplete (builder failure)",
+                          k && generated_ident(k->name) ? k->name : "?");
+    if (!generated_ident(k->name))
+        return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel name is not a generated identifier");
+    if (k->block < 1 || k->block > 1024)
+        return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %s: block of %d threads (1..1024)",
+                          k->name, k->block);
+    if (k->grid < 1)
+        return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %s: grid of %lld blocks", k->name,
+                          (long long)k->grid);
+    for (int i = 0; i < k->params.len; i++)
+        if (!storage_ctype(k->params.data[i].dtype))
+            return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %s: p%d has a bad dtype", k->name, i);
+    return FC_OK;
+}
+
+/* Prints kernel k (its text into `body`, helpers it needs into `helpers`). */
+static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr *err) {
+    FC_TRY(check_kernel_header(k, err));
+    Cg c = {.k = k, .o = out, .err = err, .st = FC_OK, .helpers = helpers};
+    int nv = k->vars.len, ne = k->exprs.len;
+    c.visible = fc_calloc((size_t)nv + 1, 1);
+    c.var_read = fc_calloc((size_t)nv + 1, sizeof(bool));
+    c.sh_read = fc_calloc((size_t)k->shared.len + 1, sizeof(bool));
+    c.ta_read = fc_calloc((size_t)k->tarrays.len + 1, sizeof(bool));
+    c.expr_seen = fc_calloc((size_t)ne + 1, sizeof(bool));
+    StrBuf body = {0};
+    FcStatus st = FC_OK;
+    if (!c.visible || !c.var_read || !c.sh_read || !c.ta_read || !c.expr_seen) { st = FC_OOM(err); goto done; }
+    mark_list(&c, k->body, 0);
+
+    /* the body first, into its own buffer: the declarations depend on what it uses */
+    c.o = &body;
+    put_list(&c, k->body, 1, NULL);
+    c.o = out;
+    if (c.st != FC_OK) { st = c.st; goto done; }
+
+    int64_t shared_bytes = 0;
+    int nw = (k->block + 31) / 32;
+    for (int i = 0; i < k->shared.len; i++) {
+        const KirShared *s = &k->shared.data[i];
+        int64_t b;
+        if ((unsigned)s->type >= KT_COUNT || s->count < 1 || !fc_mul64(s->count, s->type == KT_BOOL ? 1 : s->type == KT_I32 || s->type == KT_F32 ? 4 : 8, &b) ||
+            !fc_add64(shared_bytes, b, &shared_bytes)) {
+            st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %s: bad shared array sh%d", k->name, i);
+            goto done;
+        }
+    }
+    for (int t = 0; t < KT_COUNT; t++)
+        if (c.red_type[t]) shared_bytes += (int64_t)nw * 8;
+    if (shared_bytes > CG_MAX_STATIC_SHARED) {
+        st = fc_err_set(err, FC_ERR_UNSUPPORTED,
+                        "cuda codegen: kernel %s needs %lld bytes of shared memory; static shared memory is "
+                        "limited to %d bytes a block", k->name, (long long)shared_bytes, CG_MAX_STATIC_SHARED);
+        goto done;
+    }
+    for (int i = 0; i < k->tarrays.len; i++)
+        if ((unsigned)k->tarrays.data[i].type >= KT_COUNT || k->tarrays.data[i].count < 1) {
+            st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %s: bad thread array ta%d", k->name, i);
+            goto done;
+        }
+
+    /* the comment: what the kernel is and how to launch it */
+    sb_printf(out, "/* %s: kind ", k->name);
+    put_comment_text(out, k->kind, 64);
+    sb_puts(out, ", ops [");
+    put_comment_text(out, k->ops, 400);
+    sb_printf(out, "]\n * launch: grid %lld, block %d%s\n", (long long)k->grid, k->block,
+              k->grid > CG_MAX_GRID ? " (over CUDA's gridDim.x limit of 2^31-1: cannot be launched)" : "");
+    for (int i = 0; i < k->params.len; i++) {
+        const KirParam *p = &k->params.data[i];
+        sb_printf(out, " * p%d: %s[%lld]%s\n", i, fc_dtype_name(p->dtype), (long long)p->numel,
+                  p->written ? " written" : "");
+    }
+    if (k->uses_status) sb_puts(out, " * status: int, set to a nonzero FcStatus on a data error\n");
+    sb_printf(out, " * modelled: %lld bytes read, %lld bytes written, %lld flops */\n", (long long)k->bytes_read,
+              (long long)k->bytes_written, (long long)k->flops);
+
+    sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", k->block, k->name);
+    for (int i = 0; i < k->params.len; i++) {
+        const KirParam *p = &k->params.data[i];
+        sb_printf(out, "%s%s%s* __restrict__ p%d", i ? ", " : "", p->written ? "" : "const ",
+                  storage_ctype(p->dtype), i);
+    }
+    if (k->uses_status) sb_printf(out, "%sint* status", k->params.len ? ", " : "");
+    if (!k->params.len && !k->uses_status) sb_puts(out, "void");
+    sb_puts(out, ")\n{\n");
+    for (int i = 0; i < k->shared.len; i++)
+        if (c.sh_read[i])
+            sb_printf(out, "    __shared__ %s sh%d[%lld];\n", ctype_names[k->shared.data[i].type], i,
+                      (long long)k->shared.data[i].count);
+    for (int t = 0; t < KT_COUNT; t++)
+        if (c.red_type[t])
+            sb_printf(out, "    __shared__ %s fc_red_%s[%d]; /* one slot per warp */\n", ctype_names[t],
+                      kir_type_name((KirType)t), nw);
+    for (int i = 0; i < k->tarrays.len; i++)
+        if (c.ta_read[i])
+            sb_printf(out, "    %s ta%d[%d];\n", ctype_names[k->tarrays.data[i].type], i, k->tarrays.data[i].count);
+    if (has_reduce(k)) {
+        sb_puts(out, "    const unsigned int fc_lane = threadIdx.x & 31u;\n");
+        sb_puts(out, "    const unsigned int fc_warp = threadIdx.x >> 5;\n");
+        if (k->block % 32 != 0) {
+            /* the last warp is partial: lanes past the block hold no value (the identity) */
+            sb_printf(out, "    const unsigned int fc_nact = %du - (threadIdx.x & ~31u) < 32u ? %du - (threadIdx.x & ~31u) : 32u;\n",
+                      k->block, k->block);
+            sb_puts(out, "    const unsigned int fc_mask = fc_nact == 32u ? 0xffffffffu : (1u << fc_nact) - 1u;\n");
+        }
+    }
+    if (body.failed) { st = FC_OOM(err); goto done; }
+    if (body.data) sb_puts(out, body.data);
+    sb_puts(out, "}\n");
+done:
+    sb_free(&body);
+    fc_free(c.visible);
+    fc_free(c.var_read);
+    fc_free(c.sh_read);
+    fc_free(c.ta_read);
+    fc_free(c.expr_seen);
+    return st;
+}
+
+static void put_preamble(StrBuf *out, const bool *helpers) {
+    bool any = false;
+    for (int h = 0; h < H_COUNT; h++) any |= helpers[h];
+    if (!any) return;
+    sb_puts(out, "/* ---- helpers: storage conversions (round to nearest even; f8 saturating), float to\n"
+                 " * int (truncating, saturating, NaN -> 0), NaN-propagating max/min ---- */\n");
+    /* order: dependencies first */
+    static const int order[H_COUNT] = {
+        H_F16_TO_F32, H_ROUND_BITS, H_F32_TO_F16, H_BF16_TO_F32, H_F32_TO_BF16, H_F8E4M3_TO_F32,
+        H_F32_TO_F8E4M3, H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32,
+        H_F64_TO_I64, H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64,
+        H_MIN_I64};
+    for (int i = 0; i < H_COUNT; i++)
+        if (helpers[order[i]]) sb_puts(out, helper_text[order[i]]);
+    sb_putc(out, '\n');
+}
+
+/* All kernels of p (helpers first) into out. */
+static FcStatus put_kernels(const KirProgram *p, StrBuf *out, FcErr *err) {
+    bool helpers[H_COUNT] = {0};
+    StrBuf ks = {0};
+    FcStatus st = FC_OK;
+    for (int i = 0; i < p->kernels.len && st == FC_OK; i++) {
+        const KirKernel *k = p->kernels.data[i];
+        if (!k) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %d is NULL", i); break; }
+        for (int j = 0; j < i; j++)
+            if (k->name && p->kernels.data[j]->name && !strcmp(k->name, p->kernels.data[j]->name)) {
+                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: two kernels named %s",
+                                generated_ident(k->name) ? k->name : "?");
+                break;
+            }
+        if (st != FC_OK) break;
+        if (i) sb_putc(&ks, '\n');
+        st = put_kernel(k, &ks, helpers, err);
+    }
+    if (st == FC_OK) {
+        if (ks.failed) st = FC_OOM(err);
+        else {
+            put_preamble(out, helpers);
+            if (ks.data) sb_puts(out, ks.data);
+        }
+    }
+    sb_free(&ks);
+    return st;
+}
+
+FcStatus cg_cuda_kernels(const KirProgram *p, StrBuf *out, FcErr *err) {
+    FC_CHECK(err, p && out);
+    sb_puts(out, "/* CUDA C generated by fusec " FUSEC_VERSION " for block ");
+    put_comment_text(out, p->block_name, 80);
+    sb_printf(out, ": %d kernel%s.\n", p->kernels.len, p->kernels.len == 1 ? "" : "s");
+    sb_puts(out, " * Self-contained (it includes no header): compiles under NVRTC with no include paths.\n"
+                 " * Each kernel: extern \"C\", parameters in KirParam order, then int* status when it\n"
+                 " * reports data errors; launch it with the grid and block stated above it. */\n\n");
+    FC_TRY(put_kernels(p, out, err));
+    if (out->failed) return FC_OOM(err);
+    return FC_OK;
+}
+
+/* ---- the AOT translation unit --------------------------------------------------------------- */
+static bool c_ident(const char *s) {
+    if (!s || !s[0] || (s[0] >= '0' && s[0] <= '9')) return false;
+    for (const char *q = s; *q; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_'))
+            return false;
+    return strlen(s) <= 200;
+}
+
+static void put_shape(StrBuf *o, FcDtype t, const IrShape *s) {
+    sb_printf(o, "%s[", fc_dtype_name(t) ? fc_dtype_name(t) : "?");
+    for (int i = 0; i < s->rank && i < IR_MAX_RANK; i++) sb_printf(o, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
+    sb_putc(o, ']');
+}
+
+FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io, int nio,
+                     StrBuf *out, FcErr *err) {
+    FC_CHECK(err, p && out && (io || nio == 0) && nio >= 0);
+    if (!c_ident(entry))
+        return fc_err_set(err, FC_ERR_USAGE, "cuda codegen: the entry name is not a C identifier");
+    /* inputs and outputs: argument names in0.., out0.. in declaration order */
+    int nin = 0, nout = 0;
+    int *arg_of = fc_calloc((size_t)nio + 1, sizeof(int));   /* io index -> in/out index */
+    if (!arg_of) return FC_OOM(err);
+    FcStatus st = FC_OK;
+    for (int i = 0; i < nio; i++) {
+        if (!storage_ctype(io[i].dtype)) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: io %d has a bad dtype", i); goto done; }
+        arg_of[i] = io[i].is_output ? nout++ : nin++;
+    }
+    /* buffers: inputs/outputs must match io; temps must lie in the workspace */
+    const int64_t ws = p->workspace_bytes;
+    if (ws < 0) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: negative workspace"); goto done; }
+    for (int b = 0; b < p->buffers.len; b++) {
+        const KirBuffer *buf = &p->buffers.data[b];
+        int64_t bytes, end;
+        if (!storage_ctype(buf->dtype) || buf->numel < 0 ||
+            !fc_mul64(buf->numel, (int64_t)fc_dtype_size(buf->dtype), &bytes)) {
+            st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: buffer b%d: bad dtype or size", b);
+            goto done;
+        }
+        if (buf->kind == KIR_BUF_TEMP) {
+            if (buf->offset < 0 || buf->offset % 256 || !fc_add64(buf->offset, bytes, &end) || end > ws) {
+                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: temp b%d [%lld, +%lld) outside the workspace of %lld bytes",
+                                b, (long long)buf->offset, (long long)bytes, (long long)ws);
+                goto done;
+            }
+        } else {
+            bool want_out = buf->kind == KIR_BUF_OUTPUT;
+            int j = 0;
+            for (; j < nio; j++)
+                if (io[j].is_output == want_out && arg_of[j] == buf->index) break;
+            int64_t numel = -1;
+            if (j == nio || io[j].dtype != buf->dtype || !ir_shape_numel(&io[j].shape, &numel) || numel != buf->numel) {
+                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: buffer b%d does not match %s %d", b,
+                                want_out ? "output" : "input", buf->index);
+                goto done;
+            }
+        }
+    }
+    bool any_status = false, too_big = false;
+    for (int l = 0; l < p->launches.len; l++) {
+        const KirLaunch *la = &p->launches.data[l];
+        if (la->kernel < 0 || la->kernel >= p->kernels.len) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: bad kernel", l); goto done; }
+        const KirKernel *k = p->kernels.data[la->kernel];
+        if (la->nargs != k->params.len) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: %d args for %d params", l, la->nargs, k->params.len); goto done; }
+        for (int a = 0; a < la->nargs; a++) {
+            int b = la->args[a];
+            const KirParam *prm = &k->params.data[a];
+            if (b < 0 || b >= p->buffers.len) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: bad buffer", l); goto done; }
+            const KirBuffer *buf = &p->buffers.data[b];
+            if (buf->dtype != prm->dtype || buf->numel < prm->numel || (prm->written && buf->kind == KIR_BUF_INPUT)) {
+                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: b%d does not fit p%d of %s", l, b, a,
+                                generated_ident(k->name) ? k->name : "?");
+                goto done;
+            }
+            for (int a2 = 0; a2 < a; a2++)   /* params are __restrict__: no aliasing with a write */
+                if (la->args[a2] == b && (prm->written || k->params.data[a2].written)) {
+                    st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d binds b%d to two params, one written", l, b);
+                    goto done;
+                }
+        }
+        any_status |= k->uses_status;
+        too_big |= k->grid > CG_MAX_GRID;
+    }
+    int64_t status_off = 0, need = ws;
+    if (any_status && (!fc_add64(ws, 255, &status_off) || !fc_add64(status_off / 256 * 256, 4, &need))) {
+        st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: workspace size overflows");
+        goto done;
+    }
+    status_off = status_off / 256 * 256;
+
+    /* ---- the comment at the top ---- */
+    sb_puts(out, "/* CUDA C++ generated by fusec " FUSEC_VERSION " for block ");
+    put_comment_text(out, p->block_name, 80);
+    sb_puts(out, ": an ahead-of-time unit.\n *\n * Interface (all pointers are device pointers to dense row-major tensors):\n");
+    sb_printf(out, " *   extern \"C\" int fusec_%s_workspace_size(size_t *bytes);\n", entry);
+    sb_printf(out, " *   extern \"C\" int fusec_%s_forward(", entry);
+    int cnt = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nio; i++)
+            if (io[i].is_output == (pass == 1))
+                sb_printf(out, "%s%s%s *%s%d", cnt++ ? ", " : "", pass ? "" : "const ", storage_ctype(io[i].dtype),
+                          pass ? "out" : "in", arg_of[i]);
+    sb_puts(out, nio ? ",\n *           " : "");
+    sb_puts(out, "void *workspace, size_t workspace_bytes, cudaStream_t stream);\n *\n * Arguments:\n");
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nio; i++) {
+            if (io[i].is_output != (pass == 1)) continue;
+            sb_printf(out, " *   %s%d  ", pass ? "out" : "in", arg_of[i]);
+            put_shape(out, io[i].dtype, &io[i].shape);
+            sb_puts(out, "  ");
+            put_comment_text(out, io[i].name, 100);
+            sb_puts(out, pass ? "  (output)\n" : "  (input)\n");
+        }
+    if (nio == 0) sb_puts(out, " *   (none)\n");
+    sb_printf(out, " *   workspace: at least fusec_%s_workspace_size() bytes (%lld), 256-byte aligned\n"
+                   " *              (cudaMalloc memory is); may be NULL when that size is 0.\n", entry, (long long)need);
+    sb_puts(out, " *   f16/bf16 are passed as their 16-bit patterns (unsigned short), f8 as bytes, bool as\n"
+                 " *   one byte 0/1. Inputs and outputs must not overlap each other or the workspace.\n"
+                 " *\n * Both functions return 0 on success, else an FcStatus code:\n"
+                 " *   2  a NULL tensor pointer, or a workspace too small, NULL or misaligned\n"
+                 " *   7  a CUDA call or a kernel launch failed (cudaGetLastError after each launch)\n"
+                 " *   9  bad data found while running (e.g. a gather index out of range); the outputs\n"
+                 " *      are unspecified then (no access outside a tensor is made)\n"
+                 " *  10  a kernel's grid exceeds CUDA's limit of 2^31-1 blocks\n"
+                 " * The forward runs asynchronously on `stream`");
+    if (any_status) sb_puts(out, ", then synchronizes it to read the status word\n * kept at the end of the workspace");
+    sb_puts(out, ".\n *\n * Build: nvcc -arch=sm_90 -c this.cu -o this.o; link with -lcudart\n"
+                 " * (nvcc links it by default). Its kernels alone also compile under NVRTC. */\n");
+    sb_puts(out, "#if !defined(__CUDACC_RTC__)\n#include <cuda_runtime.h>\n#endif\n\n");
+
+    st = put_kernels(p, out, err);
+    if (st != FC_OK) goto done;
+
+    /* ---- host code ---- */
+    sb_puts(out, "\n#if !defined(__CUDACC_RTC__)\n");
+    sb_printf(out, "extern \"C\" int fusec_%s_workspace_size(size_t *bytes)\n{\n"
+                   "    if (!bytes) return 2;\n    *bytes = (size_t)%lldULL;\n    return 0;\n}\n\n",
+              entry, (long long)need);
+    sb_printf(out, "extern \"C\" int fusec_%s_forward(", entry);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < nio; i++)
+            if (io[i].is_output == (pass == 1))
+                sb_printf(out, "%s%s *%s%d, ", pass ? "" : "const ", storage_ctype(io[i].dtype), pass ? "out" : "in", arg_of[i]);
+    sb_puts(out, "void *workspace, size_t workspace_bytes, cudaStream_t stream)\n{\n");
+    if (nio) {
+        sb_puts(out, "    if (");
+        for (int pass = 0, first = 1; pass < 2; pass++)
+            for (int i = 0; i < nio; i++)
+                if (io[i].is_output == (pass == 1)) {
+                    sb_printf(out, "%s!%s%d", first ? "" : " || ", pass ? "out" : "in", arg_of[i]);
+                    first = 0;
+                }
+        sb_puts(out, ") return 2;\n");
+    }
+    bool uses_ws = false;
+    for (int b = 0; b < p->buffers.len; b++) uses_ws |= p->buffers.data[b].kind == KIR_BUF_TEMP;
+    uses_ws |= any_status;
+    if (need > 0)
+        sb_printf(out, "    if (workspace_bytes < (size_t)%lldULL || !workspace || ((size_t)workspace & 255u) != 0) return 2;\n",
+                  (long long)need);
+    else
+        sb_puts(out, "    (void)workspace;\n    (void)workspace_bytes;\n");
+    if (too_big) {
+        sb_puts(out, "    (void)stream;\n    return 10; /* a kernel's grid exceeds 2^31-1 blocks */\n}\n#endif\n");
+        goto finish;
+    }
+    if (uses_ws) sb_puts(out, "    char *fc_ws = (char *)workspace;\n");
+    if (p->launches.len || any_status) sb_puts(out, "    cudaError_t fc_e;\n");
+    if (any_status) {
+        sb_printf(out, "    int *fc_status = (int *)(fc_ws + %lld);\n", (long long)status_off);
+        sb_puts(out, "    fc_e = cudaMemsetAsync(fc_status, 0, sizeof(int), stream);\n    if (fc_e != cudaSuccess) return 7;\n");
+    }
+    if (!p->launches.len && !any_status) sb_puts(out, "    (void)stream;\n");
+    for (int l = 0; l < p->launches.len; l++) {
+        const KirLaunch *la = &p->launches.data[l];
+        const KirKernel *k = p->kernels.data[la->kernel];
+        sb_printf(out, "    %s<<<%lldu, %du, 0, stream>>>(", k->name, (long long)k->grid, k->block);
+        for (int a = 0; a < la->nargs; a++) {
+            const KirBuffer *buf = &p->buffers.data[la->args[a]];
+            if (a) sb_puts(out, ", ");
+            if (buf->kind == KIR_BUF_INPUT) sb_printf(out, "in%d", buf->index);
+            else if (buf->kind == KIR_BUF_OUTPUT) sb_printf(out, "out%d", buf->index);
+            else sb_printf(out, "(%s *)(fc_ws + %lld)", storage_ctype(buf->dtype), (long long)buf->offset);
+        }
+        if (k->uses_status) sb_printf(out, "%sfc_status", la->nargs ? ", " : "");
+        sb_puts(out, ");\n    fc_e = cudaGetLastError();\n    if (fc_e != cudaSuccess) return 7;\n");
+    }
+    if (any_status) {
+        sb_puts(out, "    int fc_host_status = 0;\n"
+                     "    fc_e = cudaMemcpyAsync(&fc_host_status, fc_status, sizeof(int), cudaMemcpyDeviceToHost, stream);\n"
+                     "    if (fc_e != cudaSuccess) return 7;\n"
+                     "    fc_e = cudaStreamSynchronize(stream);\n"
+                     "    if (fc_e != cudaSuccess) return 7;\n"
+                     "    return fc_host_status;\n");
+    } else {
+        sb_puts(out, "    return 0;\n");
+    }
+    sb_puts(out, "}\n#endif\n");
+finish:
+    if (out->failed) st = FC_OOM(err);
+done:
+    fc_free(arg_of);
+    return st;
+}

@@ -1,1 +1,1297 @@
-/* placeholder */ typedef int fusec_placeholder_llvm;
+/* llvm.c: the kernel IR as LLVM IR for the CPU backend (entry points cg_llvm_module and
+ * cg_llvm_text, see codegen.h; the mapping is written up in docs/cpu.md).
+ *
+ * Each KirKernel K becomes two functions:
+ *   void @K(ptr params, i64 block_begin, i64 block_end, ptr status)      (external)
+ *       loads the buffer pointers params[0..n) once (invariant loads) and calls
+ *   void @K.body(ptr noalias p0, ..., i64 block_begin, i64 block_end, ptr status)  (internal)
+ *       which runs blocks [block_begin, block_end) one after the other.
+ * The `noalias` parameters give every buffer its own alias scope after inlining, which is
+ * what lets the loop vectorizer work on thread loops. They are dropped for a kernel that some
+ * launch binds to overlapping buffers.
+ *
+ * Execution model on the CPU (kir.h): block-uniform statements run once per block; a
+ * KIR_LOOP_THREADS loop is a plain loop over [lo, hi); a thread loop that touches a thread
+ * array is split into rounds of `block` iterations so that iteration i uses thread slot
+ * (i - lo) % block; KS_BARRIER emits nothing; KS_REDUCE keeps `block` per-thread partials
+ * (thread t accumulates iterations lo+t, lo+t+block, ... in order) and combines them with
+ * the fixed tree of docs/cpu.md. Shared and thread arrays are allocas of the body function.
+ * KS_ERROR sets a per-statement flag; at the end of the chunk the first flag that fired (in
+ * statement order) is stored to *status with a compare-exchange from 0 (sticky).
+ *
+ * Storage conversions (f16, bf16, f8e4m3, f8e5m2 <-> f32) are small always-inline helper
+ * functions written below as LLVM IR text, parsed into the module before the kernels are
+ * built: integer bit manipulation, round to nearest even, f8 saturating.
+ *
+ * Invariants: every name in the module is generated here (kernel names are checked to be
+ * plain identifiers that clash with nothing); the module is verified before it is returned;
+ * nothing is decided here that the kernel IR does not say.
+ */
+#include "codegen.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
+#include <llvm-c/IRReader.h>
+
+#include <stdio.h>
+#include <string.h>
+
+/* Per-block scratch (shared arrays, thread arrays, reduction partials) lives on the stack of
+ * the thread running the block; the runtime gives its workers stacks well above this. */
+#define CG_SCRATCH_LIMIT ((int64_t)4 << 20)
+
+/* ---- storage conversion helpers (LLVM IR text) ------------------------------------------- */
+static const char *const helper_ir[] = {
+    "declare i32 @llvm.smax.i32(i32, i32)\n",
+    "declare i32 @llvm.smin.i32(i32, i32)\n",
+    /* RNE(v >> s) for s in [1, 31] */
+    "define internal i32 @fc_rne_shr(i32 %v, i32 %s) #0 {\n",
+    "  %q = lshr i32 %v, %s\n",
+    "  %one = shl i32 1, %s\n",
+    "  %mask = add i32 %one, -1\n",
+    "  %rem = and i32 %v, %mask\n",
+    "  %s1 = add i32 %s, -1\n",
+    "  %half = shl i32 1, %s1\n",
+    "  %gt = icmp ugt i32 %rem, %half\n",
+    "  %eq = icmp eq i32 %rem, %half\n",
+    "  %odd = trunc i32 %q to i1\n",
+    "  %tie = and i1 %eq, %odd\n",
+    "  %up = or i1 %gt, %tie\n",
+    "  %inc = zext i1 %up to i32\n",
+    "  %r = add i32 %q, %inc\n",
+    "  ret i32 %r\n",
+    "}\n",
+    /* |x| (f32 bits a) in units of 2^(k - 150), rounded to nearest even: the subnormal range */
+    "define internal i32 @fc_rne_sub(i32 %a, i32 %k) #0 {\n",
+    "  %e = lshr i32 %a, 23\n",
+    "  %m0 = and i32 %a, 8388607\n",
+    "  %m = or i32 %m0, 8388608\n",
+    "  %s0 = sub i32 %k, %e\n",
+    "  %s1 = call i32 @llvm.smax.i32(i32 %s0, i32 1)\n",
+    "  %s = call i32 @llvm.smin.i32(i32 %s1, i32 31)\n",
+    "  %r = call i32 @fc_rne_shr(i32 %m, i32 %s)\n",
+    "  ret i32 %r\n",
+    "}\n",
+    /* f32 -> f16: RNE, overflow to inf, NaN -> quiet NaN with the sign */
+    "define internal i16 @fc_f32_to_f16(float %f) #0 {\n",
+    "  %b = bitcast float %f to i32\n",
+    "  %a = and i32 %b, 2147483647\n",
+    "  %sh = lshr i32 %b, 16\n",
+    "  %sign = and i32 %sh, 32768\n",
+    "  %t = add i32 %a, -939524096\n",
+    "  %rn = call i32 @fc_rne_shr(i32 %t, i32 13)\n",
+    "  %rs = call i32 @fc_rne_sub(i32 %a, i32 126)\n",
+    "  %isn = icmp uge i32 %a, 947912704\n",
+    "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
+    "  %big = icmp uge i32 %a, 1199566848\n",
+    "  %r2 = select i1 %big, i32 31744, i32 %r1\n",
+    "  %nan = icmp ugt i32 %a, 2139095040\n",
+    "  %r3 = select i1 %nan, i32 32256, i32 %r2\n",
+    "  %r4 = or i32 %r3, %sign\n",
+    "  %h = trunc i32 %r4 to i16\n",
+    "  ret i16 %h\n",
+    "}\n",
+    /* f32 -> bf16: RNE, overflow to inf, NaN stays NaN (quiet bit set) */
+    "define internal i16 @fc_f32_to_bf16(float %f) #0 {\n",
+    "  %b = bitcast float %f to i32\n",
+    "  %a = and i32 %b, 2147483647\n",
+    "  %r = call i32 @fc_rne_shr(i32 %b, i32 16)\n",
+    "  %q = lshr i32 %b, 16\n",
+    "  %qn = or i32 %q, 64\n",
+    "  %nan = icmp ugt i32 %a, 2139095040\n",
+    "  %r2 = select i1 %nan, i32 %qn, i32 %r\n",
+    "  %h = trunc i32 %r2 to i16\n",
+    "  ret i16 %h\n",
+    "}\n",
+    /* f32 -> f8e4m3: RNE, saturating at 448 (inf too), NaN -> 0x7F with the sign */
+    "define internal i8 @fc_f32_to_e4m3(float %f) #0 {\n",
+    "  %b = bitcast float %f to i32\n",
+    "  %a = and i32 %b, 2147483647\n",
+    "  %sh = lshr i32 %b, 24\n",
+    "  %sign = and i32 %sh, 128\n",
+    "  %t = add i32 %a, -1006632960\n",
+    "  %rn = call i32 @fc_rne_shr(i32 %t, i32 20)\n",
+    "  %rs = call i32 @fc_rne_sub(i32 %a, i32 141)\n",
+    "  %isn = icmp uge i32 %a, 1015021568\n",
+    "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
+    "  %big = icmp uge i32 %a, 1138753536\n",
+    "  %r2 = select i1 %big, i32 126, i32 %r1\n",
+    "  %nan = icmp ugt i32 %a, 2139095040\n",
+    "  %r3 = select i1 %nan, i32 127, i32 %r2\n",
+    "  %r4 = or i32 %r3, %sign\n",
+    "  %h = trunc i32 %r4 to i8\n",
+    "  ret i8 %h\n",
+    "}\n",
+    /* f32 -> f8e5m2: RNE, finite values saturating at 57344, inf stays inf, NaN -> 0x7F */
+    "define internal i8 @fc_f32_to_e5m2(float %f) #0 {\n",
+    "  %b = bitcast float %f to i32\n",
+    "  %a = and i32 %b, 2147483647\n",
+    "  %sh = lshr i32 %b, 24\n",
+    "  %sign = and i32 %sh, 128\n",
+    "  %t = add i32 %a, -939524096\n",
+    "  %rn = call i32 @fc_rne_shr(i32 %t, i32 21)\n",
+    "  %rs = call i32 @fc_rne_sub(i32 %a, i32 134)\n",
+    "  %isn = icmp uge i32 %a, 947912704\n",
+    "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
+    "  %big = icmp uge i32 %a, 1197473792\n",
+    "  %r2 = select i1 %big, i32 123, i32 %r1\n",
+    "  %inf = icmp eq i32 %a, 2139095040\n",
+    "  %r3 = select i1 %inf, i32 124, i32 %r2\n",
+    "  %nan = icmp ugt i32 %a, 2139095040\n",
+    "  %r4 = select i1 %nan, i32 127, i32 %r3\n",
+    "  %r5 = or i32 %r4, %sign\n",
+    "  %h = trunc i32 %r5 to i8\n",
+    "  ret i8 %h\n",
+    "}\n",
+    /* loads: exact */
+    "define internal float @fc_f16_to_f32(i16 %h) #0 {\n",
+    "  %x = zext i16 %h to i32\n",
+    "  %s = and i32 %x, 32768\n",
+    "  %sign = shl i32 %s, 16\n",
+    "  %em = and i32 %x, 32767\n",
+    "  %e = and i32 %x, 31744\n",
+    "  %m = and i32 %x, 1023\n",
+    "  %nb0 = shl i32 %em, 13\n",
+    "  %nb = add i32 %nb0, 939524096\n",
+    "  %ib = or i32 %nb0, 2139095040\n",
+    "  %isinf = icmp eq i32 %e, 31744\n",
+    "  %r1 = select i1 %isinf, i32 %ib, i32 %nb\n",
+    "  %mf = uitofp i32 %m to float\n",
+    "  %sf = fmul float %mf, 0x3E70000000000000\n",
+    "  %sb = bitcast float %sf to i32\n",
+    "  %sub = icmp eq i32 %e, 0\n",
+    "  %r2 = select i1 %sub, i32 %sb, i32 %r1\n",
+    "  %r3 = or i32 %r2, %sign\n",
+    "  %f = bitcast i32 %r3 to float\n",
+    "  ret float %f\n",
+    "}\n",
+    "define internal float @fc_bf16_to_f32(i16 %h) #0 {\n",
+    "  %x = zext i16 %h to i32\n",
+    "  %b = shl i32 %x, 16\n",
+    "  %f = bitcast i32 %b to float\n",
+    "  ret float %f\n",
+    "}\n",
+    "define internal float @fc_e4m3_to_f32(i8 %h) #0 {\n",
+    "  %x = zext i8 %h to i32\n",
+    "  %s = and i32 %x, 128\n",
+    "  %sign = shl i32 %s, 24\n",
+    "  %em = and i32 %x, 127\n",
+    "  %e = and i32 %x, 120\n",
+    "  %m = and i32 %x, 7\n",
+    "  %nb0 = shl i32 %em, 20\n",
+    "  %nb = add i32 %nb0, 1006632960\n",
+    "  %mf = uitofp i32 %m to float\n",
+    "  %sf = fmul float %mf, 0x3F60000000000000\n",
+    "  %sb = bitcast float %sf to i32\n",
+    "  %sub = icmp eq i32 %e, 0\n",
+    "  %r1 = select i1 %sub, i32 %sb, i32 %nb\n",
+    "  %nan = icmp eq i32 %em, 127\n",
+    "  %r2 = select i1 %nan, i32 2143289344, i32 %r1\n",
+    "  %r3 = or i32 %r2, %sign\n",
+    "  %f = bitcast i32 %r3 to float\n",
+    "  ret float %f\n",
+    "}\n",
+    "define internal float @fc_e5m2_to_f32(i8 %h) #0 {\n",
+    "  %x = zext i8 %h to i32\n",
+    "  %s = and i32 %x, 128\n",
+    "  %sign = shl i32 %s, 24\n",
+    "  %em = and i32 %x, 127\n",
+    "  %e = and i32 %x, 124\n",
+    "  %m = and i32 %x, 3\n",
+    "  %nb0 = shl i32 %em, 21\n",
+    "  %nb = add i32 %nb0, 939524096\n",
+    "  %ib = or i32 %nb0, 2139095040\n",
+    "  %isinf = icmp eq i32 %e, 124\n",
+    "  %r1 = select i1 %isinf, i32 %ib, i32 %nb\n",
+    "  %mf = uitofp i32 %m to float\n",
+    "  %sf = fmul float %mf, 0x3EF0000000000000\n",
+    "  %sb = bitcast float %sf to i32\n",
+    "  %sub = icmp eq i32 %e, 0\n",
+    "  %r2 = select i1 %sub, i32 %sb, i32 %r1\n",
+    "  %r3 = or i32 %r2, %sign\n",
+    "  %f = bitcast i32 %r3 to float\n",
+    "  ret float %f\n",
+    "}\n",
+    "attributes #0 = { alwaysinline nounwind }\n"};
+
+/* Names the backend may emit or call; a kernel may not be named like one of them. */
+static const char *const reserved_names[] = {
+    "tanhf", "tanh", "erff", "erf", "expf", "exp", "logf", "log", "sinf", "sin", "cosf",
+    "cos", "powf", "pow", "sqrtf", "sqrt", "floorf", "floor", "memcpy", "memset", "memmove",
+    "exp2", "exp2f", "ldexp", "ldexpf", "sincos", "sincosf", "__powisf2", "__powidf2"};
+
+/* ---- the emitter state --------------------------------------------------------------------- */
+typedef struct Cg {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;           /* code */
+    LLVMBuilderRef ab;          /* allocas and their initial stores, at the end of the entry block */
+    FcErr *err;
+    FcStatus st;                /* first failure */
+    const KirKernel *k;
+    LLVMValueRef fn;            /* the body function */
+    LLVMTypeRef tv, t1, t8, t16, t32, t64, tf, td, tp;
+    LLVMValueRef *prm;          /* buffer base pointers (body arguments), per param */
+    LLVMValueRef *var;          /* allocas, per var */
+    signed char *var_level;     /* per var: 0 block-uniform, 1 per thread, -1 not declared yet */
+    LLVMValueRef *sh;           /* allocas, per shared array */
+    LLVMValueRef *ta;           /* allocas, per thread array ([block * count]) */
+    LLVMValueRef *flag;         /* per statement: the i1 flag of a KS_ERROR, else NULL */
+    unsigned char *seen;        /* per statement: emitted already (guards against cycles) */
+    LLVMValueRef *memo;         /* per expression: value emitted for statement `gen` */
+    int *memo_gen;
+    int gen;
+    LLVMValueRef blk;           /* alloca i64: the current block index */
+    LLVMValueRef slot;          /* alloca i64: the current thread slot (in split thread loops) */
+    bool slot_valid;            /* inside a thread loop that was split into rounds */
+    int level;                  /* 0 at block level, 1 inside a thread loop or reduction */
+} Cg;
+
+static bool failf(Cg *g, FcStatus s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool failf(Cg *g, FcStatus s, const char *fmt, ...) {
+    if (g->st == FC_OK) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        g->st = fc_err_set(g->err, s, "llvm codegen: kernel %s: %s", g->k ? g->k->name : "?", msg);
+    }
+    return false;
+}
+#define BAD(g, ...) (failf((g), FC_ERR_INTERNAL, __VA_ARGS__), (LLVMValueRef)NULL)
+
+static bool is_float(KirType t) { return t == KT_F32 || t == KT_F64; }
+static bool is_int(KirType t) { return t == KT_I32 || t == KT_I64; }
+
+static LLVMTypeRef ktype(Cg *g, KirType t) {
+    switch (t) {
+    case KT_BOOL: return g->t1;
+    case KT_I32: return g->t32;
+    case KT_I64: return g->t64;
+    case KT_F32: return g->tf;
+    case KT_F64: return g->td;
+    default: return NULL;
+    }
+}
+static LLVMTypeRef stype(Cg *g, FcDtype d) {
+    switch (d) {
+    case FC_F64: return g->td;
+    case FC_F32: return g->tf;
+    case FC_F16: case FC_BF16: return g->t16;
+    case FC_F8E4M3: case FC_F8E5M2: case FC_BOOL: return g->t8;
+    case FC_I32: return g->t32;
+    case FC_I64: return g->t64;
+    default: return NULL;
+    }
+}
+static bool dtype_needs_helpers(FcDtype d) {
+    return d == FC_F16 || d == FC_BF16 || d == FC_F8E4M3 || d == FC_F8E5M2;
+}
+
+static LLVMValueRef ci(LLVMTypeRef t, int64_t v) { return LLVMConstInt(t, (unsigned long long)v, 1); }
+
+static LLVMValueRef call_intr(Cg *g, const char *name, LLVMTypeRef *tys, unsigned ntys,
+                              LLVMValueRef *args, unsigned nargs) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    if (id == 0) return BAD(g, "unknown intrinsic %s", name);
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->mod, id, tys, ntys);
+    LLVMTypeRef ft = LLVMIntrinsicGetType(g->ctx, id, tys, ntys);
+    return LLVMBuildCall2(g->b, ft, f, args, nargs, "");
+}
+static LLVMValueRef intr1(Cg *g, const char *name, LLVMValueRef a) {
+    LLVMTypeRef t = LLVMTypeOf(a);
+    return call_intr(g, name, &t, 1, &a, 1);
+}
+static LLVMValueRef intr2(Cg *g, const char *name, LLVMValueRef a, LLVMValueRef b) {
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMValueRef args[2] = {a, b};
+    return call_intr(g, name, &t, 1, args, 2);
+}
+/* A call to a libm function resolved from the process by the JIT. */
+static LLVMValueRef call_libm(Cg *g, const char *name, LLVMValueRef a) {
+    LLVMTypeRef t = LLVMTypeOf(a);
+    LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+    LLVMValueRef f = LLVMGetNamedFunction(g->mod, name);
+    if (!f) {
+        f = LLVMAddFunction(g->mod, name, ft);
+        LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                                LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("nounwind", 8), 0));
+    }
+    return LLVMBuildCall2(g->b, ft, f, &a, 1, "");
+}
+static LLVMValueRef call_helper(Cg *g, const char *name, LLVMValueRef a) {
+    LLVMValueRef f = LLVMGetNamedFunction(g->mod, name);
+    if (!f) return BAD(g, "conversion helper %s missing", name);
+    return LLVMBuildCall2(g->b, LLVMGlobalGetValueType(f), f, &a, 1, "");
+}
+
+static LLVMValueRef entry_alloca(Cg *g, LLVMTypeRef t, int64_t count, const char *name) {
+    LLVMValueRef a = count == 1 ? LLVMBuildAlloca(g->ab, t, name)
+                                : LLVMBuildAlloca(g->ab, LLVMArrayType2(t, (uint64_t)count), name);
+    if (count > 1) LLVMSetAlignment(a, 64);
+    return a;
+}
+
+/* ---- storage conversions ------------------------------------------------------------------ */
+static LLVMValueRef load_conv(Cg *g, FcDtype d, LLVMValueRef raw) {
+    switch (d) {
+    case FC_F16: return call_helper(g, "fc_f16_to_f32", raw);
+    case FC_BF16: return call_helper(g, "fc_bf16_to_f32", raw);
+    case FC_F8E4M3: return call_helper(g, "fc_e4m3_to_f32", raw);
+    case FC_F8E5M2: return call_helper(g, "fc_e5m2_to_f32", raw);
+    case FC_BOOL: return LLVMBuildICmp(g->b, LLVMIntNE, raw, ci(g->t8, 0), "");
+    default: return raw;
+    }
+}
+static LLVMValueRef store_conv(Cg *g, FcDtype d, LLVMValueRef v) {
+    switch (d) {
+    case FC_F16: return call_helper(g, "fc_f32_to_f16", v);
+    case FC_BF16: return call_helper(g, "fc_f32_to_bf16", v);
+    case FC_F8E4M3: return call_helper(g, "fc_f32_to_e4m3", v);
+    case FC_F8E5M2: return call_helper(g, "fc_f32_to_e5m2", v);
+    case FC_BOOL: return LLVMBuildZExt(g->b, v, g->t8, "");
+    default: return v;
+    }
+}
+
+/* ---- expressions ------------------------------------------------------------------------- */
+static LLVMValueRef ex(Cg *g, int id);
+
+static KirType etype(Cg *g, int id) { return g->k->exprs.data[id].type; }
+
+/* An operand of expression `parent` (ids only point backwards, so evaluation terminates). */
+static LLVMValueRef operand(Cg *g, int parent, int id) {
+    if (id < 0 || id >= parent) return BAD(g, "expression e%d has a bad operand e%d", parent, id);
+    return ex(g, id);
+}
+static LLVMValueRef index_of(Cg *g, int parent, int id) {
+    LLVMValueRef v = operand(g, parent, id);
+    if (!v) return NULL;
+    KirType t = etype(g, id);
+    if (t == KT_I64) return v;
+    if (t == KT_I32) return LLVMBuildSExt(g->b, v, g->t64, "");
+    return BAD(g, "expression e%d: index is %s, not an integer", parent, kir_type_name(t));
+}
+
+static LLVMValueRef int_divrem(Cg *g, bool rem, LLVMValueRef a, LLVMValueRef d) {
+    LLVMTypeRef t = LLVMTypeOf(a);
+    if (LLVMIsAConstantInt(d)) {
+        long long v = LLVMConstIntGetSExtValue(d);
+        if (v != 0 && v != -1) return rem ? LLVMBuildSRem(g->b, a, d, "") : LLVMBuildSDiv(g->b, a, d, "");
+    }
+    /* x / 0 and x % 0 give 0; x / -1 is -x (wrapping) and x % -1 is 0: never a trap. */
+    LLVMValueRef isz = LLVMBuildICmp(g->b, LLVMIntEQ, d, ci(t, 0), "");
+    LLVMValueRef ism1 = LLVMBuildICmp(g->b, LLVMIntEQ, d, ci(t, -1), "");
+    LLVMValueRef bad = LLVMBuildOr(g->b, isz, ism1, "");
+    LLVMValueRef sd = LLVMBuildSelect(g->b, bad, ci(t, 1), d, "");
+    if (rem) return LLVMBuildSelect(g->b, bad, ci(t, 0), LLVMBuildSRem(g->b, a, sd, ""), "");
+    LLVMValueRef q = LLVMBuildSDiv(g->b, a, sd, "");
+    q = LLVMBuildSelect(g->b, ism1, LLVMBuildNeg(g->b, a, ""), q, "");
+    return LLVMBuildSelect(g->b, isz, ci(t, 0), q, "");
+}
+
+/* a op b for two values of type t (also used by reductions). */
+static LLVMValueRef binop(Cg *g, KirBinOp op, KirType t, LLVMValueRef a, LLVMValueRef b) {
+    bool f = is_float(t), i = is_int(t), bo = t == KT_BOOL;
+    bool wide = t == KT_I64; /* index arithmetic: no signed overflow (shapes are checked) */
+    switch (op) {
+    case KB_ADD:
+        if (f) return LLVMBuildFAdd(g->b, a, b, "");
+        if (i) return wide ? LLVMBuildNSWAdd(g->b, a, b, "") : LLVMBuildAdd(g->b, a, b, "");
+        break;
+    case KB_SUB:
+        if (f) return LLVMBuildFSub(g->b, a, b, "");
+        if (i) return wide ? LLVMBuildNSWSub(g->b, a, b, "") : LLVMBuildSub(g->b, a, b, "");
+        break;
+    case KB_MUL:
+        if (f) return LLVMBuildFMul(g->b, a, b, "");
+        if (i) return wide ? LLVMBuildNSWMul(g->b, a, b, "") : LLVMBuildMul(g->b, a, b, "");
+        break;
+    case KB_DIV:
+        if (f) return LLVMBuildFDiv(g->b, a, b, "");
+        if (i) return int_divrem(g, false, a, b);
+        break;
+    case KB_REM:
+        if (i) return int_divrem(g, true, a, b);
+        break;
+    case KB_POW:
+        if (f) return intr2(g, "llvm.pow", a, b);
+        break;
+    case KB_MAX:
+        if (f) return intr2(g, "llvm.maximum", a, b);
+        if (i) return intr2(g, "llvm.smax", a, b);
+        if (bo) return LLVMBuildOr(g->b, a, b, "");
+        break;
+    case KB_MIN:
+        if (f) return intr2(g, "llvm.minimum", a, b);
+        if (i) return intr2(g, "llvm.smin", a, b);
+        if (bo) return LLVMBuildAnd(g->b, a, b, "");
+        break;
+    case KB_LT: case KB_LE: case KB_GT: case KB_GE: case KB_EQ: case KB_NE: {
+        static const LLVMRealPredicate fp[] = {LLVMRealOLT, LLVMRealOLE, LLVMRealOGT,
+                                               LLVMRealOGE, LLVMRealOEQ, LLVMRealUNE};
+        static const LLVMIntPredicate ip[] = {LLVMIntSLT, LLVMIntSLE, LLVMIntSGT,
+                                              LLVMIntSGE, LLVMIntEQ, LLVMIntNE};
+        static const LLVMIntPredicate bp[] = {LLVMIntULT, LLVMIntULE, LLVMIntUGT,
+                                              LLVMIntUGE, LLVMIntEQ, LLVMIntNE};
+        int j = (int)op - (int)KB_LT;
+        if (f) return LLVMBuildFCmp(g->b, fp[j], a, b, "");
+        if (i) return LLVMBuildICmp(g->b, ip[j], a, b, "");
+        if (bo) return LLVMBuildICmp(g->b, bp[j], a, b, "");
+        break;
+    }
+    case KB_AND:
+        if (i || bo) return LLVMBuildAnd(g->b, a, b, "");
+        break;
+    case KB_OR:
+        if (i || bo) return LLVMBuildOr(g->b, a, b, "");
+        break;
+    default: break;
+    }
+    return BAD(g, "binary %s is not defined on %s", kir_binop_name(op), kir_type_name(t));
+}
+
+static LLVMValueRef unop(Cg *g, KirUnOp op, KirType t, LLVMValueRef a) {
+    bool f = is_float(t), i = is_int(t);
+    bool d = t == KT_F64;
+    switch (op) {
+    case KU_NEG:
+        if (f) return LLVMBuildFNeg(g->b, a, "");
+        if (i) return LLVMBuildNeg(g->b, a, "");
+        break;
+    case KU_ABS:
+        if (f) return intr1(g, "llvm.fabs", a);
+        if (i) return intr2(g, "llvm.abs", a, LLVMConstInt(g->t1, 0, 0));
+        break;
+    case KU_EXP: if (f) return intr1(g, "llvm.exp", a); break;
+    case KU_LOG: if (f) return intr1(g, "llvm.log", a); break;
+    case KU_SQRT: if (f) return intr1(g, "llvm.sqrt", a); break;
+    case KU_SIN: if (f) return intr1(g, "llvm.sin", a); break;
+    case KU_COS: if (f) return intr1(g, "llvm.cos", a); break;
+    case KU_FLOOR: if (f) return intr1(g, "llvm.floor", a); break;
+    case KU_RSQRT:
+        if (f) {
+            LLVMValueRef s = intr1(g, "llvm.sqrt", a);
+            return s ? LLVMBuildFDiv(g->b, LLVMConstReal(LLVMTypeOf(a), 1.0), s, "") : NULL;
+        }
+        break;
+    case KU_RECIP:
+        if (f) return LLVMBuildFDiv(g->b, LLVMConstReal(LLVMTypeOf(a), 1.0), a, "");
+        break;
+    case KU_TANH: if (f) return call_libm(g, d ? "tanh" : "tanhf", a); break;
+    case KU_ERF: if (f) return call_libm(g, d ? "erf" : "erff", a); break;
+    case KU_NOT:
+        if (t == KT_BOOL) return LLVMBuildXor(g->b, a, LLVMConstInt(g->t1, 1, 0), "");
+        break;
+    default: break;
+    }
+    return BAD(g, "unary %s is not defined on %s", kir_unop_name(op), kir_type_name(t));
+}
+
+static LLVMValueRef cast(Cg *g, LLVMValueRef v, KirType from, KirType to) {
+    LLVMTypeRef tt = ktype(g, to);
+    if (from == to) return v;
+    if (is_float(from) && is_float(to))
+        return to == KT_F64 ? LLVMBuildFPExt(g->b, v, tt, "") : LLVMBuildFPTrunc(g->b, v, tt, "");
+    if (is_float(from) && is_int(to)) {
+        /* truncate toward zero, saturating, NaN -> 0 */
+        LLVMTypeRef tys[2] = {tt, LLVMTypeOf(v)};
+        return call_intr(g, "llvm.fptosi.sat", tys, 2, &v, 1);
+    }
+    if (is_float(from) && to == KT_BOOL)
+        return LLVMBuildFCmp(g->b, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0.0), "");
+    if (is_int(from) && is_float(to)) return LLVMBuildSIToFP(g->b, v, tt, "");
+    if (from == KT_BOOL && is_float(to)) return LLVMBuildUIToFP(g->b, v, tt, "");
+    if (is_int(from) && is_int(to))
+        return to == KT_I64 ? LLVMBuildSExt(g->b, v, tt, "") : LLVMBuildTrunc(g->b, v, tt, "");
+    if (from == KT_BOOL && is_int(to)) return LLVMBuildZExt(g->b, v, tt, "");
+    if (is_int(from) && to == KT_BOOL) return LLVMBuildICmp(g->b, LLVMIntNE, v, ci(LLVMTypeOf(v), 0), "");
+    return BAD(g, "cast from %s to %s", kir_type_name(from), kir_type_name(to));
+}
+
+static LLVMValueRef round_to(Cg *g, FcDtype d, KirType t, LLVMValueRef v) {
+    if (!is_float(t)) return BAD(g, "round of a %s value", kir_type_name(t));
+    if (d == FC_F64) return v;
+    LLVMValueRef x = t == KT_F64 ? LLVMBuildFPTrunc(g->b, v, g->tf, "") : v;
+    if (dtype_needs_helpers(d)) {
+        x = store_conv(g, d, x);
+        if (!x) return NULL;
+        x = load_conv(g, d, x);
+        if (!x) return NULL;
+    } else if (d != FC_F32) {
+        return BAD(g, "round to %s", fc_dtype_name(d) ? fc_dtype_name(d) : "?");
+    }
+    return t == KT_F64 ? LLVMBuildFPExt(g->b, x, g->td, "") : x;
+}
+
+static LLVMValueRef thread_slot(Cg *g, int parent) {
+    if (!g->slot_valid)
+        return BAD(g, "expression e%d: thread array used outside a thread loop", parent);
+    return LLVMBuildLoad2(g->b, g->t64, g->slot, "");
+}
+
+/* &tarray[ref][slot * count + idx] */
+static LLVMValueRef ta_addr(Cg *g, int parent, int ref, LLVMValueRef idx) {
+    if (ref < 0 || ref >= g->k->tarrays.len) return BAD(g, "bad thread array %d", ref);
+    LLVMValueRef s = thread_slot(g, parent);
+    if (!s) return NULL;
+    int64_t count = g->k->tarrays.data[ref].count;
+    LLVMValueRef off = LLVMBuildNSWAdd(g->b, LLVMBuildNSWMul(g->b, s, ci(g->t64, count), ""), idx, "");
+    LLVMTypeRef et = ktype(g, g->k->tarrays.data[ref].type);
+    return LLVMBuildInBoundsGEP2(g->b, et, g->ta[ref], &off, 1, "");
+}
+static LLVMValueRef sh_addr(Cg *g, int ref, LLVMValueRef idx) {
+    if (ref < 0 || ref >= g->k->shared.len) return BAD(g, "bad shared array %d", ref);
+    LLVMTypeRef et = ktype(g, g->k->shared.data[ref].type);
+    return LLVMBuildInBoundsGEP2(g->b, et, g->sh[ref], &idx, 1, "");
+}
+static LLVMValueRef buf_addr(Cg *g, int ref, LLVMValueRef idx) {
+    if (ref < 0 || ref >= g->k->params.len) return BAD(g, "bad param %d", ref);
+    return LLVMBuildInBoundsGEP2(g->b, stype(g, g->k->params.data[ref].dtype), g->prm[ref], &idx, 1, "");
+}
+
+static LLVMValueRef ex_uncached(Cg *g, int id) {
+    const KirExpr *e = &g->k->exprs.data[id];
+    LLVMTypeRef t = ktype(g, e->type);
+    if (!t) return BAD(g, "expression e%d has a bad type", id);
+    switch (e->kind) {
+    case KE_CONST:
+        if (is_float(e->type)) return LLVMConstReal(t, e->fval);
+        if (e->type == KT_BOOL) return LLVMConstInt(t, e->ival != 0, 0);
+        return ci(t, e->ival);
+    case KE_VAR: {
+        if (e->ref < 0 || e->ref >= g->k->vars.len) return BAD(g, "e%d: bad var", id);
+        if (g->var_level[e->ref] < 0) return BAD(g, "v%d used before it is declared", e->ref);
+        if (g->var_level[e->ref] > g->level)
+            return BAD(g, "v%d, declared inside a thread loop, used at block level", e->ref);
+        if (g->k->vars.data[e->ref].type != e->type) return BAD(g, "e%d: var type mismatch", id);
+        return LLVMBuildLoad2(g->b, t, g->var[e->ref], "");
+    }
+    case KE_LOAD: {
+        LLVMValueRef idx = index_of(g, id, e->a);
+        if (!idx) return NULL;
+        if (e->ref < 0 || e->ref >= g->k->params.len) return BAD(g, "e%d: bad param", id);
+        FcDtype d = g->k->params.data[e->ref].dtype;
+        if (kir_compute_type(d) != e->type) return BAD(g, "e%d: load type mismatch", id);
+        LLVMValueRef p = buf_addr(g, e->ref, idx);
+        if (!p) return NULL;
+        return load_conv(g, d, LLVMBuildLoad2(g->b, stype(g, d), p, ""));
+    }
+    case KE_SHLOAD: {
+        LLVMValueRef idx = index_of(g, id, e->a);
+        LLVMValueRef p = idx ? sh_addr(g, e->ref, idx) : NULL;
+        if (!p) return NULL;
+        if (g->k->shared.data[e->ref].type != e->type) return BAD(g, "e%d: shared type mismatch", id);
+        return LLVMBuildLoad2(g->b, t, p, "");
+    }
+    case KE_TLOAD: {
+        LLVMValueRef idx = index_of(g, id, e->a);
+        LLVMValueRef p = idx ? ta_addr(g, id, e->ref, idx) : NULL;
+        if (!p) return NULL;
+        if (g->k->tarrays.data[e->ref].type != e->type) return BAD(g, "e%d: thread array type mismatch", id);
+        return LLVMBuildLoad2(g->b, t, p, "");
+    }
+    case KE_UNARY: {
+        LLVMValueRef a = operand(g, id, e->a);
+        if (!a) return NULL;
+        KirType at = etype(g, e->a);
+        if (e->type != at || (e->op == KU_NOT && at != KT_BOOL))
+            return BAD(g, "e%d: unary %s result type mismatch", id, kir_unop_name((KirUnOp)e->op));
+        if ((unsigned)e->op >= KU_COUNT) return BAD(g, "e%d: bad unary op", id);
+        return unop(g, (KirUnOp)e->op, at, a);
+    }
+    case KE_BINARY: {
+        LLVMValueRef a = operand(g, id, e->a), b = a ? operand(g, id, e->b) : NULL;
+        if (!b) return NULL;
+        KirType at = etype(g, e->a);
+        if (at != etype(g, e->b)) return BAD(g, "e%d: operands of %s differ in type", id, kir_binop_name((KirBinOp)e->op));
+        if ((unsigned)e->op >= KB_COUNT) return BAD(g, "e%d: bad binary op", id);
+        bool cmp = e->op >= KB_LT && e->op <= KB_NE;
+        if (e->type != (cmp ? KT_BOOL : at)) return BAD(g, "e%d: binary result type mismatch", id);
+        return binop(g, (KirBinOp)e->op, at, a, b);
+    }
+    case KE_SELECT: {
+        LLVMValueRef c = operand(g, id, e->a);
+        LLVMValueRef a = c ? operand(g, id, e->b) : NULL;
+        LLVMValueRef b = a ? operand(g, id, e->c) : NULL;
+        if (!b) return NULL;
+        if (etype(g, e->a) != KT_BOOL || etype(g, e->b) != e->type || etype(g, e->c) != e->type)
+            return BAD(g, "e%d: select types", id);
+        return LLVMBuildSelect(g->b, c, a, b, "");
+    }
+    case KE_CAST: {
+        LLVMValueRef a = operand(g, id, e->a);
+        return a ? cast(g, a, etype(g, e->a), e->type) : NULL;
+    }
+    case KE_ROUND: {
+        LLVMValueRef a = operand(g, id, e->a);
+        if (!a) return NULL;
+        if (etype(g, e->a) != e->type) return BAD(g, "e%d: round type mismatch", id);
+        return round_to(g, e->dtype, e->type, a);
+    }
+    case KE_BLOCK_IDX:
+        if (e->type != KT_I64) return BAD(g, "e%d: block index must be i64", id);
+        return LLVMBuildLoad2(g->b, g->t64, g->blk, "");
+    default: break;
+    }
+    return BAD(g, "expression e%d has an unknown kind", id);
+}
+
+static LLVMValueRef ex(Cg *g, int id) {
+    if (g->st != FC_OK) return NULL;
+    if (id < 0 || id >= g->k->exprs.len) return BAD(g, "bad expression id %d", id);
+    if (g->memo_gen[id] == g->gen) return g->memo[id];
+    LLVMValueRef v = ex_uncached(g, id);
+    if (v) { g->memo[id] = v; g->memo_gen[id] = g->gen; }
+    return v;
+}
+/* The value of a statement operand of the expected type. */
+static LLVMValueRef ex_typed(Cg *g, int id, KirType want, const char *what) {
+    LLVMValueRef v = ex(g, id);
+    if (!v) return NULL;
+    if (etype(g, id) != want)
+        return BAD(g, "%s is %s, expected %s", what, kir_type_name(etype(g, id)), kir_type_name(want));
+    return v;
+}
+
+/* ---- loops ------------------------------------------------------------------------------ */
+/* for (*ctr = lo; *ctr < hi; *ctr += step) body: open with loop_open, close with loop_close. */
+typedef struct Loop { LLVMBasicBlockRef cond, body, exit; LLVMValueRef ctr; LLVMTypeRef t; } Loop;
+static void loop_open(Cg *g, Loop *L, LLVMValueRef ctr, LLVMTypeRef t, LLVMValueRef lo, LLVMValueRef hi) {
+    L->ctr = ctr;
+    L->t = t;
+    L->cond = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "loop.cond");
+    L->body = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "loop.body");
+    L->exit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "loop.end");
+    LLVMBuildStore(g->b, lo, ctr);
+    LLVMBuildBr(g->b, L->cond);
+    LLVMPositionBuilderAtEnd(g->b, L->cond);
+    LLVMValueRef i = LLVMBuildLoad2(g->b, t, ctr, "");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, i, hi, ""), L->body, L->exit);
+    LLVMPositionBuilderAtEnd(g->b, L->body);
+}
+static LLVMValueRef loop_close(Cg *g, Loop *L, int64_t step) {
+    LLVMValueRef i = LLVMBuildLoad2(g->b, L->t, L->ctr, "");
+    LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, i, ci(L->t, step), ""), L->ctr);
+    LLVMValueRef br = LLVMBuildBr(g->b, L->cond);
+    LLVMPositionBuilderAtEnd(g->b, L->exit);
+    return br;
+}
+/* !llvm.loop !{self, !{"llvm.loop.unroll.disable"}} on a loop's back edge. The inner loop of
+ * a split thread loop has at most `block` iterations; fully unrolled (odd block sizes) it
+ * makes the SLP vectorizer take seconds. The loop vectorizer still vectorizes it. */
+static void no_unroll(Cg *g, LLVMValueRef latch) {
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+    LLVMMetadataRef str = LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.disable", 24);
+    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(g->ctx, &str, 1)};
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(tmp, loop);
+    LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
+}
+
+/* Does the statement list (or an expression in it) touch a thread array? */
+static bool expr_uses_ta(const KirKernel *k, int id) {
+    if (id < 0 || id >= k->exprs.len) return false;
+    const KirExpr *e = &k->exprs.data[id];
+    if (e->kind == KE_TLOAD) return true;
+    int ops[3] = {e->a, e->b, e->c};
+    for (int j = 0; j < 3; j++)
+        if (ops[j] >= 0 && ops[j] < id && expr_uses_ta(k, ops[j])) return true;
+    return false;
+}
+static bool list_uses_ta(const KirKernel *k, int s, int *budget) {
+    for (; s >= 0 && s < k->stmts.len && (*budget)-- > 0; s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        if (st->kind == KS_TSTORE) return true;
+        if (expr_uses_ta(k, st->a) || expr_uses_ta(k, st->b) || expr_uses_ta(k, st->c)) return true;
+        if (list_uses_ta(k, st->body, budget) || list_uses_ta(k, st->body2, budget)) return true;
+    }
+    return false;
+}
+
+/* ---- statements ------------------------------------------------------------------------- */
+static bool st_list(Cg *g, int s);
+
+static bool declare(Cg *g, int var, KirType t) {
+    if (var < 0 || var >= g->k->vars.len) return failf(g, FC_ERR_INTERNAL, "bad var %d", var);
+    if (g->k->vars.data[var].type != t)
+        return failf(g, FC_ERR_INTERNAL, "v%d is %s, given %s", var,
+                     kir_type_name(g->k->vars.data[var].type), kir_type_name(t));
+    g->var_level[var] = (signed char)g->level;
+    return true;
+}
+
+/* A thread loop split into rounds of `block` iterations: slot t = (i - lo) % block.
+ * `per_iter` runs for each iteration with var = base + t (and the slot set). */
+typedef bool (*IterFn)(Cg *g, const KirStmt *st, void *ctx);
+static bool split_thread_loop(Cg *g, int var, LLVMValueRef lo, LLVMValueRef hi, IterFn fn,
+                              const KirStmt *st, void *ctx) {
+    LLVMTypeRef t = ktype(g, g->k->vars.data[var].type);
+    int block = g->k->block;
+    LLVMValueRef base = entry_alloca(g, t, 1, "round");
+    LLVMValueRef tc = entry_alloca(g, t, 1, "tid");
+    Loop outer, inner;
+    loop_open(g, &outer, base, t, lo, hi);
+    LLVMValueRef b0 = LLVMBuildLoad2(g->b, t, base, "");
+    LLVMValueRef n = intr2(g, "llvm.smin", LLVMBuildNSWSub(g->b, hi, b0, ""), ci(t, block));
+    if (!n) return false;
+    loop_open(g, &inner, tc, t, ci(t, 0), n);
+    LLVMValueRef tv = LLVMBuildLoad2(g->b, t, tc, "");
+    LLVMValueRef b1 = LLVMBuildLoad2(g->b, t, base, "");
+    LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, b1, tv, ""), g->var[var]);
+    LLVMBuildStore(g->b, t == g->t64 ? tv : LLVMBuildSExt(g->b, tv, g->t64, ""), g->slot);
+    bool was = g->slot_valid;
+    g->slot_valid = true;
+    bool ok = fn(g, st, ctx);
+    g->slot_valid = was;
+    if (!ok) return false;
+    no_unroll(g, loop_close(g, &inner, 1));
+    loop_close(g, &outer, block);
+    return true;
+}
+static bool iter_body(Cg *g, const KirStmt *st, void *ctx) {
+    (void)ctx;
+    return st_list(g, st->body);
+}
+
+static bool st_for(Cg *g, const KirStmt *st) {
+    const KirKernel *k = g->k;
+    if (st->var < 0 || st->var >= k->vars.len) return failf(g, FC_ERR_INTERNAL, "bad loop var");
+    KirType vt = k->vars.data[st->var].type;
+    if (!is_int(vt)) return failf(g, FC_ERR_INTERNAL, "loop var v%d is not an integer", st->var);
+    LLVMValueRef lo = ex_typed(g, st->a, vt, "loop bound");
+    LLVMValueRef hi = lo ? ex_typed(g, st->b, vt, "loop bound") : NULL;
+    if (!hi) return false;
+    bool threads = st->loop == KIR_LOOP_THREADS;
+    if (threads && g->level != 0) return failf(g, FC_ERR_INTERNAL, "thread loops nest");
+    int saved = g->level;
+    if (threads) g->level = 1;
+    bool ok = declare(g, st->var, vt);
+    if (ok && threads) {
+        int budget = k->stmts.len + 1;
+        if (list_uses_ta(k, st->body, &budget)) {
+            ok = split_thread_loop(g, st->var, lo, hi, iter_body, st, NULL);
+            g->level = saved;
+            return ok;
+        }
+    }
+    if (ok) {
+        Loop L;
+        loop_open(g, &L, g->var[st->var], ktype(g, vt), lo, hi);
+        ok = st_list(g, st->body);
+        if (ok) loop_close(g, &L, 1);
+    }
+    g->level = saved;
+    return ok;
+}
+
+/* ---- block reductions -------------------------------------------------------------------- */
+typedef struct RedCtx { LLVMValueRef part; KirType t; LLVMTypeRef lt; } RedCtx;
+
+static LLVMValueRef red_identity(Cg *g, KirRedOp op, KirType t) {
+    LLVMTypeRef lt = ktype(g, t);
+    if (is_float(t)) {
+        if (op == KR_SUM) return LLVMConstReal(lt, -0.0); /* x + -0.0 == x for every x */
+        return LLVMConstReal(lt, op == KR_MAX ? -__builtin_inf() : __builtin_inf());
+    }
+    if (is_int(t)) {
+        if (op == KR_SUM) return ci(lt, 0);
+        int64_t mx = t == KT_I32 ? INT32_MAX : INT64_MAX;
+        int64_t mn = t == KT_I32 ? INT32_MIN : INT64_MIN;
+        return ci(lt, op == KR_MAX ? mn : mx);
+    }
+    if (t == KT_BOOL && op != KR_SUM) return LLVMConstInt(lt, op == KR_MIN, 0);
+    return BAD(g, "reduce_%s of %s", kir_redop_name(op), kir_type_name(t));
+}
+static LLVMValueRef red_op(Cg *g, KirRedOp op, KirType t, LLVMValueRef a, LLVMValueRef b) {
+    KirBinOp bop = op == KR_SUM ? KB_ADD : op == KR_MAX ? KB_MAX : KB_MIN;
+    if (t == KT_I64 && op == KR_SUM) return LLVMBuildAdd(g->b, a, b, ""); /* data: may wrap */
+    return binop(g, bop, t, a, b);
+}
+
+static LLVMValueRef slot_gep(Cg *g, RedCtx *r, LLVMValueRef arr, LLVMValueRef i) {
+    return LLVMBuildInBoundsGEP2(g->b, r->lt, arr, &i, 1, "");
+}
+
+static bool iter_reduce(Cg *g, const KirStmt *st, void *ctx) {
+    RedCtx *r = ctx;
+    if (!st_list(g, st->body)) return false;
+    g->gen++;
+    LLVMValueRef v = ex_typed(g, st->c, r->t, "reduced value");
+    if (!v) return false;
+    LLVMValueRef p = slot_gep(g, r, r->part, LLVMBuildLoad2(g->b, g->t64, g->slot, ""));
+    LLVMValueRef acc = LLVMBuildLoad2(g->b, r->lt, p, "");
+    LLVMValueRef nv = red_op(g, st->redop, r->t, acc, v);
+    if (!nv) return false;
+    LLVMBuildStore(g->b, nv, p);
+    return true;
+}
+
+/* The 32-lane tree: for off = 16, 8, 4, 2, 1: lane l < off takes op(lane l, lane l + off).
+ * Lane 0 then holds what a warp's shuffle-xor butterfly leaves in every lane. */
+static LLVMValueRef tree32(Cg *g, RedCtx *r, KirRedOp op, LLVMValueRef arr, LLVMValueRef base) {
+    for (int off = 16; off >= 1; off /= 2) {
+        for (int l = 0; l < off; l++) {
+            LLVMValueRef pa = slot_gep(g, r, arr, LLVMBuildNSWAdd(g->b, base, ci(g->t64, l), ""));
+            LLVMValueRef pb = slot_gep(g, r, arr, LLVMBuildNSWAdd(g->b, base, ci(g->t64, l + off), ""));
+            LLVMValueRef x = LLVMBuildLoad2(g->b, r->lt, pa, "");
+            LLVMValueRef y = LLVMBuildLoad2(g->b, r->lt, pb, "");
+            LLVMValueRef z = red_op(g, op, r->t, x, y);
+            if (!z) return NULL;
+            LLVMBuildStore(g->b, z, pa);
+        }
+    }
+    return LLVMBuildLoad2(g->b, r->lt, slot_gep(g, r, arr, base), "");
+}
+
+static bool st_reduce(Cg *g, const KirStmt *st) {
+    const KirKernel *k = g->k;
+    if (g->level != 0) return failf(g, FC_ERR_INTERNAL, "reduction inside a thread loop");
+    if (st->var < 0 || st->var >= k->vars.len || st->loop_var < 0 || st->loop_var >= k->vars.len)
+        return failf(g, FC_ERR_INTERNAL, "reduction with a bad var");
+    if ((unsigned)st->redop >= KR_COUNT) return failf(g, FC_ERR_INTERNAL, "bad reduction op");
+    KirType vt = k->vars.data[st->loop_var].type;
+    if (!is_int(vt)) return failf(g, FC_ERR_INTERNAL, "reduction loop var is not an integer");
+    RedCtx r = {NULL, k->vars.data[st->var].type, ktype(g, k->vars.data[st->var].type)};
+    LLVMValueRef ident = red_identity(g, st->redop, r.t);
+    if (!ident) return false;
+    LLVMValueRef lo = ex_typed(g, st->a, vt, "reduction bound");
+    LLVMValueRef hi = lo ? ex_typed(g, st->b, vt, "reduction bound") : NULL;
+    if (!hi) return false;
+
+    int block = k->block, nwarps = (block + 31) / 32;
+    r.part = entry_alloca(g, r.lt, (int64_t)nwarps * 32, "part");
+    /* partials start at the identity (lanes past `block` keep it) */
+    LLVMValueRef ic = entry_alloca(g, g->t64, 1, "ri");
+    Loop L;
+    loop_open(g, &L, ic, g->t64, ci(g->t64, 0), ci(g->t64, (int64_t)nwarps * 32));
+    LLVMBuildStore(g->b, ident, slot_gep(g, &r, r.part, LLVMBuildLoad2(g->b, g->t64, ic, "")));
+    loop_close(g, &L, 1);
+
+    g->level = 1;
+    bool ok = declare(g, st->loop_var, vt) &&
+              split_thread_loop(g, st->loop_var, lo, hi, iter_reduce, st, &r);
+    g->level = 0;
+    if (!ok) return false;
+
+    LLVMValueRef result;
+    if (nwarps == 1) {
+        result = tree32(g, &r, st->redop, r.part, ci(g->t64, 0));
+    } else {
+        LLVMValueRef wt = entry_alloca(g, r.lt, 32, "warps");
+        Loop W;
+        loop_open(g, &W, ic, g->t64, ci(g->t64, 0), ci(g->t64, nwarps));
+        LLVMValueRef w = LLVMBuildLoad2(g->b, g->t64, ic, "");
+        LLVMValueRef tot = tree32(g, &r, st->redop, r.part, LLVMBuildNSWMul(g->b, w, ci(g->t64, 32), ""));
+        if (!tot) return false;
+        LLVMBuildStore(g->b, tot, slot_gep(g, &r, wt, w));
+        loop_close(g, &W, 1);
+        for (int j = nwarps; j < 32; j++) LLVMBuildStore(g->b, ident, slot_gep(g, &r, wt, ci(g->t64, j)));
+        result = tree32(g, &r, st->redop, wt, ci(g->t64, 0));
+    }
+    if (!result || !declare(g, st->var, r.t)) return false;
+    LLVMBuildStore(g->b, result, g->var[st->var]);
+    return true;
+}
+
+static bool st_one(Cg *g, int s) {
+    const KirKernel *k = g->k;
+    const KirStmt *st = &k->stmts.data[s];
+    g->gen++;
+    switch (st->kind) {
+    case KS_LET:
+    case KS_ASSIGN: {
+        if (st->var < 0 || st->var >= k->vars.len) return failf(g, FC_ERR_INTERNAL, "s%d: bad var", s);
+        KirType t = k->vars.data[st->var].type;
+        LLVMValueRef v = ex_typed(g, st->a, t, "assigned value");
+        if (!v) return false;
+        if (st->kind == KS_LET) {
+            if (!declare(g, st->var, t)) return false;
+        } else {
+            if (g->var_level[st->var] < 0)
+                return failf(g, FC_ERR_INTERNAL, "v%d assigned before it is declared", st->var);
+            if (g->var_level[st->var] < g->level)
+                return failf(g, FC_ERR_INTERNAL,
+                             "v%d, declared at block level, is assigned inside a thread loop "
+                             "(per-thread state must be a thread array)", st->var);
+        }
+        LLVMBuildStore(g->b, v, g->var[st->var]);
+        return true;
+    }
+    case KS_STORE: {
+        if (st->ref < 0 || st->ref >= k->params.len) return failf(g, FC_ERR_INTERNAL, "s%d: bad param", s);
+        FcDtype d = k->params.data[st->ref].dtype;
+        LLVMValueRef idx = ex(g, st->a);
+        if (!idx) return false;
+        if (etype(g, st->a) == KT_I32) idx = LLVMBuildSExt(g->b, idx, g->t64, "");
+        else if (etype(g, st->a) != KT_I64) return failf(g, FC_ERR_INTERNAL, "s%d: index type", s);
+        LLVMValueRef v = ex_typed(g, st->b, kir_compute_type(d), "stored value");
+        if (!v) return false;
+        LLVMValueRef raw = store_conv(g, d, v);
+        LLVMValueRef p = raw ? buf_addr(g, st->ref, idx) : NULL;
+        if (!p) return false;
+        LLVMBuildStore(g->b, raw, p);
+        return true;
+    }
+    case KS_SHSTORE:
+    case KS_TSTORE: {
+        bool sh = st->kind == KS_SHSTORE;
+        int n = sh ? k->shared.len : k->tarrays.len;
+        if (st->ref < 0 || st->ref >= n) return failf(g, FC_ERR_INTERNAL, "s%d: bad array", s);
+        KirType t = sh ? k->shared.data[st->ref].type : k->tarrays.data[st->ref].type;
+        LLVMValueRef idx = ex(g, st->a);
+        if (!idx) return false;
+        if (etype(g, st->a) == KT_I32) idx = LLVMBuildSExt(g->b, idx, g->t64, "");
+        else if (etype(g, st->a) != KT_I64) return failf(g, FC_ERR_INTERNAL, "s%d: index type", s);
+        LLVMValueRef v = ex_typed(g, st->b, t, "stored value");
+        if (!v) return false;
+        LLVMValueRef p = sh ? sh_addr(g, st->ref, idx) : ta_addr(g, st->b, st->ref, idx);
+        if (!p) return false;
+        LLVMBuildStore(g->b, v, p);
+        return true;
+    }
+    case KS_FOR: return st_for(g, st);
+    case KS_IF: {
+        LLVMValueRef c = ex_typed(g, st->a, KT_BOOL, "if condition");
+        if (!c) return false;
+        LLVMBasicBlockRef bt = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "if.then");
+        LLVMBasicBlockRef be = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "if.else");
+        LLVMBasicBlockRef bj = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "if.end");
+        LLVMBuildCondBr(g->b, c, bt, be);
+        LLVMPositionBuilderAtEnd(g->b, bt);
+        if (!st_list(g, st->body)) return false;
+        LLVMBuildBr(g->b, bj);
+        LLVMPositionBuilderAtEnd(g->b, be);
+        if (!st_list(g, st->body2)) return false;
+        LLVMBuildBr(g->b, bj);
+        LLVMPositionBuilderAtEnd(g->b, bj);
+        return true;
+    }
+    case KS_REDUCE: return st_reduce(g, st);
+    case KS_BARRIER:
+        if (g->level != 0) return failf(g, FC_ERR_INTERNAL, "barrier inside a thread loop");
+        return true; /* thread loops already run one after the other */
+    case KS_ERROR: {
+        LLVMValueRef c = ex_typed(g, st->a, KT_BOOL, "error condition");
+        if (!c) return false;
+        if (st->code <= 0 || st->code > 127) return failf(g, FC_ERR_INTERNAL, "s%d: bad status code", s);
+        if (!g->flag[s]) {
+            g->flag[s] = entry_alloca(g, g->t1, 1, "err");
+            LLVMBuildStore(g->ab, LLVMConstInt(g->t1, 0, 0), g->flag[s]);
+        }
+        LLVMValueRef f = LLVMBuildLoad2(g->b, g->t1, g->flag[s], "");
+        LLVMBuildStore(g->b, LLVMBuildOr(g->b, f, c, ""), g->flag[s]);
+        return true;
+    }
+    default: break;
+    }
+    return failf(g, FC_ERR_INTERNAL, "statement s%d has an unknown kind", s);
+}
+
+static bool st_list(Cg *g, int s) {
+    for (; s >= 0; s = g->k->stmts.data[s].next) {
+        if (s >= g->k->stmts.len) return failf(g, FC_ERR_INTERNAL, "bad statement id %d", s);
+        if (g->seen[s]) return failf(g, FC_ERR_INTERNAL, "statement s%d reached twice", s);
+        g->seen[s] = 1;
+        if (!st_one(g, s)) return false;
+    }
+    return true;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+static bool valid_name(const char *s) {
+    if (!s || !(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return false;
+    size_t n = 0;
+    for (const char *c = s; *c; c++, n++)
+        if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+            return false;
+    if (n > 200 || strncmp(s, "fc_", 3) == 0 || strncmp(s, "llvm", 4) == 0) return false;
+    for (size_t i = 0; i < sizeof reserved_names / sizeof reserved_names[0]; i++)
+        if (strcmp(s, reserved_names[i]) == 0) return false;
+    return true;
+}
+
+/* Bytes of per-block scratch the kernel needs, or -1 past the limit. */
+static int64_t scratch_bytes(const KirKernel *k) {
+    static const int64_t tsize[KT_COUNT] = {1, 4, 8, 4, 8};
+    int64_t total = 0, x;
+    for (int i = 0; i < k->shared.len; i++) {
+        if (k->shared.data[i].count < 0 || (unsigned)k->shared.data[i].type >= KT_COUNT) return -1;
+        if (!fc_mul64(k->shared.data[i].count, tsize[k->shared.data[i].type], &x) || !fc_add64(total, x, &total)) return -1;
+    }
+    for (int i = 0; i < k->tarrays.len; i++) {
+        if (k->tarrays.data[i].count < 0 || (unsigned)k->tarrays.data[i].type >= KT_COUNT) return -1;
+        if (!fc_mul64((int64_t)k->tarrays.data[i].count * k->block, tsize[k->tarrays.data[i].type], &x) ||
+            !fc_add64(total, x, &total)) return -1;
+    }
+    for (int i = 0; i < k->stmts.len; i++)
+        if (k->stmts.data[i].kind == KS_REDUCE) {
+            int v = k->stmts.data[i].var;
+            if (v < 0 || v >= k->vars.len) return -1;
+            if (!fc_add64(total, ((int64_t)(k->block + 31) / 32 * 32 + 32) * 8, &total)) return -1;
+        }
+    return total > CG_SCRATCH_LIMIT ? -1 : total;
+}
+
+/* May the kernel's buffer params be noalias? Not if a launch binds overlapping buffers. */
+static bool launches_disjoint(const KirProgram *p, int ki) {
+    for (int li = 0; li < p->launches.len; li++) {
+        const KirLaunch *l = &p->launches.data[li];
+        if (l->kernel != ki) continue;
+        for (int a = 0; a < l->nargs; a++)
+            for (int b = a + 1; b < l->nargs; b++) {
+                int x = l->args[a], y = l->args[b];
+                if (x < 0 || y < 0 || x >= p->buffers.len || y >= p->buffers.len) return false;
+                if (x == y) return false;
+                const KirBuffer *bx = &p->buffers.data[x], *by = &p->buffers.data[y];
+                if (bx->kind == KIR_BUF_TEMP && by->kind == KIR_BUF_TEMP) {
+                    int64_t ex_, ey;
+                    if (!fc_mul64(bx->numel, (int64_t)fc_dtype_size(bx->dtype), &ex_) ||
+                        !fc_mul64(by->numel, (int64_t)fc_dtype_size(by->dtype), &ey) ||
+                        !fc_add64(ex_, bx->offset, &ex_) || !fc_add64(ey, by->offset, &ey))
+                        return false;
+                    if (bx->offset < ey && by->offset < ex_) return false;
+                } else if (bx->kind == by->kind && bx->kind != KIR_BUF_TEMP && bx->index == by->index) {
+                    return false;
+                }
+            }
+    }
+    return true;
+}
+
+static LLVMAttributeRef attr(Cg *g, const char *name) {
+    return LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName(name, strlen(name)), 0);
+}
+
+static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
+    const KirKernel *k = p->kernels.data[ki];
+    g->k = k;
+    if (!valid_name(k->name) || LLVMGetNamedFunction(g->mod, k->name))
+        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel name '%.64s' is not a fresh identifier", k->name ? k->name : "");
+    if (k->block < 1 || k->block > 1024 || k->grid < 0)
+        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: bad grid/block", k->name);
+    if (!kir_kernel_ok(k)) return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s was not built completely", k->name);
+    int64_t scratch = scratch_bytes(k);
+    if (scratch < 0)
+        return fc_err_set(g->err, FC_ERR_UNSUPPORTED,
+                          "llvm codegen: kernel %s needs more than %lld bytes of per-block scratch "
+                          "(shared arrays, thread arrays, reductions), the CPU backend's limit",
+                          k->name, (long long)CG_SCRATCH_LIMIT);
+    int np = k->params.len;
+    for (int i = 0; i < np; i++)
+        if (!stype(g, k->params.data[i].dtype))
+            return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: param %d has a bad dtype", k->name, i);
+    bool noalias = launches_disjoint(p, ki);
+
+    /* the body function */
+    LLVMTypeRef *pt = fc_calloc((size_t)np + 3, sizeof *pt);
+    if (!pt) return FC_OOM(g->err);
+    for (int i = 0; i < np; i++) pt[i] = g->tp;
+    pt[np] = g->t64; pt[np + 1] = g->t64; pt[np + 2] = g->tp;
+    LLVMTypeRef bft = LLVMFunctionType(g->tv, pt, (unsigned)np + 3, 0);
+    fc_free(pt);
+    char name[256];
+    snprintf(name, sizeof name, "%s.body", k->name);
+    LLVMValueRef body = LLVMAddFunction(g->mod, name, bft);
+    LLVMSetLinkage(body, LLVMInternalLinkage);
+    LLVMAddAttributeAtIndex(body, LLVMAttributeFunctionIndex, attr(g, "nounwind"));
+    for (int i = 0; i < np; i++) {
+        if (noalias) LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "noalias"));
+        LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "nocapture"));
+        if (!k->params.data[i].written) LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "readonly"));
+        snprintf(name, sizeof name, "p%d", i);
+        LLVMSetValueName2(LLVMGetParam(body, (unsigned)i), name, strlen(name));
+    }
+    LLVMSetValueName2(LLVMGetParam(body, (unsigned)np), "block_begin", 11);
+    LLVMSetValueName2(LLVMGetParam(body, (unsigned)np + 1), "block_end", 9);
+    LLVMSetValueName2(LLVMGetParam(body, (unsigned)np + 2), "status", 6);
+
+    /* state */
+    g->fn = body;
+    g->st = FC_OK;
+    g->gen = 0;
+    g->slot_valid = false;
+    g->level = 0;
+    g->prm = fc_calloc((size_t)np + 1, sizeof *g->prm);
+    g->var = fc_calloc((size_t)k->vars.len + 1, sizeof *g->var);
+    g->var_level = fc_calloc((size_t)k->vars.len + 1, 1);
+    g->sh = fc_calloc((size_t)k->shared.len + 1, sizeof *g->sh);
+    g->ta = fc_calloc((size_t)k->tarrays.len + 1, sizeof *g->ta);
+    g->flag = fc_calloc((size_t)k->stmts.len + 1, sizeof *g->flag);
+    g->seen = fc_calloc((size_t)k->stmts.len + 1, 1);
+    g->memo = fc_calloc((size_t)k->exprs.len + 1, sizeof *g->memo);
+    g->memo_gen = fc_calloc((size_t)k->exprs.len + 1, sizeof *g->memo_gen);
+    FcStatus st = FC_OK;
+    if (!g->prm || !g->var || !g->var_level || !g->sh || !g->ta || !g->flag || !g->seen || !g->memo || !g->memo_gen) {
+        st = FC_OOM(g->err);
+        goto done;
+    }
+    for (int i = 0; i < k->exprs.len; i++) g->memo_gen[i] = -1;
+    for (int i = 0; i < k->vars.len; i++) g->var_level[i] = -1;
+    for (int i = 0; i < np; i++) g->prm[i] = LLVMGetParam(body, (unsigned)i);
+
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, body, "entry");
+    LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(g->ctx, body, "blocks");
+    LLVMPositionBuilderAtEnd(g->ab, entry);
+    LLVMPositionBuilderAtEnd(g->b, start);
+    for (int i = 0; i < k->vars.len; i++) {
+        LLVMTypeRef t = ktype(g, k->vars.data[i].type);
+        if (!t) { st = fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: v%d has a bad type", k->name, i); goto done; }
+        snprintf(name, sizeof name, "v%d", i);
+        g->var[i] = entry_alloca(g, t, 1, name);
+    }
+    for (int i = 0; i < k->shared.len; i++) {
+        snprintf(name, sizeof name, "sh%d", i);
+        g->sh[i] = entry_alloca(g, ktype(g, k->shared.data[i].type), k->shared.data[i].count > 0 ? k->shared.data[i].count : 1, name);
+    }
+    for (int i = 0; i < k->tarrays.len; i++) {
+        snprintf(name, sizeof name, "ta%d", i);
+        int64_t n = (int64_t)k->tarrays.data[i].count * k->block;
+        g->ta[i] = entry_alloca(g, ktype(g, k->tarrays.data[i].type), n > 0 ? n : 1, name);
+    }
+    g->blk = entry_alloca(g, g->t64, 1, "block");
+    g->slot = entry_alloca(g, g->t64, 1, "slot");
+
+    /* for (block = begin; block < end; block++) body */
+    Loop B;
+    loop_open(g, &B, g->blk, g->t64, LLVMGetParam(body, (unsigned)np), LLVMGetParam(body, (unsigned)np + 1));
+    if (!st_list(g, k->body)) {
+        st = g->st != FC_OK ? g->st : fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s failed", k->name);
+        goto done;
+    }
+    loop_close(g, &B, 1);
+    /* the chunk's errors, first statement first: *status = code if it is still 0 */
+    LLVMValueRef status = LLVMGetParam(body, (unsigned)np + 2);
+    for (int s = 0; s < k->stmts.len; s++) {
+        if (!g->flag[s]) continue;
+        LLVMBasicBlockRef set = LLVMAppendBasicBlockInContext(g->ctx, body, "err.set");
+        LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->ctx, body, "err.next");
+        LLVMBuildCondBr(g->b, LLVMBuildLoad2(g->b, g->t1, g->flag[s], ""), set, next);
+        LLVMPositionBuilderAtEnd(g->b, set);
+        LLVMBuildAtomicCmpXchg(g->b, status, ci(g->t32, 0), ci(g->t32, k->stmts.data[s].code),
+                               LLVMAtomicOrderingMonotonic, LLVMAtomicOrderingMonotonic, 0);
+        LLVMBuildBr(g->b, next);
+        LLVMPositionBuilderAtEnd(g->b, next);
+    }
+    LLVMBuildRetVoid(g->b);
+    LLVMPositionBuilderAtEnd(g->ab, entry);
+    LLVMBuildBr(g->ab, start);
+
+    /* the exported wrapper: void K(ptr params, i64 block_begin, i64 block_end, ptr status) */
+    {
+        LLVMTypeRef wt[4] = {g->tp, g->t64, g->t64, g->tp};
+        LLVMValueRef w = LLVMAddFunction(g->mod, k->name, LLVMFunctionType(g->tv, wt, 4, 0));
+        LLVMAddAttributeAtIndex(w, LLVMAttributeFunctionIndex, attr(g, "nounwind"));
+        LLVMAddAttributeAtIndex(w, 1, attr(g, "nocapture"));
+        LLVMAddAttributeAtIndex(w, 1, attr(g, "readonly"));
+        LLVMAddAttributeAtIndex(w, 4, attr(g, "nocapture"));
+        LLVMSetValueName2(LLVMGetParam(w, 0), "params", 6);
+        LLVMSetValueName2(LLVMGetParam(w, 1), "block_begin", 11);
+        LLVMSetValueName2(LLVMGetParam(w, 2), "block_end", 9);
+        LLVMSetValueName2(LLVMGetParam(w, 3), "status", 6);
+        LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, w, "entry"));
+        LLVMValueRef *args = fc_calloc((size_t)np + 3, sizeof *args);
+        if (!args) { st = FC_OOM(g->err); goto done; }
+        unsigned inv = LLVMGetMDKindIDInContext(g->ctx, "invariant.load", 14);
+        LLVMValueRef empty = LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, NULL, 0));
+        for (int i = 0; i < np; i++) {
+            LLVMValueRef ix = ci(g->t64, i);
+            LLVMValueRef a = LLVMBuildInBoundsGEP2(g->b, g->tp, LLVMGetParam(w, 0), &ix, 1, "");
+            snprintf(name, sizeof name, "p%d", i);
+            args[i] = LLVMBuildLoad2(g->b, g->tp, a, name);
+            LLVMSetAlignment(args[i], 8);
+            LLVMSetMetadata(args[i], inv, empty);
+        }
+        args[np] = LLVMGetParam(w, 1);
+        args[np + 1] = LLVMGetParam(w, 2);
+        args[np + 2] = LLVMGetParam(w, 3);
+        LLVMBuildCall2(g->b, bft, body, args, (unsigned)np + 3, "");
+        LLVMBuildRetVoid(g->b);
+        fc_free(args);
+    }
+done:
+    fc_free(g->prm); fc_free(g->var); fc_free(g->var_level); fc_free(g->sh); fc_free(g->ta);
+    fc_free(g->flag); fc_free(g->seen); fc_free(g->memo); fc_free(g->memo_gen);
+    g->prm = NULL; g->var = NULL; g->var_level = NULL; g->sh = NULL; g->ta = NULL;
+    g->flag = NULL; g->seen = NULL; g->memo = NULL; g->memo_gen = NULL;
+    return st;
+}
+
+static bool program_needs_helpers(const KirProgram *p) {
+    for (int i = 0; i < p->kernels.len; i++) {
+        const KirKernel *k = p->kernels.data[i];
+        for (int j = 0; j < k->params.len; j++)
+            if (dtype_needs_helpers(k->params.data[j].dtype)) return true;
+        for (int j = 0; j < k->exprs.len; j++)
+            if (k->exprs.data[j].kind == KE_ROUND) return true;
+    }
+    return false;
+}
+
+FcStatus cg_llvm_module(const KirProgram *p, void *llvm_context, void **llvm_module, FcErr *err) {
+    *llvm_module = NULL;
+    Cg g = {0};
+    g.ctx = (LLVMContextRef)llvm_context;
+    g.err = err;
+    if (program_needs_helpers(p)) {
+        StrBuf text = {0};
+        for (size_t i = 0; i < sizeof helper_ir / sizeof helper_ir[0]; i++) sb_puts(&text, helper_ir[i]);
+        if (text.failed) { sb_free(&text); return FC_OOM(err); }
+        LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(text.data, text.len, "fusec");
+        sb_free(&text);
+        char *msg = NULL;
+        if (LLVMParseIRInContext(g.ctx, mb, &g.mod, &msg)) {
+            FcStatus s = fc_err_set(err, FC_ERR_INTERNAL, "llvm codegen: conversion helpers: %s", msg ? msg : "?");
+            LLVMDisposeMessage(msg);
+            return s;
+        }
+        LLVMSetModuleIdentifier(g.mod, "fusec", 5);
+        LLVMSetSourceFileName(g.mod, "fusec", 5);
+    } else {
+        g.mod = LLVMModuleCreateWithNameInContext("fusec", g.ctx);
+    }
+    g.b = LLVMCreateBuilderInContext(g.ctx);
+    g.ab = LLVMCreateBuilderInContext(g.ctx);
+    g.tv = LLVMVoidTypeInContext(g.ctx);
+    g.t1 = LLVMInt1TypeInContext(g.ctx);
+    g.t8 = LLVMInt8TypeInContext(g.ctx);
+    g.t16 = LLVMInt16TypeInContext(g.ctx);
+    g.t32 = LLVMInt32TypeInContext(g.ctx);
+    g.t64 = LLVMInt64TypeInContext(g.ctx);
+    g.tf = LLVMFloatTypeInContext(g.ctx);
+    g.td = LLVMDoubleTypeInContext(g.ctx);
+    g.tp = LLVMPointerTypeInContext(g.ctx, 0);
+    FcStatus st = FC_OK;
+    for (int i = 0; i < p->kernels.len && st == FC_OK; i++) st = emit_kernel(&g, p, i);
+    LLVMDisposeBuilder(g.b);
+    LLVMDisposeBuilder(g.ab);
+    if (st == FC_OK) {
+        char *msg = NULL;
+        if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg))
+            st = fc_err_set(err, FC_ERR_INTERNAL, "llvm codegen: the module does not verify: %s", msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+    }
+    if (st != FC_OK) {
+        LLVMDisposeModule(g.mod);
+        return st;
+    }
+    *llvm_module = g.mod;
+    return FC_OK;
+}
+
+FcStatus cg_llvm_text(const KirProgram *p, StrBuf *out, FcErr *err) {
+    LLVMContextRef ctx = LLVMContextCreate();
+    void *mod = NULL;
+    FcStatus st = cg_llvm_module(p, ctx, &mod, err);
+    if (st == FC_OK) {
+        char *text = LLVMPrintModuleToString((LLVMModuleRef)mod);
+        sb_puts(out, text);
+        LLVMDisposeMessage(text);
+        LLVMDisposeModule((LLVMModuleRef)mod);
+        if (out->failed) st = FC_OOM(err);
+    }
+    LLVMContextDispose(ctx);
+    return st;
+}

@@ -426,3 +426,179 @@ void kir_print_program(const KirProgram *p, StrBuf *o) {
         kir_print_kernel(p->kernels.data[i], o);
     }
 }
+
+/* ---- verifier ------------------------------------------------------------------------------ */
+typedef struct Verify {
+    const KirKernel *k;
+    FcErr *err;
+    int *var_state;      /* [vars]: 0 undefined, 1 block-uniform, 2 thread-scoped */
+    int *decl_stack;     /* vars declared, in order */
+    int ndecl;
+    int *stamp;          /* [exprs] visit stamp */
+    int cur_stamp;
+    int in_threads;      /* inside a thread loop or a reduce body */
+} Verify;
+
+static FcStatus vfail(Verify *v, const char *what, int id) {
+    return fc_err_set(v->err, FC_ERR_INTERNAL, "kernel IR of %s is malformed: %s (id %d)", v->k->name, what, id);
+}
+
+static FcStatus vexpr(Verify *v, int id, int limit) {
+    const KirKernel *k = v->k;
+    if (id < 0 || id >= k->exprs.len || id >= limit) return vfail(v, "bad expression id", id);
+    if (v->stamp[id] == v->cur_stamp) return FC_OK;
+    v->stamp[id] = v->cur_stamp;
+    const KirExpr *e = &k->exprs.data[id];
+    switch (e->kind) {
+    case KE_CONST: case KE_BLOCK_IDX: return FC_OK;
+    case KE_VAR:
+        if (e->ref < 0 || e->ref >= k->vars.len || v->var_state[e->ref] == 0)
+            return vfail(v, "variable used outside its scope", e->ref);
+        return FC_OK;
+    case KE_LOAD:
+        if (e->ref < 0 || e->ref >= k->params.len) return vfail(v, "bad param", e->ref);
+        return vexpr(v, e->a, id);
+    case KE_SHLOAD:
+        if (e->ref < 0 || e->ref >= k->shared.len) return vfail(v, "bad shared array", e->ref);
+        return vexpr(v, e->a, id);
+    case KE_TLOAD:
+        if (e->ref < 0 || e->ref >= k->tarrays.len) return vfail(v, "bad thread array", e->ref);
+        if (!v->in_threads) return vfail(v, "thread array read outside a thread loop", id);
+        return vexpr(v, e->a, id);
+    case KE_UNARY: case KE_CAST: case KE_ROUND: return vexpr(v, e->a, id);
+    case KE_BINARY:
+        FC_TRY(vexpr(v, e->a, id));
+        FC_TRY(vexpr(v, e->b, id));
+        if (k->exprs.data[e->a].type != k->exprs.data[e->b].type) return vfail(v, "binary operands of different types", id);
+        return FC_OK;
+    case KE_SELECT:
+        FC_TRY(vexpr(v, e->a, id));
+        FC_TRY(vexpr(v, e->b, id));
+        FC_TRY(vexpr(v, e->c, id));
+        if (k->exprs.data[e->a].type != KT_BOOL) return vfail(v, "select condition is not bool", id);
+        if (k->exprs.data[e->b].type != k->exprs.data[e->c].type) return vfail(v, "select arms of different types", id);
+        return FC_OK;
+    default: return vfail(v, "unknown expression kind", id);
+    }
+}
+static FcStatus vuse(Verify *v, int id) {
+    v->cur_stamp++;
+    return vexpr(v, id, v->k->exprs.len);
+}
+static FcStatus vdeclare(Verify *v, int var) {
+    if (var < 0 || var >= v->k->vars.len) return vfail(v, "bad variable", var);
+    if (v->var_state[var] != 0) return vfail(v, "variable declared twice", var);
+    v->var_state[var] = v->in_threads ? 2 : 1;
+    v->decl_stack[v->ndecl++] = var;
+    return FC_OK;
+}
+static void vpop(Verify *v, int mark) {
+    while (v->ndecl > mark) v->var_state[v->decl_stack[--v->ndecl]] = 0;
+}
+
+static FcStatus vlist_open(Verify *v, int s, int depth);
+/* A statement list in its own scope. */
+static FcStatus vlist(Verify *v, int s, int depth) {
+    int mark = v->ndecl;
+    FcStatus st = vlist_open(v, s, depth);
+    vpop(v, mark);
+    return st;
+}
+/* A statement list whose declarations stay visible to the caller (who pops them). */
+static FcStatus vlist_open(Verify *v, int s, int depth) {
+    const KirKernel *k = v->k;
+    if (depth > 64) return vfail(v, "statements nested too deeply", s);
+    for (int guard = 0; s >= 0; s = k->stmts.data[s].next, guard++) {
+        if (s >= k->stmts.len || guard > k->stmts.len) return vfail(v, "bad statement id", s);
+        const KirStmt *st = &k->stmts.data[s];
+        switch (st->kind) {
+        case KS_LET:
+            FC_TRY(vuse(v, st->a));
+            FC_TRY(vdeclare(v, st->var));
+            if (k->vars.data[st->var].type != k->exprs.data[st->a].type) return vfail(v, "let of another type", s);
+            break;
+        case KS_ASSIGN:
+            FC_TRY(vuse(v, st->a));
+            if (st->var < 0 || st->var >= k->vars.len || v->var_state[st->var] == 0)
+                return vfail(v, "assignment to an undeclared variable", s);
+            if (v->in_threads && v->var_state[st->var] == 1)
+                return vfail(v, "thread code assigns a block-uniform variable", s);
+            if (k->vars.data[st->var].type != k->exprs.data[st->a].type) return vfail(v, "assignment of another type", s);
+            break;
+        case KS_STORE:
+            if (st->ref < 0 || st->ref >= k->params.len || !k->params.data[st->ref].written)
+                return vfail(v, "store to a param not marked written", s);
+            FC_TRY(vuse(v, st->a));
+            FC_TRY(vuse(v, st->b));
+            break;
+        case KS_SHSTORE:
+            if (st->ref < 0 || st->ref >= k->shared.len) return vfail(v, "bad shared array", s);
+            FC_TRY(vuse(v, st->a));
+            FC_TRY(vuse(v, st->b));
+            break;
+        case KS_TSTORE:
+            if (st->ref < 0 || st->ref >= k->tarrays.len) return vfail(v, "bad thread array", s);
+            if (!v->in_threads) return vfail(v, "thread array written outside a thread loop", s);
+            FC_TRY(vuse(v, st->a));
+            FC_TRY(vuse(v, st->b));
+            break;
+        case KS_FOR: {
+            FC_TRY(vuse(v, st->a));
+            FC_TRY(vuse(v, st->b));
+            int m = v->ndecl;
+            bool threads = st->loop == KIR_LOOP_THREADS;
+            if (threads && v->in_threads) return vfail(v, "nested thread loops", s);
+            if (threads) v->in_threads = 1;
+            FC_TRY(vdeclare(v, st->var));
+            FC_TRY(vlist(v, st->body, depth + 1));
+            if (threads) v->in_threads = 0;
+            vpop(v, m);
+            break;
+        }
+        case KS_IF:
+            FC_TRY(vuse(v, st->a));
+            FC_TRY(vlist(v, st->body, depth + 1));
+            FC_TRY(vlist(v, st->body2, depth + 1));
+            break;
+        case KS_REDUCE: {
+            if (v->in_threads) return vfail(v, "block reduction inside a thread loop", s);
+            FC_TRY(vuse(v, st->a));
+            FC_TRY(vuse(v, st->b));
+            int m = v->ndecl;
+            v->in_threads = 1;
+            FC_TRY(vdeclare(v, st->loop_var));
+            FC_TRY(vlist_open(v, st->body, depth + 1));
+            FC_TRY(vuse(v, st->c));
+            v->in_threads = 0;
+            vpop(v, m);
+            FC_TRY(vdeclare(v, st->var));
+            if (k->vars.data[st->var].type != k->exprs.data[st->c].type) return vfail(v, "reduction of another type", s);
+            break;
+        }
+        case KS_BARRIER:
+            if (v->in_threads) return vfail(v, "barrier inside a thread loop", s);
+            break;
+        case KS_ERROR: FC_TRY(vuse(v, st->a)); break;
+        default: return vfail(v, "unknown statement kind", s);
+        }
+    }
+    return FC_OK;
+}
+
+FcStatus kir_verify(const KirKernel *k, FcErr *err) {
+    if (!kir_kernel_ok(k)) return fc_err_set(err, FC_ERR_INTERNAL, "kernel IR of %s is incomplete", k ? k->name : "?");
+    if (k->block < 1 || k->block > 1024 || k->grid < 1)
+        return fc_err_set(err, FC_ERR_INTERNAL, "kernel %s: launch shape %lld x %d out of range", k->name,
+                          (long long)k->grid, k->block);
+    Verify v = {.k = k, .err = err};
+    v.var_state = fc_calloc((size_t)k->vars.len + 1, sizeof(int));
+    v.decl_stack = fc_calloc((size_t)k->vars.len + 1, sizeof(int));
+    v.stamp = fc_calloc((size_t)k->exprs.len + 1, sizeof(int));
+    FcStatus s;
+    if (!v.var_state || !v.decl_stack || !v.stamp) s = FC_OOM(err);
+    else s = vlist(&v, k->body, 0);
+    fc_free(v.var_state);
+    fc_free(v.decl_stack);
+    fc_free(v.stamp);
+    return s;
+}

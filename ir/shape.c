@@ -290,7 +290,7 @@ RULE(reshape) {
                           (long long)numel, (long long)known);
     }
     osh[0].rank = n->a.nlist;
-    memcpy(osh[0].dims, n->a.list, sizeof(int64_t) * (size_t)n->a.nlist);
+    if (n->a.nlist) memcpy(osh[0].dims, n->a.list, sizeof(int64_t) * (size_t)n->a.nlist);
     odt[0] = x->dtype;
     return FC_OK;
 }
@@ -413,7 +413,7 @@ RULE(slice) {
                           (long long)ax, (long long)len, (long long)n->a.i[1], (long long)n->a.i[2], (long long)step);
     n->a.i[0] = ax;
     n->a.i[1] = start;
-    n->a.i[2] = end;
+    n->a.i[2] = (step < 0 && end < 0) ? -len - 1 : end;  /* idempotent: -1 would read as len-1 */
     osh[0] = x->shape;
     osh[0].dims[ax] = cnt;
     odt[0] = x->dtype;

@@ -1,6 +1,5 @@
 /* support.c: allocation with fault injection, arenas, vectors, errors, string buffers,
  * atomic file writes. See support.h. */
-#define _POSIX_C_SOURCE 200809L
 #include "support.h"
 
 #include <errno.h>

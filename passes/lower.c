@@ -1,1 +1,1058 @@
-/* placeholder */ typedef int fusec_placeholder_lower;
+/* lower.c: the decomposed graph to the kernel IR: groups, buffers, schedules, launches.
+ *
+ * Entry point: pass_lower. Requires a decomposed, verified graph (no composite ops, no
+ * split). Leaves a KirProgram whose launches, run in order, compute the block's outputs.
+ *
+ * 1. Groups. Each group of nodes becomes one kernel. Eager (--no-fuse): one group per
+ *    source op (the nodes' `origin`), so a layernorm is one kernel and each attention step
+ *    another. A group that is a lone reshape is a view: its result aliases its input's
+ *    buffer and no kernel runs (reshape of contiguous data is free).
+ * 2. Buffers. A value gets a buffer when a node of another group or the block's outputs
+ *    read it: block inputs and outputs are the caller's; the rest are temporaries in one
+ *    workspace (256-byte aligned offsets, no reuse yet). An output that is an input, a
+ *    view, or an earlier output gets a copy kernel.
+ * 3. Schedules, one per group kind, written into the kernel IR:
+ *    - pointwise: a 1-D grid over the outputs' elements, CHUNK per block, spread over the
+ *      block's threads; every value of the group computed inline ("emit") at the element's
+ *      index, index maps (reshape, transpose, broadcast, slice, concat, gather) included;
+ *    - row reduction: when every reduction in the group reduces the same trailing axes of
+ *      tensors of one shape X and every output has shape X or the reduced shape: one block
+ *      per row, one block reduction (KS_REDUCE) per reduction node in order, then a thread
+ *      loop writing the outputs (layernorm, softmax, rmsnorm, log_softmax, sum, mean ...);
+ *    - any other group with reductions: pointwise over the outputs with each reduction
+ *      computed by a serial loop at the element (correct for any axes, not fast);
+ *    - matmul: 16x16 output tiles per block of 256 threads, K in steps of 16 through shared
+ *      memory, the operands' producers in the group inlined into the tile loads and the
+ *      consumers (reshape, elementwise of the same size) applied before the store.
+ *    Within a kernel, `emit` caches each (value, index) it computed in a variable of the
+ *    current scope, and index expressions are hash-consed so equal indices share ids.
+ * 4. Cost: bytes read (each external input once) and written (each output once), flops
+ *    from the op table.
+ */
+#include "passes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { PW_BLOCK = 256, PW_CHUNK = 1024, MM_TILE = 16, MAX_MEMO_IDX = IR_MAX_RANK };
+
+typedef struct Memo {
+    int value;
+    int n;
+    int idx[MAX_MEMO_IDX];
+    int var;          /* kernel variable holding it */
+    int depth;        /* scope depth where the variable was declared */
+} Memo;
+
+typedef struct Lower {
+    const IrGraph *g;
+    const PassOptions *opt;
+    KirProgram *p;
+    FcErr *err;
+    FcStatus st;             /* first failure, sticky */
+
+    int ngroups;
+    int *group_of_node;      /* [nodes] */
+    int *group_first;        /* [groups] first node index */
+    int *group_origin_op;    /* [groups] */
+    bool *group_is_view;     /* [groups] a lone reshape */
+    bool *used_outside;      /* [values] read by another group or a block output */
+    int *buf_of_val;         /* [values] buffer id, or -1 */
+
+    /* the kernel being built */
+    KirKernel *k;
+    int cur_group;
+    int *param_of_buf;       /* [buffers] param id in k, or -1 */
+    int *bound;              /* [values] expr id standing for the value, or -1 */
+    FC_VEC(Memo) memo;
+    int depth;
+    FC_VEC(KirExpr) hc_keys; /* hash-consing: parallel to hc_ids */
+    FC_VEC(int) hc_ids;
+} Lower;
+
+static bool failed(Lower *L) { return L->st != FC_OK; }
+static void fail_oom(Lower *L) {
+    if (L->st == FC_OK) L->st = FC_OOM(L->err);
+}
+static void fail_internal(Lower *L, const char *what, int line) {
+    if (L->st == FC_OK)
+        L->st = fc_err_set(L->err, FC_ERR_INTERNAL, "internal error: %s:%d: %s", __FILE__, line, what);
+}
+#define LCHECK(L, cond) \
+    do { if (!(cond)) { fail_internal((L), "check failed: " #cond, __LINE__); return -1; } } while (0)
+
+static const IrValue *val(const Lower *L, int v) { return ir_cval(L->g, v); }
+static const IrNode *node_of(const Lower *L, int v) {
+    int n = val(L, v)->node;
+    return n >= 0 ? &L->g->nodes.data[n] : NULL;
+}
+static KirType ctype(FcDtype t) { return kir_compute_type(t); }
+static KirType acc_type(FcDtype t) {
+    KirType c = ctype(t);
+    return (c == KT_I32 || c == KT_I64) ? KT_I64 : c;
+}
+
+/* ---- expression helpers with hash-consing and folding of index math ---------------------- */
+static int hc(Lower *L, KirExpr e, int (*make)(Lower *, const KirExpr *)) {
+    for (int i = L->hc_keys.len - 1; i >= 0; i--) {
+        const KirExpr *q = &L->hc_keys.data[i];
+        if (q->kind == e.kind && q->type == e.type && q->a == e.a && q->b == e.b && q->c == e.c &&
+            q->ref == e.ref && q->op == e.op && q->ival == e.ival &&
+            memcmp(&q->fval, &e.fval, sizeof e.fval) == 0)
+            return L->hc_ids.data[i];
+    }
+    int id = make(L, &e);
+    if (id < 0) { fail_oom(L); return -1; }
+    if (!FC_VEC_PUSH(&L->hc_keys, e) || !FC_VEC_PUSH(&L->hc_ids, id)) { fail_oom(L); return -1; }
+    return id;
+}
+static int mk_const_i(Lower *L, const KirExpr *e) { return kir_const_i(L->k, e->type, e->ival); }
+static int mk_bin(Lower *L, const KirExpr *e) { return kir_bin(L->k, (KirBinOp)e->op, e->a, e->b); }
+
+static int ci(Lower *L, int64_t v) {
+    KirExpr e = {.kind = KE_CONST, .type = KT_I64, .a = -1, .b = -1, .c = -1, .ref = -1, .ival = v};
+    return hc(L, e, mk_const_i);
+}
+static bool is_const_i(Lower *L, int e, int64_t *v) {
+    if (e < 0) return false;
+    const KirExpr *x = &L->k->exprs.data[e];
+    if (x->kind != KE_CONST || x->type != KT_I64) return false;
+    *v = x->ival;
+    return true;
+}
+/* i64 index arithmetic, folded where an operand is a constant */
+static int ib(Lower *L, KirBinOp op, int a, int b) {
+    if (a < 0 || b < 0) return -1;
+    int64_t va = 0, vb = 0;
+    bool ca = is_const_i(L, a, &va), cb = is_const_i(L, b, &vb);
+    if (ca && cb) {
+        switch (op) {
+        case KB_ADD: return ci(L, va + vb);
+        case KB_SUB: return ci(L, va - vb);
+        case KB_MUL: return ci(L, va * vb);
+        case KB_DIV: if (vb) return ci(L, va / vb); break;
+        case KB_REM: if (vb) return ci(L, va % vb); break;
+        case KB_MAX: return ci(L, va > vb ? va : vb);
+        case KB_MIN: return ci(L, va < vb ? va : vb);
+        default: break;
+        }
+    }
+    if (op == KB_ADD && ca && va == 0) return b;
+    if ((op == KB_ADD || op == KB_SUB) && cb && vb == 0) return a;
+    if (op == KB_MUL && ((ca && va == 0) || (cb && vb == 0))) return ci(L, 0);
+    if (op == KB_MUL && ca && va == 1) return b;
+    if ((op == KB_MUL || op == KB_DIV) && cb && vb == 1) return a;
+    if (op == KB_REM && cb && vb == 1) return ci(L, 0);
+    KirExpr e = {.kind = KE_BINARY, .type = (op >= KB_LT && op <= KB_NE) ? KT_BOOL : KT_I64,
+                 .a = a, .b = b, .c = -1, .ref = -1, .op = op};
+    return hc(L, e, mk_bin);
+}
+
+/* Linear index of idx (rank r) in a row-major tensor of shape s. */
+static int linearize(Lower *L, const IrShape *s, const int *idx) {
+    int lin = ci(L, 0);
+    for (int d = 0; d < s->rank; d++) lin = ib(L, KB_ADD, ib(L, KB_MUL, lin, ci(L, s->dims[d])), idx[d]);
+    return lin;
+}
+/* Multi-index of linear index lin in shape s. */
+static void delinearize(Lower *L, const IrShape *s, int lin, int *idx) {
+    for (int d = s->rank - 1; d >= 0; d--) {
+        if (s->dims[d] == 1) { idx[d] = ci(L, 0); continue; }
+        idx[d] = d == 0 ? lin : ib(L, KB_REM, lin, ci(L, s->dims[d]));
+        lin = ib(L, KB_DIV, lin, ci(L, s->dims[d]));
+    }
+}
+/* Index into an operand of shape u broadcast to an element of shape o. */
+static void bcast_index(Lower *L, const IrShape *o, const IrShape *u, const int *idx, int *out) {
+    int off = o->rank - u->rank;
+    for (int d = 0; d < u->rank; d++) out[d] = u->dims[d] == 1 ? ci(L, 0) : idx[d + off];
+}
+
+/* ---- scopes and the per-kernel value cache ------------------------------------------------ */
+static void scope_open(Lower *L) { L->depth++; }
+static void scope_close(Lower *L) {
+    L->depth--;
+    while (L->memo.len > 0 && L->memo.data[L->memo.len - 1].depth > L->depth) L->memo.len--;
+}
+static void k_for(Lower *L, KirLoopKind kind, int var, int lo, int hi) {
+    kir_for(L->k, kind, var, lo, hi);
+    scope_open(L);
+}
+static void k_if(Lower *L, int cond) {
+    kir_if(L->k, cond);
+    scope_open(L);
+}
+static void k_end(Lower *L) {
+    scope_close(L);
+    kir_end(L->k);
+}
+/* Hash-consed index expressions may refer to loop variables of a closed scope; drop all of
+ * them when a scope that declared variables closes. Index expressions are cheap to rebuild. */
+static void hc_reset(Lower *L) {
+    L->hc_keys.len = 0;
+    L->hc_ids.len = 0;
+}
+
+static int memo_find(Lower *L, int v, int n, const int *idx) {
+    for (int i = L->memo.len - 1; i >= 0; i--) {
+        const Memo *m = &L->memo.data[i];
+        if (m->value == v && m->n == n && memcmp(m->idx, idx, sizeof(int) * (size_t)n) == 0)
+            return kir_var_ref(L->k, m->var);
+    }
+    return -1;
+}
+/* Binds expression e to a fresh variable in the current scope and remembers it. */
+static int memo_put(Lower *L, int v, int n, const int *idx, int e) {
+    if (e < 0) return -1;
+    const KirExpr *x = &L->k->exprs.data[e];
+    if (x->kind == KE_CONST || x->kind == KE_VAR) return e;   /* nothing to save */
+    int var = kir_var(L->k, x->type);
+    kir_let(L->k, var, e);
+    Memo m = {.value = v, .n = n, .var = var, .depth = L->depth};
+    memcpy(m.idx, idx, sizeof(int) * (size_t)n);
+    if (!FC_VEC_PUSH(&L->memo, m)) { fail_oom(L); return -1; }
+    return kir_var_ref(L->k, var);
+}
+
+/* ---- buffers as kernel parameters ---------------------------------------------------------- */
+static int param_for_buf(Lower *L, int buf, bool written) {
+    if (L->param_of_buf[buf] < 0) {
+        const KirBuffer *b = &L->p->buffers.data[buf];
+        L->param_of_buf[buf] = kir_param(L->k, b->dtype, b->numel, written);
+    } else if (written) {
+        L->k->params.data[L->param_of_buf[buf]].written = true;
+    }
+    return L->param_of_buf[buf];
+}
+
+/* ---- emitting a value at an index ------------------------------------------------------------ */
+static int emit(Lower *L, int v, const int *idx);
+
+static int fconst(Lower *L, KirType t, double x) { return kir_const_f(L->k, t, x); }
+
+static int zero_of(Lower *L, KirType t) {
+    return (t == KT_F32 || t == KT_F64) ? fconst(L, t, 0.0) : kir_const_i(L->k, t, 0);
+}
+
+static int reduce_identity(Lower *L, IrOp op, KirType t) {
+    if (op == IR_OP_SUM || op == IR_OP_MEAN) return zero_of(L, t);
+    bool isf = t == KT_F32 || t == KT_F64;
+    if (op == IR_OP_MAX) return isf ? fconst(L, t, -INFINITY) : kir_const_i(L->k, t, INT64_MIN);
+    return isf ? fconst(L, t, INFINITY) : kir_const_i(L->k, t, INT64_MAX);
+}
+static KirBinOp reduce_binop(IrOp op) {
+    return op == IR_OP_MAX ? KB_MAX : op == IR_OP_MIN ? KB_MIN : KB_ADD;
+}
+static KirRedOp reduce_redop(IrOp op) {
+    return op == IR_OP_MAX ? KR_MAX : op == IR_OP_MIN ? KR_MIN : KR_SUM;
+}
+
+/* Index of the reduction input for output index idx (output shape o) and reduced index r
+ * (one entry per reduced axis). */
+static void reduce_in_index(const IrNode *n, const IrShape *in, const int *out_idx, const int *r,
+                            int *idx) {
+    int j = 0, o = 0;
+    for (int d = 0; d < in->rank; d++) {
+        bool red = j < n->a.nlist && n->a.list[j] == d;
+        if (red) {
+            idx[d] = r[j++];
+            if (n->a.i[0]) o++;   /* keepdim: the output has a size-1 dim here */
+        } else {
+            idx[d] = out_idx[o++];
+        }
+    }
+}
+
+/* A reduction computed by a serial loop at one output element (the general fallback). */
+static int emit_reduce_serial(Lower *L, const IrNode *n, int v, const int *idx) {
+    const IrValue *x = val(L, n->in[0]);
+    IrShape rs = {.rank = n->a.nlist};
+    int64_t count = 1;
+    for (int j = 0; j < n->a.nlist; j++) {
+        rs.dims[j] = x->shape.dims[n->a.list[j]];
+        count *= rs.dims[j];
+    }
+    KirType at = acc_type(x->dtype);
+    int acc = kir_var(L->k, at);
+    kir_let(L->k, acc, reduce_identity(L, n->op, at));
+    int r = kir_var(L->k, KT_I64);
+    k_for(L, KIR_LOOP_SERIAL, r, ci(L, 0), ci(L, count));
+    int ridx[IR_MAX_RANK], iidx[IR_MAX_RANK];
+    delinearize(L, &rs, kir_var_ref(L->k, r), ridx);
+    reduce_in_index(n, &x->shape, idx, ridx, iidx);
+    int xv = kir_cast(L->k, at, emit(L, n->in[0], iidx));
+    kir_assign(L->k, acc, kir_bin(L->k, reduce_binop(n->op), kir_var_ref(L->k, acc), xv));
+    k_end(L);
+    hc_reset(L);
+    int res = kir_var_ref(L->k, acc);
+    if (n->op == IR_OP_MEAN) res = kir_bin(L->k, KB_DIV, res, fconst(L, at, (double)count));
+    (void)v;
+    return kir_cast(L->k, ctype(val(L, v)->dtype), res);
+}
+
+/* Rounds x (compute type) to the value's storage dtype when strict rounding asks for it. */
+static int strict_round(Lower *L, FcDtype t, int x) {
+    return L->opt->strict_rounding ? kir_round(L->k, t, x) : x;
+}
+
+static int emit_cast(Lower *L, int x, FcDtype from, FcDtype to) {
+    KirType tt = ctype(to);
+    if (to == FC_BOOL) {
+        if (from == FC_BOOL) return x;
+        KirType ft = ctype(from);
+        return kir_bin(L->k, KB_NE, x, zero_of(L, ft));
+    }
+    int y = kir_cast(L->k, tt, x);
+    if (ir_dtype_is_float(to)) y = kir_round(L->k, to, y);
+    return y;
+}
+
+static int emit_unary(Lower *L, IrOp op, int x, KirType t) {
+    KirKernel *k = L->k;
+    bool isf = t == KT_F32 || t == KT_F64;
+    switch (op) {
+    case IR_OP_NEG: return kir_un(k, KU_NEG, x);
+    case IR_OP_ABS: return kir_un(k, KU_ABS, x);
+    case IR_OP_EXP: return kir_un(k, KU_EXP, x);
+    case IR_OP_LOG: return kir_un(k, KU_LOG, x);
+    case IR_OP_SQRT: return kir_un(k, KU_SQRT, x);
+    case IR_OP_RSQRT: return kir_un(k, KU_RSQRT, x);
+    case IR_OP_RECIP: return kir_un(k, KU_RECIP, x);
+    case IR_OP_SQUARE: return kir_bin(k, KB_MUL, x, x);
+    case IR_OP_TANH: return kir_un(k, KU_TANH, x);
+    case IR_OP_ERF: return kir_un(k, KU_ERF, x);
+    case IR_OP_SIN: return kir_un(k, KU_SIN, x);
+    case IR_OP_COS: return kir_un(k, KU_COS, x);
+    case IR_OP_RELU: return kir_bin(k, KB_MAX, x, zero_of(L, t));
+    case IR_OP_SIGMOID:
+        return kir_un(k, KU_RECIP, kir_bin(k, KB_ADD, fconst(L, t, 1.0), kir_un(k, KU_EXP, kir_un(k, KU_NEG, x))));
+    case IR_OP_SILU:
+        return kir_bin(k, KB_DIV, x, kir_bin(k, KB_ADD, fconst(L, t, 1.0), kir_un(k, KU_EXP, kir_un(k, KU_NEG, x))));
+    default: break;
+    }
+    (void)isf;
+    fail_internal(L, "unary op without a lowering", __LINE__);
+    return -1;
+}
+
+static int emit_binary(Lower *L, IrOp op, int a, int b) {
+    static const KirBinOp map[IR_OP_COUNT] = {
+        [IR_OP_ADD] = KB_ADD, [IR_OP_SUB] = KB_SUB, [IR_OP_MUL] = KB_MUL, [IR_OP_DIV] = KB_DIV,
+        [IR_OP_POW] = KB_POW, [IR_OP_MAXIMUM] = KB_MAX, [IR_OP_MINIMUM] = KB_MIN,
+        [IR_OP_LT] = KB_LT, [IR_OP_LE] = KB_LE, [IR_OP_GT] = KB_GT, [IR_OP_GE] = KB_GE,
+        [IR_OP_EQ] = KB_EQ, [IR_OP_NE] = KB_NE};
+    return kir_bin(L->k, map[op], a, b);
+}
+
+/* Loads a value that lives in a buffer (computed by an earlier kernel, or a block input). */
+static int emit_load(Lower *L, int v, const int *idx) {
+    int buf = L->buf_of_val[v];
+    LCHECK(L, buf >= 0);
+    int prm = param_for_buf(L, buf, false);
+    return kir_load(L->k, prm, linearize(L, &val(L, v)->shape, idx));
+}
+
+/* Constants and iotas are computed where they are used, in every kernel: never loaded. */
+static bool is_generated(const Lower *L, int v) {
+    const IrValue *x = val(L, v);
+    return x->node >= 0 && ir_ops[L->g->nodes.data[x->node].op].cat == IR_CAT_GENERATOR;
+}
+static bool in_group(const Lower *L, int v) {
+    const IrValue *x = val(L, v);
+    return x->node >= 0 && (L->group_of_node[x->node] == L->cur_group || is_generated(L, v));
+}
+
+static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
+    const IrValue *o = val(L, v);
+    KirType t = ctype(o->dtype);
+    int ii[IR_MAX_RANK], jj[IR_MAX_RANK];
+    switch (ir_ops[n->op].cat) {
+    case IR_CAT_UNARY: {
+        bcast_index(L, &o->shape, &val(L, n->in[0])->shape, idx, ii);
+        return strict_round(L, o->dtype, emit_unary(L, n->op, emit(L, n->in[0], ii), t));
+    }
+    case IR_CAT_BINARY:
+    case IR_CAT_COMPARE: {
+        bcast_index(L, &o->shape, &val(L, n->in[0])->shape, idx, ii);
+        bcast_index(L, &o->shape, &val(L, n->in[1])->shape, idx, jj);
+        int a = emit(L, n->in[0], ii), b = emit(L, n->in[1], jj);
+        return strict_round(L, o->dtype, emit_binary(L, n->op, a, b));
+    }
+    case IR_CAT_SELECT: {
+        int kk[IR_MAX_RANK];
+        bcast_index(L, &o->shape, &val(L, n->in[0])->shape, idx, ii);
+        bcast_index(L, &o->shape, &val(L, n->in[1])->shape, idx, jj);
+        bcast_index(L, &o->shape, &val(L, n->in[2])->shape, idx, kk);
+        int c = emit(L, n->in[0], ii), a = emit(L, n->in[1], jj), b = emit(L, n->in[2], kk);
+        return kir_select(L->k, c, a, b);
+    }
+    case IR_CAT_CAST:
+        return emit_cast(L, emit(L, n->in[0], idx), val(L, n->in[0])->dtype, o->dtype);
+    case IR_CAT_REDUCE:
+        return emit_reduce_serial(L, n, v, idx);
+    case IR_CAT_GENERATOR:
+        if (n->op == IR_OP_FULL) {
+            if (t == KT_F32 || t == KT_F64) return kir_round(L->k, o->dtype, fconst(L, t, n->a.f));
+            if (t == KT_BOOL) return kir_const_i(L->k, KT_BOOL, n->a.f != 0);
+            return kir_const_i(L->k, t, (int64_t)n->a.f);
+        }
+        return kir_round(L->k, o->dtype, kir_cast(L->k, t, idx[n->a.i[0]]));
+    case IR_CAT_SHAPE: {
+        const IrValue *x = val(L, n->in[0]);
+        switch (n->op) {
+        case IR_OP_RESHAPE:
+            delinearize(L, &x->shape, linearize(L, &o->shape, idx), ii);
+            return emit(L, n->in[0], ii);
+        case IR_OP_TRANSPOSE:
+            for (int d = 0; d < o->shape.rank; d++) ii[n->a.list[d]] = idx[d];
+            return emit(L, n->in[0], ii);
+        case IR_OP_BROADCAST:
+            bcast_index(L, &o->shape, &x->shape, idx, ii);
+            return emit(L, n->in[0], ii);
+        case IR_OP_SLICE:
+            memcpy(ii, idx, sizeof(int) * (size_t)o->shape.rank);
+            ii[n->a.i[0]] = ib(L, KB_ADD, ci(L, n->a.i[1]), ib(L, KB_MUL, idx[n->a.i[0]], ci(L, n->a.i[3])));
+            return emit(L, n->in[0], ii);
+        case IR_OP_CONCAT: {
+            int ax = (int)n->a.i[0];
+            int64_t off[4096 + 1];
+            LCHECK(L, n->nin <= 4096);
+            off[0] = 0;
+            for (int p = 0; p < n->nin; p++) off[p + 1] = off[p] + val(L, n->in[p])->shape.dims[ax];
+            int res = -1;
+            for (int p = n->nin - 1; p >= 0; p--) {
+                int64_t size = val(L, n->in[p])->shape.dims[ax];
+                memcpy(ii, idx, sizeof(int) * (size_t)o->shape.rank);
+                int local = ib(L, KB_SUB, idx[ax], ci(L, off[p]));
+                ii[ax] = ib(L, KB_MIN, ib(L, KB_MAX, local, ci(L, 0)), ci(L, size - 1));
+                int pv = emit(L, n->in[p], ii);
+                res = res < 0 ? pv : kir_select(L->k, ib(L, KB_LT, idx[ax], ci(L, off[p + 1])), pv, res);
+            }
+            return res;
+        }
+        default: break;
+        }
+        break;
+    }
+    case IR_CAT_GATHER: {
+        const IrValue *tab = val(L, n->in[0]), *ids = val(L, n->in[1]);
+        int id = kir_cast(L->k, KT_I64, emit(L, n->in[1], idx));
+        int64_t rows = tab->shape.dims[0];
+        int bad = kir_bin(L->k, KB_OR, kir_bin(L->k, KB_LT, id, ci(L, 0)), kir_bin(L->k, KB_GE, id, ci(L, rows)));
+        kir_error_if(L->k, bad, FC_ERR_RUNTIME_DATA);
+        ii[0] = kir_bin(L->k, KB_MIN, kir_bin(L->k, KB_MAX, id, ci(L, 0)), ci(L, rows - 1));
+        for (int d = 1; d < tab->shape.rank; d++) ii[d] = idx[ids->shape.rank + d - 1];
+        return emit(L, n->in[0], ii);
+    }
+    default: break;
+    }
+    fail_internal(L, "op cannot be computed inline in this kernel kind", __LINE__);
+    return -1;
+}
+
+static int emit(Lower *L, int v, const int *idx) {
+    if (failed(L)) return -1;
+    if (L->bound[v] >= 0) return L->bound[v];
+    int rank = val(L, v)->shape.rank;
+    int e = memo_find(L, v, rank, idx);
+    if (e >= 0) return e;
+    if (!in_group(L, v)) e = emit_load(L, v, idx);
+    else e = emit_node(L, node_of(L, v), v, idx);
+    return memo_put(L, v, rank, idx, e);
+}
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
+static void kernel_begin(Lower *L, int group, const char *kind, int64_t grid, int block) {
+    char name[96];
+    snprintf(name, sizeof name, "k%d_%s", L->p->kernels.len,
+             group >= 0 ? ir_ops[L->group_origin_op[group]].name : "copy");
+    L->k = kir_kernel_new(L->p, name, grid, block);
+    if (!L->k) { fail_oom(L); return; }
+    L->k->kind = kind;
+    L->cur_group = group;
+    for (int b = 0; b < L->p->buffers.len; b++) L->param_of_buf[b] = -1;
+    for (int v = 0; v < L->g->values.len; v++) L->bound[v] = -1;
+    L->memo.len = 0;
+    L->depth = 0;
+    hc_reset(L);
+}
+
+/* Adds the launch of L->k with its buffers, the cost, and checks the kernel. */
+static void kernel_end(Lower *L, const char *ops) {
+    if (failed(L)) return;
+    KirKernel *k = L->k;
+    if (!kir_kernel_ok(k)) { fail_oom(L); return; }
+    k->ops = arena_strdup(&L->p->arena, ops);
+    KirLaunch la = {.kernel = L->p->kernels.len - 1, .nargs = k->params.len};
+    la.args = arena_alloc(&L->p->arena, sizeof(int) * (size_t)(k->params.len ? k->params.len : 1));
+    if (!k->ops || !la.args) { fail_oom(L); return; }
+    for (int b = 0; b < L->p->buffers.len; b++) {
+        int prm = L->param_of_buf[b];
+        if (prm < 0) continue;
+        la.args[prm] = b;
+        int64_t bytes = L->p->buffers.data[b].numel * (int64_t)fc_dtype_size(L->p->buffers.data[b].dtype);
+        if (k->params.data[prm].written) k->bytes_written += bytes;
+        else k->bytes_read += bytes;
+    }
+    if (!FC_VEC_PUSH(&L->p->launches, la)) { fail_oom(L); return; }
+    FcErr e2 = {0};
+    if (kir_verify(k, &e2) != FC_OK) {
+        StrBuf dbg = {0};
+        kir_print_kernel(k, &dbg);
+        fprintf(stderr, "%s\n", dbg.data);
+        sb_free(&dbg);
+        L->st = fc_err_set(L->err, FC_ERR_INTERNAL, "internal error: kernel %s: %s", k->name, e2.msg);
+    }
+}
+
+/* The group's outputs: values produced in it that another group or the block reads. */
+static int group_outputs(Lower *L, int group, int *outs, int cap) {
+    int n = 0;
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *nd = &L->g->nodes.data[i];
+        for (int r = 0; r < nd->nout; r++)
+            if (L->used_outside[nd->out[r]] && n < cap) outs[n++] = nd->out[r];
+    }
+    return n;
+}
+
+static int64_t numel_of(const Lower *L, int v) {
+    int64_t n = 1;
+    ir_shape_numel(&val(L, v)->shape, &n);
+    return n;
+}
+
+/* Stores value v at linear index lin of its buffer (computed at multi-index idx). */
+static void store_value(Lower *L, int v, int lin, const int *idx) {
+    int e = emit(L, v, idx);
+    int prm = param_for_buf(L, L->buf_of_val[v], true);
+    kir_store(L->k, prm, lin, e);
+}
+
+/* pointwise: outputs grouped by element count, a thread loop per count. */
+static void schedule_pointwise(Lower *L, int group, const int *outs, int nouts, const char *kind) {
+    int64_t maxn = 1;
+    for (int i = 0; i < nouts; i++)
+        if (numel_of(L, outs[i]) > maxn) maxn = numel_of(L, outs[i]);
+    int64_t grid = (maxn + PW_CHUNK - 1) / PW_CHUNK;
+    int block = maxn < PW_BLOCK ? (int)((maxn + 31) / 32 * 32) : PW_BLOCK;
+    kernel_begin(L, group, kind, grid, block);
+    if (failed(L)) return;
+    bool done[64] = {0};
+    for (int i = 0; i < nouts && !failed(L); i++) {
+        if (done[i]) continue;
+        int64_t n = numel_of(L, outs[i]);
+        int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64);
+        kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, PW_CHUNK)));
+        kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, PW_CHUNK)), ci(L, n)));
+        int it = kir_var(L->k, KT_I64);
+        k_for(L, KIR_LOOP_THREADS, it, kir_var_ref(L->k, lo), kir_var_ref(L->k, hi));
+        for (int j = i; j < nouts; j++) {
+            if (done[j] || numel_of(L, outs[j]) != n) continue;
+            done[j] = true;
+            int idx[IR_MAX_RANK];
+            int lin = kir_var_ref(L->k, it);
+            delinearize(L, &val(L, outs[j])->shape, lin, idx);
+            store_value(L, outs[j], lin, idx);
+        }
+        k_end(L);
+        hc_reset(L);
+    }
+}
+
+/* Row reduction: see the file comment for when it applies. Returns false if it does not. */
+static bool row_shape(Lower *L, int group, const int *outs, int nouts, IrShape *X, int *nred) {
+    int first = -1;
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *n = &L->g->nodes.data[i];
+        if (ir_ops[n->op].cat == IR_CAT_MATMUL) return false;
+        if (ir_ops[n->op].cat != IR_CAT_REDUCE) continue;
+        const IrShape *s = &val(L, n->in[0])->shape;
+        for (int j = 0; j < n->a.nlist; j++)
+            if (n->a.list[j] != s->rank - n->a.nlist + j) return false;
+        if (first < 0) {
+            first = i;
+            *X = *s;
+            *nred = n->a.nlist;
+        } else if (!ir_shape_eq(s, X) || n->a.nlist != *nred) {
+            return false;
+        }
+    }
+    if (first < 0) return false;
+    int64_t xn = 1, rn = 1;
+    ir_shape_numel(X, &xn);
+    for (int d = 0; d < X->rank - *nred; d++) rn *= X->dims[d];
+    for (int i = 0; i < nouts; i++) {
+        int64_t n = numel_of(L, outs[i]);
+        if (n != xn && n != rn) return false;
+        if (n == xn && !ir_shape_eq(&val(L, outs[i])->shape, X)) return false;
+    }
+    return true;
+}
+
+static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const IrShape *X, int nred) {
+    IrShape lead = {.rank = X->rank - nred}, red = {.rank = nred};
+    int64_t R = 1, N = 1;
+    for (int d = 0; d < lead.rank; d++) { lead.dims[d] = X->dims[d]; R *= X->dims[d]; }
+    for (int d = 0; d < nred; d++) { red.dims[d] = X->dims[lead.rank + d]; N *= red.dims[d]; }
+    int block = N >= 256 ? 256 : (int)((N + 31) / 32 * 32);
+    kernel_begin(L, group, "row_reduce", R, block);
+    if (failed(L)) return;
+    int row = kir_var(L->k, KT_I64);
+    kir_let(L->k, row, kir_block_idx(L->k));
+    int lidx[IR_MAX_RANK];
+    delinearize(L, &lead, kir_var_ref(L->k, row), lidx);
+    /* block-uniform index expressions must survive thread-loop scopes: keep them out of the
+     * hash-cons table, which is reset when a loop closes */
+    int lead_vars[IR_MAX_RANK];
+    for (int d = 0; d < lead.rank; d++) {
+        lead_vars[d] = kir_var(L->k, KT_I64);
+        kir_let(L->k, lead_vars[d], lidx[d]);
+    }
+    hc_reset(L);
+    /* one block reduction per reduction node, in order */
+    for (int i = 0; i < L->g->nodes.len && !failed(L); i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *n = &L->g->nodes.data[i];
+        if (ir_ops[n->op].cat != IR_CAT_REDUCE) continue;
+        KirType at = acc_type(val(L, n->in[0])->dtype);
+        int res = kir_var(L->k, at), it = kir_var(L->k, KT_I64);
+        kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), ci(L, N));
+        scope_open(L);
+        int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
+        for (int d = 0; d < lead.rank; d++) idx[d] = kir_var_ref(L->k, lead_vars[d]);
+        delinearize(L, &red, kir_var_ref(L->k, it), ridx);
+        memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
+        int xv = kir_cast(L->k, at, emit(L, n->in[0], idx));
+        scope_close(L);
+        kir_end_reduce(L->k, xv);
+        hc_reset(L);
+        int r = kir_var_ref(L->k, res);
+        if (n->op == IR_OP_MEAN) r = kir_bin(L->k, KB_DIV, r, fconst(L, at, (double)N));
+        int fin = kir_var(L->k, ctype(val(L, n->out[0])->dtype));
+        kir_let(L->k, fin, kir_cast(L->k, ctype(val(L, n->out[0])->dtype), r));
+        L->bound[n->out[0]] = kir_var_ref(L->k, fin);
+    }
+    /* outputs of shape X: a thread loop over the row */
+    bool any_full = false, any_red = false;
+    for (int i = 0; i < nouts; i++) {
+        if (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) any_full = true;
+        else any_red = true;
+    }
+    if (any_full) {
+        int it = kir_var(L->k, KT_I64);
+        k_for(L, KIR_LOOP_THREADS, it, ci(L, 0), ci(L, N));
+        for (int i = 0; i < nouts; i++) {
+            if (!(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X))) continue;
+            int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
+            for (int d = 0; d < lead.rank; d++) idx[d] = kir_var_ref(L->k, lead_vars[d]);
+            delinearize(L, &red, kir_var_ref(L->k, it), ridx);
+            memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
+            int lin = ib(L, KB_ADD, ib(L, KB_MUL, kir_var_ref(L->k, row), ci(L, N)), kir_var_ref(L->k, it));
+            store_value(L, outs[i], lin, idx);
+        }
+        k_end(L);
+        hc_reset(L);
+    }
+    if (any_red) {
+        int it = kir_var(L->k, KT_I64);
+        k_for(L, KIR_LOOP_THREADS, it, ci(L, 0), ci(L, 1));
+        for (int i = 0; i < nouts; i++) {
+            if (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) continue;
+            /* the reduced shape, with or without kept size-1 dims: the row's index */
+            const IrShape *s = &val(L, outs[i])->shape;
+            int idx[IR_MAX_RANK];
+            delinearize(L, s, kir_var_ref(L->k, row), idx);
+            store_value(L, outs[i], kir_var_ref(L->k, row), idx);
+        }
+        k_end(L);
+        hc_reset(L);
+    }
+}
+
+/* matmul: see the file comment. */
+static void schedule_matmul(Lower *L, int group, const IrNode *mm, const int *outs, int nouts) {
+    const IrValue *A = val(L, mm->in[0]), *B = val(L, mm->in[1]), *O = val(L, mm->out[0]);
+    int r = O->shape.rank;
+    int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], K = A->shape.dims[A->shape.rank - 1];
+    IrShape bsh = {.rank = r - 2};
+    int64_t nb = 1;
+    for (int d = 0; d < r - 2; d++) { bsh.dims[d] = O->shape.dims[d]; nb *= O->shape.dims[d]; }
+    /* consumers in the group must keep the element count (reshape, elementwise) */
+    for (int i = 0; i < nouts; i++)
+        if (numel_of(L, outs[i]) != numel_of(L, mm->out[0])) {
+            fail_internal(L, "matmul group output of another size", __LINE__);
+            return;
+        }
+    int64_t tm = (M + MM_TILE - 1) / MM_TILE, tn = (N + MM_TILE - 1) / MM_TILE;
+    int64_t tk = (K + MM_TILE - 1) / MM_TILE;
+    kernel_begin(L, group, "matmul", nb * tm * tn, MM_TILE * MM_TILE);
+    if (failed(L)) return;
+    KirKernel *k = L->k;
+    KirType at = acc_type(O->dtype);
+    int As = kir_shared(k, at, MM_TILE * MM_TILE), Bs = kir_shared(k, at, MM_TILE * MM_TILE);
+    int acc = kir_tarray(k, at, 1);
+    int bid = kir_block_idx(k);
+    int vb = kir_var(k, KT_I64), vm0 = kir_var(k, KT_I64), vn0 = kir_var(k, KT_I64);
+    kir_let(k, vb, ib(L, KB_DIV, bid, ci(L, tm * tn)));
+    kir_let(k, vm0, ib(L, KB_MUL, ib(L, KB_DIV, ib(L, KB_REM, bid, ci(L, tm * tn)), ci(L, tn)), ci(L, MM_TILE)));
+    kir_let(k, vn0, ib(L, KB_MUL, ib(L, KB_REM, bid, ci(L, tn)), ci(L, MM_TILE)));
+    int bvars[IR_MAX_RANK];
+    {
+        int bidx[IR_MAX_RANK];
+        delinearize(L, &bsh, kir_var_ref(k, vb), bidx);
+        for (int d = 0; d < bsh.rank; d++) {
+            bvars[d] = kir_var(k, KT_I64);
+            kir_let(k, bvars[d], bidx[d]);
+        }
+    }
+    hc_reset(L);
+    int t = kir_var(k, KT_I64);
+    k_for(L, KIR_LOOP_THREADS, t, ci(L, 0), ci(L, MM_TILE * MM_TILE));
+    kir_tstore(k, acc, ci(L, 0), zero_of(L, at));
+    k_end(L);
+    hc_reset(L);
+
+    int kt = kir_var(k, KT_I64);
+    k_for(L, KIR_LOOP_SERIAL, kt, ci(L, 0), ci(L, tk));
+    /* load the tiles */
+    for (int which = 0; which < 2 && !failed(L); which++) {
+        const IrValue *X = which == 0 ? A : B;
+        int xv = mm->in[which];
+        int tt = kir_var(k, KT_I64);
+        k_for(L, KIR_LOOP_THREADS, tt, ci(L, 0), ci(L, MM_TILE * MM_TILE));
+        int row = ib(L, KB_DIV, kir_var_ref(k, tt), ci(L, MM_TILE));
+        int col = ib(L, KB_REM, kir_var_ref(k, tt), ci(L, MM_TILE));
+        int kbase = ib(L, KB_MUL, kir_var_ref(k, kt), ci(L, MM_TILE));
+        int i0, i1;      /* indices in the last two dims of X */
+        int64_t n0, n1;  /* their sizes */
+        if (which == 0) { i0 = ib(L, KB_ADD, kir_var_ref(k, vm0), row); i1 = ib(L, KB_ADD, kbase, col); n0 = M; n1 = K; }
+        else { i0 = ib(L, KB_ADD, kbase, row); i1 = ib(L, KB_ADD, kir_var_ref(k, vn0), col); n0 = K; n1 = N; }
+        int ok = kir_bin(k, KB_AND, kir_bin(k, KB_LT, i0, ci(L, n0)), kir_bin(k, KB_LT, i1, ci(L, n1)));
+        int idx[IR_MAX_RANK];
+        int xr = X->shape.rank, off = bsh.rank - (xr - 2);
+        for (int d = 0; d < xr - 2; d++)
+            idx[d] = X->shape.dims[d] == 1 ? ci(L, 0) : kir_var_ref(k, bvars[d + off]);
+        idx[xr - 2] = ib(L, KB_MIN, i0, ci(L, n0 - 1));
+        idx[xr - 1] = ib(L, KB_MIN, i1, ci(L, n1 - 1));
+        int x = kir_cast(k, at, emit(L, xv, idx));
+        kir_shstore(k, which == 0 ? As : Bs, kir_var_ref(k, tt), kir_select(k, ok, x, zero_of(L, at)));
+        k_end(L);
+        hc_reset(L);
+    }
+    kir_barrier(k);
+    {
+        int tt = kir_var(k, KT_I64);
+        k_for(L, KIR_LOOP_THREADS, tt, ci(L, 0), ci(L, MM_TILE * MM_TILE));
+        int row = ib(L, KB_DIV, kir_var_ref(k, tt), ci(L, MM_TILE));
+        int col = ib(L, KB_REM, kir_var_ref(k, tt), ci(L, MM_TILE));
+        int kk = kir_var(k, KT_I64);
+        k_for(L, KIR_LOOP_SERIAL, kk, ci(L, 0), ci(L, MM_TILE));
+        int a = kir_shload(k, As, ib(L, KB_ADD, ib(L, KB_MUL, row, ci(L, MM_TILE)), kir_var_ref(k, kk)));
+        int b = kir_shload(k, Bs, ib(L, KB_ADD, ib(L, KB_MUL, kir_var_ref(k, kk), ci(L, MM_TILE)), col));
+        kir_tstore(k, acc, ci(L, 0), kir_bin(k, KB_ADD, kir_tload(k, acc, ci(L, 0)), kir_bin(k, KB_MUL, a, b)));
+        k_end(L);
+        k_end(L);
+        hc_reset(L);
+    }
+    kir_barrier(k);
+    k_end(L);
+    hc_reset(L);
+
+    /* epilogue and stores */
+    int tt = kir_var(k, KT_I64);
+    k_for(L, KIR_LOOP_THREADS, tt, ci(L, 0), ci(L, MM_TILE * MM_TILE));
+    int m = ib(L, KB_ADD, kir_var_ref(k, vm0), ib(L, KB_DIV, kir_var_ref(k, tt), ci(L, MM_TILE)));
+    int n = ib(L, KB_ADD, kir_var_ref(k, vn0), ib(L, KB_REM, kir_var_ref(k, tt), ci(L, MM_TILE)));
+    k_if(L, kir_bin(k, KB_AND, kir_bin(k, KB_LT, m, ci(L, M)), kir_bin(k, KB_LT, n, ci(L, N))));
+    L->bound[mm->out[0]] = kir_cast(k, ctype(O->dtype), kir_tload(k, acc, ci(L, 0)));
+    int oidx[IR_MAX_RANK];
+    for (int d = 0; d < bsh.rank; d++) oidx[d] = kir_var_ref(k, bvars[d]);
+    oidx[r - 2] = m;
+    oidx[r - 1] = n;
+    int lin = linearize(L, &O->shape, oidx);
+    for (int i = 0; i < nouts; i++) {
+        int idx[IR_MAX_RANK];
+        delinearize(L, &val(L, outs[i])->shape, lin, idx);
+        store_value(L, outs[i], lin, idx);
+    }
+    k_end(L);
+    k_end(L);
+    hc_reset(L);
+}
+
+/* The ops a group runs, for reports: its source op names, comma-separated. */
+static void group_ops(Lower *L, int group, char *buf, size_t len) {
+    buf[0] = 0;
+    int last_origin = -1;
+    size_t off = 0;
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        const IrNode *n = &L->g->nodes.data[i];
+        if (L->group_of_node[i] != group || n->origin == last_origin) continue;
+        last_origin = n->origin;
+        int w = snprintf(buf + off, len - off, "%s%s", off ? "," : "", ir_ops[n->origin_op].name);
+        if (w < 0 || (size_t)w >= len - off) break;
+        off += (size_t)w;
+    }
+}
+
+static void lower_group(Lower *L, int group) {
+    int outs[64];
+    int nouts = group_outputs(L, group, outs, 64);
+    if (nouts == 0) return;          /* dead group */
+    if (nouts >= 64) { fail_internal(L, "group with more than 63 outputs", __LINE__); return; }
+    const IrNode *mm = NULL;
+    bool has_reduce = false;
+    int64_t flops = 0;
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *n = &L->g->nodes.data[i];
+        IrCategory c = ir_ops[n->op].cat;
+        if (c == IR_CAT_MATMUL) {
+            if (mm) { fail_internal(L, "two matrix products in one group", __LINE__); return; }
+            mm = n;
+            const IrValue *a = val(L, n->in[0]);
+            flops += 2 * numel_of(L, n->out[0]) * a->shape.dims[a->shape.rank - 1];
+        } else if (c == IR_CAT_REDUCE) {
+            has_reduce = true;
+            flops += numel_of(L, n->in[0]) * ir_ops[n->op].flops;
+        } else {
+            for (int r = 0; r < n->nout; r++) flops += numel_of(L, n->out[r]) * ir_ops[n->op].flops;
+        }
+    }
+    IrShape X;
+    int nred = 0;
+    if (mm) {
+        if (has_reduce) { fail_internal(L, "reduction in a matmul group", __LINE__); return; }
+        schedule_matmul(L, group, mm, outs, nouts);
+    } else if (has_reduce && row_shape(L, group, outs, nouts, &X, &nred)) {
+        schedule_rows(L, group, outs, nouts, &X, nred);
+    } else {
+        schedule_pointwise(L, group, outs, nouts, has_reduce ? "serial_reduce" : "pointwise");
+    }
+    if (failed(L)) return;
+    L->k->flops = flops;
+    char ops[512];
+    group_ops(L, group, ops, sizeof ops);
+    kernel_end(L, ops);
+}
+
+/* A copy kernel for block output j whose value already lives in another buffer. */
+static void lower_output_copy(Lower *L, int v, int outbuf) {
+    int save = L->buf_of_val[v];
+    const IrValue *x = val(L, v);
+    int64_t n = numel_of(L, v);
+    kernel_begin(L, -1, "copy", (n + PW_CHUNK - 1) / PW_CHUNK, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
+    if (failed(L)) return;
+    int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
+    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, PW_CHUNK)));
+    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, PW_CHUNK)), ci(L, n)));
+    k_for(L, KIR_LOOP_THREADS, it, kir_var_ref(L->k, lo), kir_var_ref(L->k, hi));
+    int idx[IR_MAX_RANK];
+    delinearize(L, &x->shape, kir_var_ref(L->k, it), idx);
+    int e = emit_load(L, v, idx);
+    kir_store(L->k, param_for_buf(L, outbuf, true), kir_var_ref(L->k, it), e);
+    k_end(L);
+    L->buf_of_val[v] = save;
+    kernel_end(L, "copy");
+}
+
+static int add_buffer(Lower *L, KirBufKind kind, int index, int v) {
+    KirBuffer b = {.kind = kind, .index = index, .dtype = val(L, v)->dtype, .numel = numel_of(L, v)};
+    if (!FC_VEC_PUSH(&L->p->buffers, b)) { fail_oom(L); return -1; }
+    return L->p->buffers.len - 1;
+}
+
+FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_of_node,
+                    KirProgram **out, int *node_kernel, FcErr *err) {
+    *out = NULL;
+    Lower L = {.g = g, .opt = opt, .err = err};
+    int nn = g->nodes.len, nv = g->values.len;
+    L.p = kir_program_new(g->name);
+    L.group_of_node = fc_calloc((size_t)nn + 1, sizeof(int));
+    L.group_first = fc_calloc((size_t)nn + 1, sizeof(int));
+    L.group_origin_op = fc_calloc((size_t)nn + 1, sizeof(int));
+    L.group_is_view = fc_calloc((size_t)nn + 1, sizeof(bool));
+    L.used_outside = fc_calloc((size_t)nv + 1, sizeof(bool));
+    L.buf_of_val = fc_calloc((size_t)nv + 1, sizeof(int));
+    L.bound = fc_calloc((size_t)nv + 1, sizeof(int));
+    if (!L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
+        !L.used_outside || !L.buf_of_val || !L.bound) {
+        fail_oom(&L);
+        goto done;
+    }
+
+    /* 1. groups, numbered in a topological order of the group graph: a group comes after
+     * every group it reads (Kahn's algorithm over groups, smallest first node first) */
+    {
+        int *rep_group = fc_calloc((size_t)nn + 1, sizeof(int));
+        int *indeg = fc_calloc((size_t)nn + 1, sizeof(int));
+        bool *placed = fc_calloc((size_t)nn + 1, sizeof(bool));
+        if (!rep_group || !indeg || !placed) {
+            fc_free(rep_group); fc_free(indeg); fc_free(placed);
+            fail_oom(&L);
+            goto done;
+        }
+        for (int i = 0; i < nn; i++) rep_group[i] = -1;
+        int nrep = 0;
+        for (int i = 0; i < nn; i++) {
+            int r = group_of_node[i];
+            if (r < 0 || r >= nn) { fail_internal(&L, "bad group id", __LINE__); break; }
+            if (rep_group[r] < 0) rep_group[r] = nrep++;
+        }
+        /* count, per group, the nodes of other groups it reads (with repeats) */
+        for (int i = 0; i < nn && !failed(&L); i++) {
+            const IrNode *n = &g->nodes.data[i];
+            for (int j = 0; j < n->nin; j++) {
+                int p = val(&L, n->in[j])->node;
+                if (p >= 0 && group_of_node[p] != group_of_node[i]) indeg[rep_group[group_of_node[i]]]++;
+            }
+        }
+        while (!failed(&L) && L.ngroups < nrep) {
+            int pick = -1;
+            for (int i = 0; i < nn; i++) {
+                int gi = rep_group[group_of_node[i]];
+                if (!placed[gi] && indeg[gi] == 0) { pick = gi; break; }
+            }
+            if (pick < 0) { fail_internal(&L, "the groups form a cycle", __LINE__); break; }
+            placed[pick] = true;
+            int gnum = L.ngroups++;
+            bool first = true;
+            for (int i = 0; i < nn; i++) {
+                if (rep_group[group_of_node[i]] != pick) continue;
+                L.group_of_node[i] = gnum;
+                if (first) {
+                    L.group_first[gnum] = i;
+                    L.group_origin_op[gnum] = g->nodes.data[i].origin_op;
+                    first = false;
+                }
+            }
+            for (int i = 0; i < nn; i++) {
+                const IrNode *n = &g->nodes.data[i];
+                for (int j = 0; j < n->nin; j++) {
+                    int p = val(&L, n->in[j])->node;
+                    if (p >= 0 && rep_group[group_of_node[p]] == pick && group_of_node[i] != group_of_node[p])
+                        indeg[rep_group[group_of_node[i]]]--;
+                }
+            }
+        }
+        fc_free(rep_group);
+        fc_free(indeg);
+        fc_free(placed);
+        if (failed(&L)) goto done;
+        /* a kernel is named for its heaviest source op: a matmul, else a reduction's op */
+        for (int i = 0; i < nn; i++) {
+            const IrNode *n = &g->nodes.data[i];
+            int gr = L.group_of_node[i];
+            IrCategory c = ir_ops[n->op].cat, cur = ir_ops[L.group_origin_op[gr]].cat;
+            if (c == IR_CAT_MATMUL || (c == IR_CAT_REDUCE && cur != IR_CAT_MATMUL && n->origin_op != IR_OP_MATMUL))
+                L.group_origin_op[gr] = c == IR_CAT_MATMUL ? IR_OP_MATMUL : n->origin_op;
+        }
+        /* lone reshapes are views */
+        int *count = fc_calloc((size_t)L.ngroups + 1, sizeof(int));
+        if (!count) { fail_oom(&L); goto done; }
+        for (int i = 0; i < nn; i++) count[L.group_of_node[i]]++;
+        for (int gr = 0; gr < L.ngroups; gr++)
+            L.group_is_view[gr] = count[gr] == 1 && g->nodes.data[L.group_first[gr]].op == IR_OP_RESHAPE;
+        fc_free(count);
+    }
+    if (failed(&L)) goto done;
+
+    /* 2. which values cross a group boundary */
+    for (int i = 0; i < nn; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        for (int j = 0; j < n->nin; j++) {
+            int u = n->in[j];
+            int p = val(&L, u)->node;
+            if (is_generated(&L, u)) continue;
+            if (p < 0 || L.group_of_node[p] != L.group_of_node[i]) L.used_outside[u] = true;
+        }
+    }
+    for (int j = 0; j < g->outputs.len; j++) L.used_outside[g->outputs.data[j]] = true;
+
+    /* 3. buffers: inputs, outputs, views, temporaries */
+    for (int v = 0; v < nv; v++) L.buf_of_val[v] = -1;
+    for (int i = 0; i < g->inputs.len; i++)
+        L.buf_of_val[g->inputs.data[i]] = add_buffer(&L, KIR_BUF_INPUT, i, g->inputs.data[i]);
+    int *out_buf = fc_calloc((size_t)g->outputs.len + 1, sizeof(int));
+    bool *out_copy = fc_calloc((size_t)g->outputs.len + 1, sizeof(bool));
+    if (!out_buf || !out_copy) { fc_free(out_buf); fc_free(out_copy); fail_oom(&L); goto done; }
+    for (int j = 0; j < g->outputs.len && !failed(&L); j++) {
+        int v = g->outputs.data[j];
+        const IrValue *x = val(&L, v);
+        bool is_view = x->node >= 0 && L.group_is_view[L.group_of_node[x->node]];
+        out_buf[j] = add_buffer(&L, KIR_BUF_OUTPUT, j, v);
+        if (x->node < 0 || is_view || L.buf_of_val[v] >= 0) out_copy[j] = true;
+        else L.buf_of_val[v] = out_buf[j];
+    }
+    int64_t ws = 0;
+    for (int v = 0; v < nv && !failed(&L); v++) {
+        const IrValue *x = val(&L, v);
+        if (x->node < 0 || L.buf_of_val[v] >= 0) continue;
+        int gr = L.group_of_node[x->node];
+        if (L.group_is_view[gr]) {
+            /* aliases its input's buffer (inputs come first: nodes are in order) */
+            const IrNode *n = &g->nodes.data[x->node];
+            L.buf_of_val[v] = L.buf_of_val[n->in[0]];
+            continue;
+        }
+        if (!L.used_outside[v]) continue;
+        int b = add_buffer(&L, KIR_BUF_TEMP, -1, v);
+        if (b < 0) break;
+        int64_t bytes, aligned;
+        if (!ir_shape_nbytes(&x->shape, x->dtype, &bytes) || !fc_add64(bytes, 255, &aligned) ||
+            !fc_add64(ws, aligned / 256 * 256, &ws)) {
+            L.st = fc_err_set(err, FC_ERR_INPUT, "the workspace of block '%s' overflows a 64-bit byte count", g->name);
+            break;
+        }
+        L.p->buffers.data[b].offset = ws - aligned / 256 * 256;
+        L.buf_of_val[v] = b;
+    }
+    L.p->workspace_bytes = ws;
+    /* views whose input got its buffer after them (view of a view) resolve in order */
+    for (int v = 0; v < nv; v++) {
+        const IrValue *x = val(&L, v);
+        if (x->node >= 0 && L.group_is_view[L.group_of_node[x->node]] && L.buf_of_val[v] < 0)
+            L.buf_of_val[v] = L.buf_of_val[g->nodes.data[x->node].in[0]];
+    }
+    L.param_of_buf = fc_calloc((size_t)L.p->buffers.len + 1, sizeof(int));
+    if (!L.param_of_buf) fail_oom(&L);
+
+    /* 4. kernels, in group order, then the output copies */
+    if (node_kernel)
+        for (int i = 0; i < nn; i++) node_kernel[i] = -1;
+    for (int gr = 0; gr < L.ngroups && !failed(&L); gr++) {
+        if (L.group_is_view[gr]) continue;
+        int before = L.p->kernels.len;
+        lower_group(&L, gr);
+        if (node_kernel && L.p->kernels.len > before)
+            for (int i = 0; i < nn; i++)
+                if (L.group_of_node[i] == gr) node_kernel[i] = before;
+    }
+    for (int j = 0; j < g->outputs.len && !failed(&L); j++)
+        if (out_copy[j]) lower_output_copy(&L, g->outputs.data[j], out_buf[j]);
+    fc_free(out_buf);
+    fc_free(out_copy);
+
+done:
+    fc_free(L.group_of_node);
+    fc_free(L.group_first);
+    fc_free(L.group_origin_op);
+    fc_free(L.group_is_view);
+    fc_free(L.used_outside);
+    fc_free(L.buf_of_val);
+    fc_free(L.bound);
+    fc_free(L.param_of_buf);
+    FC_VEC_FREE(&L.memo);
+    FC_VEC_FREE(&L.hc_keys);
+    FC_VEC_FREE(&L.hc_ids);
+    if (L.st != FC_OK) {
+        kir_program_free(L.p);
+        return L.st;
+    }
+    *out = L.p;
+    return FC_OK;
+}

@@ -20,14 +20,44 @@ typedef struct PassOptions {
     int sm;                 /* target compute capability for budgets: 80, 86, 89, 90 */
 } PassOptions;
 
-/* lower.c: groups the decomposed graph into kernels (eager: one group per source op, by
- * origin; fused: the fusion pass's groups) and writes each group's schedule into the
- * kernel IR, plus the buffer plan and the launch list. Requires: a decomposed graph. */
-FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, KirProgram **out, FcErr *err);
+/* fuse.c: the grouping of nodes into kernels (eager: one group per source op; fused: the
+ * greedy byte-saving merges described in fuse.c), and why each edge between groups is left.
+ * group_of_node has g->nodes.len entries; group ids are node indices (representatives). */
+typedef struct FuseEdge {
+    int value;            /* the value crossing between kernels */
+    int consumer;         /* the node reading it */
+    const char *reason;   /* static text */
+} FuseEdge;
+typedef FC_VEC(FuseEdge) FuseEdges;
+FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node, FuseEdges *edges,
+                   FcErr *err);
 
-/* pipeline.c: the whole road from a source graph to a kernel program. *decomposed (the
- * graph after all graph passes, for --emit ir) and *prog are owned by the caller. */
-FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, IrGraph **decomposed,
-                       KirProgram **prog, FcErr *err);
+/* lower.c: turns each group of the decomposed graph (group_of_node from pass_fuse) into a
+ * kernel with its schedule in the kernel IR, plus the buffer plan and the launch list.
+ * node_kernel, if not NULL (g->nodes.len entries), receives the kernel that computes each
+ * node (-1 for views and dead nodes), for reports. */
+FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_of_node,
+                    KirProgram **out, int *node_kernel, FcErr *err);
+
+/* pipeline.c: the whole road from a source graph to a kernel program; the caller frees
+ * *out with pass_result_free (also after a failure). */
+typedef struct PassResult {
+    IrGraph *graph;        /* after all graph passes (--emit ir) */
+    KirProgram *prog;
+    int *node_kernel;      /* [graph nodes] kernel computing each node, -1 for none */
+    FuseEdges edges;       /* edges left between kernels, with reasons */
+} PassResult;
+FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *out, FcErr *err);
+void pass_result_free(PassResult *r);
+
+/* report.c: --emit report and --emit dot, from the decomposed graph and its program. */
+typedef struct PassTarget {
+    const char *name;        /* "sm_90", "cpu" */
+    double gbps;             /* memory bandwidth, GB/s */
+    double gflops;           /* f32 peak, GFLOP/s */
+} PassTarget;
+FcStatus pass_report(const PassResult *r, const PassTarget *target, StrBuf *out, FcErr *err);
+FcStatus pass_dot(const PassResult *r, StrBuf *out, FcErr *err);
+
 
 #endif

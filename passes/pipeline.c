@@ -1,1 +1,38 @@
-/* placeholder */ typedef int fusec_placeholder_pipeline;
+/* pipeline.c: the ordered list of passes, from a source graph to a kernel program.
+ *
+ *   verify(source) -> decompose -> verify -> fuse (groups) -> lower (schedules, buffers)
+ *
+ * Every stage is checked: the graph verifier after each graph pass, the kernel IR verifier
+ * on every kernel (inside pass_lower).
+ */
+#include "passes.h"
+
+void pass_result_free(PassResult *r) {
+    if (!r) return;
+    ir_graph_free(r->graph);
+    kir_program_free(r->prog);
+    fc_free(r->node_kernel);
+    FC_VEC_FREE(&r->edges);
+    r->graph = NULL;
+    r->prog = NULL;
+    r->node_kernel = NULL;
+}
+
+FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *out, FcErr *err) {
+    PassResult r = {0};
+    *out = r;
+    FC_TRY(ir_verify(src, err));
+    FC_TRY(pass_decompose(src, &r.graph, err));
+    FcStatus s = ir_verify(r.graph, err);
+    int *groups = NULL;
+    if (s == FC_OK) {
+        groups = fc_calloc((size_t)r.graph->nodes.len + 1, sizeof(int));
+        r.node_kernel = fc_calloc((size_t)r.graph->nodes.len + 1, sizeof(int));
+        s = groups && r.node_kernel ? FC_OK : FC_OOM(err);
+    }
+    if (s == FC_OK) s = pass_fuse(r.graph, opt, groups, &r.edges, err);
+    if (s == FC_OK) s = pass_lower(r.graph, opt, groups, &r.prog, r.node_kernel, err);
+    fc_free(groups);
+    *out = r;
+    return s;
+}

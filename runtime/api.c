@@ -1,6 +1,35 @@
-/* api.c: the public C API (fusec.h). */
+/* api.c: the public C API (fusec.h) over the frontend, the passes, the code generators
+ * and the devices.
+ *
+ * Handles: FcOptions, FcBlock (a compiled block: source graph, decomposed graph, kernel
+ * program), FcDevice (CPU, CUDA, reference interpreter), FcTensor (dense data on a device),
+ * FcProgram (a block loaded on a device). Each keeps its last error. No global state but
+ * the allocation counters and the one-time initializations inside the devices.
+ */
+#include "fusec.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen.h"
+#include "cpu.h"
+#include "frontend.h"
+#include "host.h"
+#include "interp.h"
+#include "nvrtc.h"
+#include "passes.h"
 #include "support.h"
+
+#define SOURCE_LIMIT (16u << 20)   /* bytes of .tf source accepted */
+
 const char *fc_version(void) { return FUSEC_VERSION_STRING; }
+
 const char *fc_status_name(FcStatus s) {
     switch (s) {
     case FC_OK: return "ok";
@@ -16,4 +45,781 @@ const char *fc_status_name(FcStatus s) {
     case FC_ERR_INTERNAL: return "internal error";
     }
     return "unknown status";
+}
+
+static bool valid_ident(const char *s) {
+    if (!s || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return false;
+    for (const char *p = s; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_')) return false;
+    return strlen(s) <= 64;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+struct FcOptions {
+    FcErr err;
+    FC_VEC(FeDimBinding) dims;   /* names fc_alloc'd */
+    char *block;
+    char *entry;
+    int fuse;
+    int sm;
+    char arch[8];
+    char precision[8];
+    int strict_rounding;
+    int train;
+    int64_t mem_budget;
+};
+
+FcStatus fc_options_new(FcOptions **out) {
+    if (!out) return FC_ERR_USAGE;
+    FcOptions *o = fc_calloc(1, sizeof *o);
+    *out = o;
+    if (!o) return FC_ERR_NOMEM;
+    o->fuse = 1;
+    o->sm = 90;
+    strcpy(o->arch, "sm_90");
+    strcpy(o->precision, "keep");
+    return FC_OK;
+}
+void fc_options_free(FcOptions *o) {
+    if (!o) return;
+    for (int i = 0; i < o->dims.len; i++) fc_free((char *)o->dims.data[i].name);
+    FC_VEC_FREE(&o->dims);
+    fc_free(o->block);
+    fc_free(o->entry);
+    fc_free(o);
+}
+const char *fc_options_last_error(const FcOptions *o) { return o ? o->err.msg : "no options handle"; }
+
+FcStatus fc_options_set_dim(FcOptions *o, const char *name, int64_t value) {
+    if (!o) return FC_ERR_USAGE;
+    if (!valid_ident(name)) return fc_err_set(&o->err, FC_ERR_USAGE, "-D: '%s' is not a dim name", name ? name : "(null)");
+    if (value < 1) return fc_err_set(&o->err, FC_ERR_USAGE, "-D %s=%lld: a dim must be >= 1", name, (long long)value);
+    for (int i = 0; i < o->dims.len; i++)
+        if (strcmp(o->dims.data[i].name, name) == 0) {
+            o->dims.data[i].value = value;
+            return FC_OK;
+        }
+    FeDimBinding b = {fc_strdup(name), value};
+    if (!b.name || !FC_VEC_PUSH(&o->dims, b)) {
+        fc_free((char *)b.name);
+        return FC_OOM(&o->err);
+    }
+    return FC_OK;
+}
+static FcStatus set_str(FcOptions *o, char **dst, const char *s) {
+    char *c = fc_strdup(s);
+    if (!c) return FC_OOM(&o->err);
+    fc_free(*dst);
+    *dst = c;
+    return FC_OK;
+}
+FcStatus fc_options_set_block(FcOptions *o, const char *name) {
+    if (!o) return FC_ERR_USAGE;
+    if (!valid_ident(name)) return fc_err_set(&o->err, FC_ERR_USAGE, "--block: '%s' is not a block name", name ? name : "(null)");
+    return set_str(o, &o->block, name);
+}
+FcStatus fc_options_set_entry(FcOptions *o, const char *name) {
+    if (!o) return FC_ERR_USAGE;
+    if (!valid_ident(name))
+        return fc_err_set(&o->err, FC_ERR_USAGE, "--entry: '%s' is not a valid C identifier", name ? name : "(null)");
+    return set_str(o, &o->entry, name);
+}
+FcStatus fc_options_set_fuse(FcOptions *o, int fuse) {
+    if (!o) return FC_ERR_USAGE;
+    o->fuse = fuse != 0;
+    return FC_OK;
+}
+FcStatus fc_options_set_arch(FcOptions *o, const char *arch) {
+    if (!o) return FC_ERR_USAGE;
+    static const char *const ok[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
+    for (int i = 0; i < 4; i++)
+        if (arch && strcmp(arch, ok[i]) == 0) {
+            strcpy(o->arch, arch);
+            o->sm = atoi(arch + 3);
+            return FC_OK;
+        }
+    return fc_err_set(&o->err, FC_ERR_USAGE, "--arch: '%s' is not one of sm_80, sm_86, sm_89, sm_90", arch ? arch : "(null)");
+}
+FcStatus fc_options_set_precision(FcOptions *o, const char *p) {
+    if (!o) return FC_ERR_USAGE;
+    static const char *const ok[] = {"keep", "bf16", "f16", "f8"};
+    for (int i = 0; i < 4; i++)
+        if (p && strcmp(p, ok[i]) == 0) {
+            strcpy(o->precision, p);
+            return FC_OK;
+        }
+    return fc_err_set(&o->err, FC_ERR_USAGE, "--precision: '%s' is not one of keep, bf16, f16, f8", p ? p : "(null)");
+}
+FcStatus fc_options_set_strict_rounding(FcOptions *o, int on) {
+    if (!o) return FC_ERR_USAGE;
+    o->strict_rounding = on != 0;
+    return FC_OK;
+}
+FcStatus fc_options_set_train(FcOptions *o, int on) {
+    if (!o) return FC_ERR_USAGE;
+    o->train = on != 0;
+    return FC_OK;
+}
+FcStatus fc_options_set_mem_budget(FcOptions *o, int64_t bytes) {
+    if (!o) return FC_ERR_USAGE;
+    if (bytes < 0) return fc_err_set(&o->err, FC_ERR_USAGE, "--mem-budget must be >= 0");
+    o->mem_budget = bytes;
+    return FC_OK;
+}
+
+/* ---- blocks ---------------------------------------------------------------------------------- */
+struct FcBlock {
+    FcErr err;
+    char *diags;           /* all diagnostics, "" when none */
+    IrGraph *src;          /* the graph from the frontend (the oracle runs it) */
+    PassResult res;        /* after all passes: graph, kernel program, fusion edges */
+    KirProgram *prog;      /* = res.prog */
+    PassOptions popt;
+    char arch[8];
+    char *entry;
+    double *tol;           /* [outputs] --check tolerance */
+    bool unusable;         /* an internal error happened */
+};
+
+static FcStatus block_fail(FcBlock *b, FcStatus s) {
+    if (s == FC_ERR_INTERNAL) b->unusable = true;
+    return s;
+}
+
+/* The --check tolerance of each output: its dtype (the least precise float dtype on its
+ * path) and the total length of the reductions feeding it (docs/tolerances.md). */
+static FcStatus compute_tolerances(FcBlock *b) {
+    const IrGraph *g = b->src;
+    int64_t *K = fc_calloc((size_t)g->values.len + 1, sizeof(int64_t));
+    int *dt = fc_calloc((size_t)g->values.len + 1, sizeof(int));
+    b->tol = fc_calloc((size_t)g->outputs.len + 1, sizeof(double));
+    if (!K || !dt || !b->tol) { fc_free(K); fc_free(dt); return FC_OOM(&b->err); }
+    /* precision rank: larger is less precise */
+    static const int rank[FC_DTYPE_COUNT] = {[FC_F64] = 0, [FC_F32] = 1, [FC_F16] = 2, [FC_BF16] = 3,
+                                             [FC_F8E4M3] = 4, [FC_F8E5M2] = 5, [FC_I32] = -1, [FC_I64] = -1, [FC_BOOL] = -1};
+    for (int v = 0; v < g->values.len; v++) dt[v] = -1;
+    for (int i = 0; i < g->inputs.len; i++) {
+        int v = g->inputs.data[i];
+        dt[v] = rank[ir_cval(g, v)->dtype] >= 0 ? (int)ir_cval(g, v)->dtype : -1;
+    }
+    for (int i = 0; i < g->nodes.len; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        int64_t k = 0;
+        int d = -1;
+        for (int j = 0; j < n->nin; j++) {
+            if (K[n->in[j]] > k) k = K[n->in[j]];
+            int dj = dt[n->in[j]];
+            if (dj >= 0 && (d < 0 || rank[dj] > rank[d])) d = dj;
+        }
+        const IrValue *x = n->nin ? ir_cval(g, n->in[0]) : NULL;
+        int64_t len = 0;
+        switch (n->op) {
+        case IR_OP_MATMUL: len = x->shape.dims[x->shape.rank - 1]; break;
+        case IR_OP_SUM: case IR_OP_MEAN: case IR_OP_MAX: case IR_OP_MIN:
+        case IR_OP_LAYERNORM: case IR_OP_RMSNORM:
+            len = 1;
+            for (int j = 0; j < n->a.nlist; j++) len *= x->shape.dims[n->a.list[j]];
+            break;
+        case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: len = x->shape.dims[n->a.i[0]]; break;
+        case IR_OP_ATTENTION: {
+            const IrValue *kk = ir_cval(g, n->in[1]);
+            len = x->shape.dims[x->shape.rank - 1] + 2 * kk->shape.dims[kk->shape.rank - 2];
+            break;
+        }
+        default: break;
+        }
+        for (int r = 0; r < n->nout; r++) {
+            int v = n->out[r];
+            K[v] = k + len;
+            int own = rank[ir_cval(g, v)->dtype] >= 0 ? (int)ir_cval(g, v)->dtype : -1;
+            dt[v] = own < 0 ? -1 : (d >= 0 && rank[d] > rank[own] ? d : own);
+        }
+    }
+    for (int j = 0; j < g->outputs.len; j++) {
+        int v = g->outputs.data[j];
+        FcDtype t = dt[v] >= 0 ? (FcDtype)dt[v] : ir_cval(g, v)->dtype;
+        b->tol[j] = rt_host_tolerance(t, K[v]);
+    }
+    fc_free(K);
+    fc_free(dt);
+    return FC_OK;
+}
+
+static FcStatus compile_source(const char *src, size_t len, const char *filename, const FcOptions *opts,
+                               FcBlock **out) {
+    FcBlock *b = fc_calloc(1, sizeof *b);
+    *out = b;
+    if (!b) return FC_ERR_NOMEM;
+    b->popt.fuse = opts ? opts->fuse : true;
+    b->popt.strict_rounding = opts ? opts->strict_rounding : false;
+    b->popt.sm = opts ? opts->sm : 90;
+    strcpy(b->arch, opts ? opts->arch : "sm_90");
+    if (opts && opts->train)
+        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--train is not supported yet (training mode comes later)");
+    if (opts && strcmp(opts->precision, "keep") != 0)
+        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--precision %s is not supported yet (only keep)", opts->precision);
+    FeOptions fo = {0};
+    if (opts) {
+        fo.block = opts->block;
+        fo.dims = opts->dims.data;
+        fo.ndims = opts->dims.len;
+    }
+    StrBuf diags = {0};
+    FcStatus s = fe_compile(src, len, filename ? filename : "<string>", &fo, &b->src, &diags, &b->err);
+    b->diags = sb_take(&diags);
+    if (!b->diags) b->diags = fc_strdup("");
+    if (s != FC_OK) return block_fail(b, s);
+    const char *entry = opts && opts->entry ? opts->entry : b->src->name;
+    b->entry = fc_strdup(valid_ident(entry) ? entry : "block");
+    if (!b->entry) return FC_OOM(&b->err);
+    s = pass_pipeline(b->src, &b->popt, &b->res, &b->err);
+    if (s != FC_OK) return block_fail(b, s);
+    b->prog = b->res.prog;
+    return block_fail(b, compute_tolerances(b));
+}
+
+FcStatus fc_compile_string(const char *source, const char *filename, const FcOptions *opts, FcBlock **out) {
+    if (!out) return FC_ERR_USAGE;
+    *out = NULL;
+    if (!source) {
+        FcStatus s = compile_source("", 0, filename, opts, out);
+        if (*out) return fc_err_set(&(*out)->err, FC_ERR_USAGE, "fc_compile_string: source is NULL");
+        return s;
+    }
+    size_t len = strlen(source);
+    if (len > SOURCE_LIMIT) {
+        FcBlock *b = fc_calloc(1, sizeof *b);
+        *out = b;
+        if (!b) return FC_ERR_NOMEM;
+        b->diags = fc_strdup("");
+        return fc_err_set(&b->err, FC_ERR_INPUT, "%s: source is larger than %u bytes", filename ? filename : "<string>",
+                          SOURCE_LIMIT);
+    }
+    return compile_source(source, len, filename, opts, out);
+}
+
+FcStatus fc_compile_file(const char *path, const FcOptions *opts, FcBlock **out) {
+    if (!out) return FC_ERR_USAGE;
+    *out = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    FcErr e = {0};
+    FcStatus s = path ? fc_read_file(path, SOURCE_LIMIT, &data, &len, &e)
+                      : fc_err_set(&e, FC_ERR_USAGE, "fc_compile_file: path is NULL");
+    if (s != FC_OK) {
+        FcBlock *b = fc_calloc(1, sizeof *b);
+        *out = b;
+        if (!b) return FC_ERR_NOMEM;
+        b->diags = fc_strdup("");
+        b->err = e;
+        return s == FC_ERR_IO ? fc_err_set(&b->err, FC_ERR_INPUT, "%s", e.msg) : s;
+    }
+    s = compile_source(data, len, path, opts, out);
+    fc_free(data);
+    return s;
+}
+
+void fc_block_free(FcBlock *b) {
+    if (!b) return;
+    fc_free(b->diags);
+    ir_graph_free(b->src);
+    pass_result_free(&b->res);
+    fc_free(b->entry);
+    fc_free(b->tol);
+    fc_free(b);
+}
+const char *fc_block_diagnostics(const FcBlock *b) { return b && b->diags ? b->diags : ""; }
+const char *fc_block_last_error(const FcBlock *b) { return b ? b->err.msg : "no block handle"; }
+const char *fc_block_name(const FcBlock *b) { return b && b->src ? b->src->name : ""; }
+
+static bool block_ready(const FcBlock *b) { return b && b->src && b->prog && !b->unusable; }
+
+int fc_block_num_inputs(const FcBlock *b) { return b && b->src ? b->src->inputs.len : 0; }
+int fc_block_num_outputs(const FcBlock *b) { return b && b->src ? b->src->outputs.len : 0; }
+
+static void fill_info(const IrGraph *g, int v, const char *name, FcTensorInfo *info) {
+    const IrValue *x = ir_cval(g, v);
+    memset(info, 0, sizeof *info);
+    info->name = name;
+    info->dtype = x->dtype;
+    info->rank = x->shape.rank;
+    memcpy(info->dims, x->shape.dims, sizeof(int64_t) * (size_t)x->shape.rank);
+}
+FcStatus fc_block_input_info(const FcBlock *b, int i, FcTensorInfo *info) {
+    if (!b || !b->src || !info || i < 0 || i >= b->src->inputs.len) return FC_ERR_USAGE;
+    int v = b->src->inputs.data[i];
+    fill_info(b->src, v, ir_cval(b->src, v)->name, info);
+    info->is_param = b->src->is_param.data[i];
+    return FC_OK;
+}
+FcStatus fc_block_output_info(const FcBlock *b, int i, FcTensorInfo *info) {
+    if (!b || !b->src || !info || i < 0 || i >= b->src->outputs.len) return FC_ERR_USAGE;
+    fill_info(b->src, b->src->outputs.data[i], b->src->output_names.data[i], info);
+    return FC_OK;
+}
+FcStatus fc_block_output_tolerance(const FcBlock *b, int i, double *rel_tol) {
+    if (!block_ready(b) || !rel_tol || i < 0 || i >= b->src->outputs.len) return FC_ERR_USAGE;
+    *rel_tol = b->tol[i];
+    return FC_OK;
+}
+
+static const PassTarget *target_for(const char *arch) {
+    /* datasheet figures: memory bandwidth and f32 (non-tensor-core) peak */
+    static const PassTarget t[] = {
+        {"sm_80", 2039.0, 19500.0},   /* A100 80GB SXM */
+        {"sm_86", 600.0, 31200.0},    /* A10 */
+        {"sm_89", 300.0, 30300.0},    /* L4 */
+        {"sm_90", 3350.0, 66900.0},   /* H100 SXM */
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(t[i].name, arch) == 0) return &t[i];
+    return &t[3];
+}
+
+static FcStatus emit_cuda_aot(FcBlock *b, StrBuf *sb) {
+    const IrGraph *g = b->src;
+    int nio = g->inputs.len + g->outputs.len;
+    CgIoDesc *io = fc_calloc((size_t)nio + 1, sizeof *io);
+    if (!io) return FC_OOM(&b->err);
+    for (int i = 0; i < g->inputs.len; i++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        io[i] = (CgIoDesc){x->name, x->dtype, x->shape, false};
+    }
+    for (int j = 0; j < g->outputs.len; j++) {
+        const IrValue *x = ir_cval(g, g->outputs.data[j]);
+        io[g->inputs.len + j] = (CgIoDesc){g->output_names.data[j], x->dtype, x->shape, true};
+    }
+    FcStatus s = cg_cuda_aot(b->prog, b->entry, io, nio, sb, &b->err);
+    fc_free(io);
+    return s;
+}
+
+FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len) {
+    if (!data || !len) return b ? fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_emit: data and len are required") : FC_ERR_USAGE;
+    *data = NULL;
+    *len = 0;
+    if (!b) return FC_ERR_USAGE;
+    if (b->unusable) return fc_err_set(&b->err, FC_ERR_INTERNAL, "this block hit an internal error earlier");
+    if (!block_ready(b)) return fc_err_set(&b->err, FC_ERR_USAGE, "the block did not compile");
+    StrBuf sb = {0};
+    FcStatus s = FC_OK;
+    switch (kind) {
+    case FC_EMIT_IR: ir_print(b->res.graph, &sb); break;
+    case FC_EMIT_KIR: kir_print_program(b->prog, &sb); break;
+    case FC_EMIT_CUDA: s = emit_cuda_aot(b, &sb); break;
+    case FC_EMIT_LLVM: s = cg_llvm_text(b->prog, &sb, &b->err); break;
+    case FC_EMIT_REPORT: s = pass_report(&b->res, target_for(b->arch), &sb, &b->err); break;
+    case FC_EMIT_DOT: s = pass_dot(&b->res, &sb, &b->err); break;
+    case FC_EMIT_PTX:
+    case FC_EMIT_CUBIN: {
+        s = cg_cuda_kernels(b->prog, &sb, &b->err);
+        if (s != FC_OK) break;
+        char *bin = NULL;
+        size_t n = 0;
+        s = rt_nvrtc_compile(sb.data ? sb.data : "", b->arch, kind == FC_EMIT_CUBIN, &bin, &n, NULL, &b->err);
+        sb_free(&sb);
+        if (s != FC_OK) return block_fail(b, s);
+        *data = bin;
+        *len = n;
+        return FC_OK;
+    }
+    default:
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_emit: unknown kind %d", (int)kind);
+    }
+    if (s != FC_OK) {
+        sb_free(&sb);
+        return block_fail(b, s);
+    }
+    size_t n = sb.len;
+    char *text = sb_take(&sb);
+    if (!text) return FC_OOM(&b->err);
+    *data = text;
+    *len = n;
+    return FC_OK;
+}
+void fc_buffer_free(void *p) { fc_free(p); }
+
+/* ---- devices ------------------------------------------------------------------------------------ */
+struct FcDevice {
+    FcDeviceKind kind;
+    FcErr err;
+    int nthreads;
+    char desc[256];
+};
+
+static int cpu_threads(void) {
+    const char *e = getenv("FUSEC_NUM_THREADS");
+    if (e && *e) {
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (*end == 0 && v >= 1 && v <= 1024) return (int)v;
+        return -1;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 && n <= 1024 ? (int)n : 1;
+}
+
+static void cpu_model(char *buf, size_t n) {
+    snprintf(buf, n, "x86-64");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ') c++;
+                c[strcspn(c, "\n")] = 0;
+                snprintf(buf, n, "%s", c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* The CUDA driver: present only where libcuda loads and cuInit finds a device. */
+static FcStatus cuda_probe(FcErr *err) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return fc_err_set(err, FC_ERR_UNAVAILABLE, "no CUDA driver on this machine (libcuda.so.1 not found): use --device cpu");
+    typedef int (*InitFn)(unsigned);
+    typedef int (*CountFn)(int *);
+    InitFn init = (InitFn)(uintptr_t)dlsym(h, "cuInit");
+    CountFn count = (CountFn)(uintptr_t)dlsym(h, "cuDeviceGetCount");
+    int n = 0;
+    FcStatus s;
+    if (!init || !count || init(0) != 0 || count(&n) != 0 || n < 1)
+        s = fc_err_set(err, FC_ERR_UNAVAILABLE, "no usable CUDA GPU on this machine (cuInit failed or found none): use --device cpu");
+    else
+        s = fc_err_set(err, FC_ERR_UNAVAILABLE, "found %d CUDA GPU(s), but running on CUDA devices is not implemented yet in this version: use --device cpu",
+                       n);
+    dlclose(h);
+    return s;
+}
+
+FcStatus fc_device_open(FcDeviceKind kind, int ordinal, FcDevice **out) {
+    if (!out) return FC_ERR_USAGE;
+    FcDevice *d = fc_calloc(1, sizeof *d);
+    *out = d;
+    if (!d) return FC_ERR_NOMEM;
+    d->kind = kind;
+    if (ordinal != 0 && kind != FC_DEVICE_CUDA)
+        return fc_err_set(&d->err, FC_ERR_USAGE, "device ordinal %d: the CPU and reference devices have only ordinal 0", ordinal);
+    switch (kind) {
+    case FC_DEVICE_CPU: {
+        d->nthreads = cpu_threads();
+        if (d->nthreads < 0)
+            return fc_err_set(&d->err, FC_ERR_USAGE, "FUSEC_NUM_THREADS='%s' is not an integer in 1..1024",
+                              getenv("FUSEC_NUM_THREADS"));
+        char model[160];
+        cpu_model(model, sizeof model);
+        snprintf(d->desc, sizeof d->desc, "cpu: %s, %d thread%s", model, d->nthreads, d->nthreads == 1 ? "" : "s");
+        return FC_OK;
+    }
+    case FC_DEVICE_REFERENCE:
+        snprintf(d->desc, sizeof d->desc, "reference interpreter (f64)");
+        return FC_OK;
+    case FC_DEVICE_CUDA:
+        return cuda_probe(&d->err);
+    }
+    return fc_err_set(&d->err, FC_ERR_USAGE, "unknown device kind %d", (int)kind);
+}
+void fc_device_free(FcDevice *d) { fc_free(d); }
+const char *fc_device_last_error(const FcDevice *d) { return d ? d->err.msg : "no device handle"; }
+const char *fc_device_description(const FcDevice *d) { return d ? d->desc : ""; }
+FcStatus fc_device_stream_bandwidth(FcDevice *d, double *gbps) {
+    if (!d || !gbps) return FC_ERR_USAGE;
+    if (d->kind != FC_DEVICE_CPU)
+        return fc_err_set(&d->err, FC_ERR_USAGE, "stream bandwidth is measured on the CPU device only");
+    *gbps = rt_cpu_stream_gbps(d->nthreads);
+    if (!(*gbps > 0)) return fc_err_set(&d->err, FC_ERR_NOMEM, "could not allocate the STREAM arrays");
+    return FC_OK;
+}
+
+/* ---- tensors ---------------------------------------------------------------------------------------- */
+struct FcTensor {
+    FcDevice *dev;
+    FcErr err;
+    FcDtype dtype;
+    IrShape shape;
+    int64_t nbytes;
+    void *data;            /* 64-byte aligned */
+    void *raw;             /* what fc_alloc returned, when owned */
+    bool owned;
+};
+
+static FcStatus tensor_make(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out) {
+    if (!out) return FC_ERR_USAGE;
+    *out = NULL;
+    if (!d) return FC_ERR_USAGE;
+    if ((unsigned)dtype >= FC_DTYPE_COUNT) return fc_err_set(&d->err, FC_ERR_USAGE, "bad dtype %d", (int)dtype);
+    if (rank < 0 || rank > FC_MAX_RANK || (rank > 0 && !dims))
+        return fc_err_set(&d->err, FC_ERR_USAGE, "bad rank %d (0..%d)", rank, FC_MAX_RANK);
+    if (d->kind == FC_DEVICE_CUDA) return fc_err_set(&d->err, FC_ERR_UNAVAILABLE, "no CUDA device");
+    FcTensor *t = fc_calloc(1, sizeof *t);
+    if (!t) return FC_OOM(&d->err);
+    t->dev = d;
+    t->dtype = dtype;
+    t->shape.rank = rank;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 1) {
+            fc_free(t);
+            return fc_err_set(&d->err, FC_ERR_USAGE, "dim %d is %lld; sizes must be >= 1", i, (long long)dims[i]);
+        }
+        t->shape.dims[i] = dims[i];
+    }
+    if (!ir_shape_nbytes(&t->shape, dtype, &t->nbytes)) {
+        fc_free(t);
+        return fc_err_set(&d->err, FC_ERR_USAGE, "tensor size overflows");
+    }
+    *out = t;
+    return FC_OK;
+}
+
+FcStatus fc_tensor_new(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out) {
+    FC_TRY(tensor_make(d, dtype, rank, dims, out));
+    FcTensor *t = *out;
+    if ((uint64_t)t->nbytes > SIZE_MAX - 128 || !(t->raw = fc_alloc((size_t)t->nbytes + 64))) {
+        long long nb = (long long)t->nbytes;
+        fc_free(t);
+        *out = NULL;
+        return fc_err_set(&d->err, FC_ERR_NOMEM, "out of memory allocating a tensor of %lld bytes", nb);
+    }
+    t->data = (void *)(((uintptr_t)t->raw + 63) & ~(uintptr_t)63);
+    t->owned = true;
+    return FC_OK;
+}
+FcStatus fc_tensor_wrap(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, void *data, FcTensor **out) {
+    if (!data || ((uintptr_t)data & 15) != 0) {
+        if (d) return fc_err_set(&d->err, FC_ERR_USAGE, "fc_tensor_wrap: data must be non-NULL and 16-byte aligned");
+        return FC_ERR_USAGE;
+    }
+    FC_TRY(tensor_make(d, dtype, rank, dims, out));
+    (*out)->data = data;
+    return FC_OK;
+}
+void fc_tensor_free(FcTensor *t) {
+    if (!t) return;
+    if (t->owned) fc_free(t->raw);
+    fc_free(t);
+}
+size_t fc_tensor_nbytes(const FcTensor *t) { return t ? (size_t)t->nbytes : 0; }
+const char *fc_tensor_last_error(const FcTensor *t) { return t ? t->err.msg : "no tensor handle"; }
+FcStatus fc_tensor_copy_from_host(FcTensor *t, const void *src, size_t nbytes) {
+    if (!t) return FC_ERR_USAGE;
+    if (!src || nbytes != (size_t)t->nbytes)
+        return fc_err_set(&t->err, FC_ERR_USAGE, "copy of %zu bytes into a tensor of %lld bytes", nbytes, (long long)t->nbytes);
+    memcpy(t->data, src, nbytes);
+    return FC_OK;
+}
+FcStatus fc_tensor_copy_to_host(const FcTensor *t, void *dst, size_t nbytes) {
+    if (!t) return FC_ERR_USAGE;
+    if (!dst || nbytes != (size_t)t->nbytes)
+        return fc_err_set((FcErr *)&t->err, FC_ERR_USAGE, "copy of %zu bytes from a tensor of %lld bytes", nbytes,
+                          (long long)t->nbytes);
+    memcpy(dst, t->data, nbytes);
+    return FC_OK;
+}
+FcStatus fc_tensor_load_npy(FcTensor *t, const char *path) {
+    if (!t || !path) return FC_ERR_USAGE;
+    void *data = NULL;
+    FcStatus s = rt_npy_read(path, t->dtype, &t->shape, &data, &t->err);
+    if (s != FC_OK) return s;
+    memcpy(t->data, data, (size_t)t->nbytes);
+    fc_free(data);
+    return FC_OK;
+}
+FcStatus fc_tensor_save_npy(const FcTensor *t, const char *path) {
+    if (!t || !path) return FC_ERR_USAGE;
+    return rt_npy_write(path, t->dtype, &t->shape, t->data, (FcErr *)&t->err);
+}
+FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max_abs, double *max_rel) {
+    if (!got || !ref || !max_abs || !max_rel) return FC_ERR_USAGE;
+    if (got->dtype != ref->dtype || !ir_shape_eq(&got->shape, &ref->shape))
+        return fc_err_set((FcErr *)&got->err, FC_ERR_USAGE, "fc_tensor_compare: tensors differ in dtype or shape");
+    int64_t n = 1;
+    ir_shape_numel(&got->shape, &n);
+    rt_host_compare(got->dtype, got->data, ref->data, n, max_abs, max_rel);
+    return FC_OK;
+}
+
+/* ids of a gather: the rows of its table bound the random values */
+FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
+    if (!b || !b->src || !t || i < 0 || i >= b->src->inputs.len) return FC_ERR_USAGE;
+    const IrGraph *g = b->src;
+    int v = g->inputs.data[i];
+    const IrValue *x = ir_cval(g, v);
+    if (t->dtype != x->dtype || !ir_shape_eq(&t->shape, &x->shape))
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_random_input: tensor does not match input %d", i);
+    int64_t n = 1;
+    ir_shape_numel(&x->shape, &n);
+    /* a distinct stream per input */
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + (uint64_t)i * 0xBF58476D1CE4E5B9ull + 1;
+    if (ir_dtype_is_int(x->dtype)) {
+        int64_t hi = 16;
+        for (int k = 0; k < g->nodes.len; k++) {
+            const IrNode *nd = &g->nodes.data[k];
+            if (nd->op == IR_OP_GATHER && nd->in[1] == v) {
+                int64_t rows = ir_cval(g, nd->in[0])->shape.dims[0];
+                if (rows < hi) hi = rows;
+            }
+        }
+        rt_host_fill_uniform_int(x->dtype, t->data, n, 0, hi, s);
+    } else {
+        rt_host_fill_normal(x->dtype, t->data, n, s);
+        /* a weight matrix [.., in, out] declared `param` gets variance 1/in (realistic scales,
+         * so that products keep unit variance); everything else N(0, 1) */
+        if (g->is_param.data[i] && x->shape.rank >= 2) {
+            double sc = 1.0 / sqrt((double)x->shape.dims[x->shape.rank - 2]);
+            for (int64_t k = 0; k < n; k++) rt_host_store(x->dtype, t->data, k, rt_host_load(x->dtype, t->data, k) * sc);
+        }
+    }
+    return FC_OK;
+}
+
+/* ---- programs ------------------------------------------------------------------------------------------ */
+struct FcProgram {
+    FcErr err;
+    FcBlock *blk;
+    FcDevice *dev;
+    RtCpuProgram *cpu;
+    bool unusable;
+};
+
+FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
+    if (!out) return FC_ERR_USAGE;
+    *out = NULL;
+    if (!b || !d) return FC_ERR_USAGE;
+    if (!block_ready(b)) return fc_err_set(&b->err, FC_ERR_USAGE, "the block did not compile");
+    FcProgram *p = fc_calloc(1, sizeof *p);
+    *out = p;
+    if (!p) return FC_ERR_NOMEM;
+    p->blk = b;
+    p->dev = d;
+    if (d->kind == FC_DEVICE_CPU) {
+        FcStatus s = rt_cpu_compile(b->prog, d->nthreads, &p->cpu, &p->err);
+        if (s == FC_ERR_INTERNAL) p->unusable = true;
+        return s;
+    }
+    if (d->kind == FC_DEVICE_CUDA) return fc_err_set(&p->err, FC_ERR_UNAVAILABLE, "no CUDA device");
+    return FC_OK;
+}
+void fc_program_free(FcProgram *p) {
+    if (!p) return;
+    rt_cpu_free(p->cpu);
+    fc_free(p);
+}
+const char *fc_program_last_error(const FcProgram *p) { return p ? p->err.msg : "no program handle"; }
+
+static FcStatus check_args(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs) {
+    const IrGraph *g = p->blk->src;
+    if ((g->inputs.len && !inputs) || (g->outputs.len && !outputs))
+        return fc_err_set(&p->err, FC_ERR_USAGE, "inputs and outputs arrays are required");
+    for (int i = 0; i < g->inputs.len + g->outputs.len; i++) {
+        bool isin = i < g->inputs.len;
+        int j = isin ? i : i - g->inputs.len;
+        const FcTensor *t = isin ? inputs[j] : outputs[j];
+        int v = isin ? g->inputs.data[j] : g->outputs.data[j];
+        const IrValue *x = ir_cval(g, v);
+        const char *name = isin ? x->name : g->output_names.data[j];
+        if (!t) return fc_err_set(&p->err, FC_ERR_USAGE, "%s %d ('%s') is NULL", isin ? "input" : "output", j, name);
+        if (t->dev != p->dev && !(p->dev->kind != FC_DEVICE_CUDA && t->dev->kind != FC_DEVICE_CUDA)) {
+            return fc_err_set(&p->err, FC_ERR_USAGE, "%s '%s' lives on another device", isin ? "input" : "output", name);
+        }
+        if (t->dtype != x->dtype || !ir_shape_eq(&t->shape, &x->shape)) {
+            char want[256], got[256];
+            ir_type_str(x->dtype, &x->shape, want, sizeof want);
+            ir_type_str(t->dtype, &t->shape, got, sizeof got);
+            return fc_err_set(&p->err, FC_ERR_INPUT, "%s '%s' must be %s; got %s", isin ? "input" : "output", name, want, got);
+        }
+    }
+    return FC_OK;
+}
+
+static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs, int launch) {
+    const IrGraph *g = p->blk->src;
+    void *in[4096], *out[4096];
+    if (g->inputs.len > 4096 || g->outputs.len > 4096)
+        return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "more than 4096 inputs or outputs");
+    for (int i = 0; i < g->inputs.len; i++) in[i] = inputs[i]->data;
+    for (int j = 0; j < g->outputs.len; j++) out[j] = outputs[j]->data;
+    FcStatus s;
+    switch (p->dev->kind) {
+    case FC_DEVICE_CPU:
+        s = launch < 0 ? rt_cpu_run(p->cpu, in, out, &p->err) : rt_cpu_run_launch(p->cpu, launch, in, out, &p->err);
+        break;
+    case FC_DEVICE_REFERENCE:
+        s = rt_interp_run(g, (const void *const *)in, out, &p->err);
+        break;
+    default:
+        s = fc_err_set(&p->err, FC_ERR_UNAVAILABLE, "no CUDA device");
+    }
+    if (s == FC_ERR_INTERNAL) p->unusable = true;
+    return s;
+}
+
+FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs) {
+    if (!p) return FC_ERR_USAGE;
+    if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
+    FC_TRY(check_args(p, inputs, outputs));
+    return run_once(p, inputs, outputs, -1);
+}
+
+int fc_program_num_launches(const FcProgram *p) {
+    if (!p) return 0;
+    return p->dev->kind == FC_DEVICE_REFERENCE ? 0 : p->blk->prog->launches.len;
+}
+FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info) {
+    if (!p || !info || i < 0 || i >= fc_program_num_launches(p)) return FC_ERR_USAGE;
+    const KirKernel *k = p->blk->prog->kernels.data[p->blk->prog->launches.data[i].kernel];
+    info->name = k->name;
+    info->ops = k->ops;
+    info->bytes = k->bytes_read + k->bytes_written;
+    info->flops = k->flops;
+    return FC_OK;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs, int warmup, int repeat,
+                         double *total_ms, double *per_launch_ms) {
+    if (!p || !total_ms) return FC_ERR_USAGE;
+    if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
+    if (warmup < 0 || repeat < 1 || repeat > 1000000)
+        return fc_err_set(&p->err, FC_ERR_USAGE, "repeat must be in 1..1000000 and warmup >= 0");
+    FC_TRY(check_args(p, inputs, outputs));
+    double *t = fc_calloc((size_t)repeat, sizeof(double));
+    if (!t) return FC_OOM(&p->err);
+    FcStatus s = FC_OK;
+    for (int i = 0; i < warmup && s == FC_OK; i++) s = run_once(p, inputs, outputs, -1);
+    for (int i = 0; i < repeat && s == FC_OK; i++) {
+        double t0 = now_ms();
+        s = run_once(p, inputs, outputs, -1);
+        t[i] = now_ms() - t0;
+    }
+    if (s == FC_OK) *total_ms = median(t, repeat);
+    int nl = fc_program_num_launches(p);
+    for (int l = 0; l < nl && per_launch_ms && s == FC_OK; l++) {
+        for (int i = 0; i < repeat && s == FC_OK; i++) {
+            double t0 = now_ms();
+            s = run_once(p, inputs, outputs, l);
+            t[i] = now_ms() - t0;
+        }
+        if (s == FC_OK) per_launch_ms[l] = median(t, repeat);
+    }
+    fc_free(t);
+    return s;
 }

@@ -1,1 +1,445 @@
-/* placeholder */ typedef int fusec_placeholder_cpu;
+/* cpu.c: the CPU device (see cpu.h and docs/cpu.md).
+ *
+ * rt_cpu_compile: checks the program's buffers and launches, builds the LLVM module
+ * (codegen/llvm.c), optimizes it for the host CPU (its name and features, so AVX2/AVX-512
+ * are used) with the "default<O3>" pipeline, hands it to an LLJIT of its own (libm and the
+ * rest of the process resolved from the process), looks up every kernel, allocates the
+ * workspace (one 64-byte-aligned block) and starts a thread pool.
+ * rt_cpu_run: for each launch, binds buffers (inputs/outputs from the caller, temps at
+ * their workspace offsets), splits [0, grid) into min(grid, threads) contiguous chunks
+ * (static: chunk c always covers the same blocks), runs them on the pool and checks the
+ * launch's status word.
+ *
+ * Invariants: blocks are independent, so results do not depend on which thread runs which
+ * chunk or on the thread count; a handle is used by one thread at a time, different handles
+ * may be used concurrently (LLVM's native target is initialized once, with pthread_once).
+ */
+#include "cpu.h"
+
+#include "codegen.h"
+#include "threadpool.h"
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RT_CPU_MAX_THREADS 1024
+#define RT_CPU_WORKER_STACK ((size_t)16 << 20) /* > codegen's 4 MiB per-block scratch limit */
+
+typedef void (*KernelFn)(void **params, int64_t block_begin, int64_t block_end, int32_t *status);
+
+struct RtCpuProgram {
+    const KirProgram *p;
+    LLVMOrcLLJITRef jit;
+    KernelFn *fns;          /* per kernel */
+    RtPool *pool;
+    int nthreads;
+    void *ws_raw;           /* fc_alloc'd; ws is ws_raw rounded up to 64 bytes */
+    char *ws;               /* workspace, p->workspace_bytes */
+    void **args;            /* per-launch argument scratch, max nargs */
+    int max_args;
+};
+
+/* ---- LLVM setup -------------------------------------------------------------------------- */
+static pthread_once_t llvm_once = PTHREAD_ONCE_INIT;
+static int llvm_init_failed;
+static void llvm_init(void) {
+    llvm_init_failed = LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter();
+}
+
+static FcStatus llvm_error(FcErr *err, LLVMErrorRef e, const char *what) {
+    char *msg = LLVMGetErrorMessage(e);
+    FcStatus s = fc_err_set(err, FC_ERR_DEVICE, "cpu: %s: %s", what, msg ? msg : "?");
+    LLVMDisposeErrorMessage(msg);
+    return s;
+}
+
+static FcStatus host_target_machine(LLVMTargetMachineRef *out, FcErr *err) {
+    char *triple = LLVMGetDefaultTargetTriple();
+    char *msg = NULL;
+    LLVMTargetRef target;
+    if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
+        FcStatus s = fc_err_set(err, FC_ERR_DEVICE, "cpu: no LLVM target for %s: %s", triple, msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        LLVMDisposeMessage(triple);
+        return s;
+    }
+    char *cpu = LLVMGetHostCPUName();
+    char *features = LLVMGetHostCPUFeatures();
+    *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
+                                   LLVMRelocPIC, LLVMCodeModelJITDefault);
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(features);
+    LLVMDisposeMessage(triple);
+    if (!*out) return fc_err_set(err, FC_ERR_DEVICE, "cpu: cannot create an LLVM target machine for the host");
+    return FC_OK;
+}
+
+/* libm functions the kernels call (and that LLVM's math intrinsics lower to). */
+static FcStatus define_libm(LLVMOrcLLJITRef jit, FcErr *err) {
+    static const struct { const char *name; void (*addr)(void); } syms[] = {
+        {"tanhf", (void (*)(void))tanhf}, {"tanh", (void (*)(void))tanh},
+        {"erff", (void (*)(void))erff},   {"erf", (void (*)(void))erf},
+        {"expf", (void (*)(void))expf},   {"exp", (void (*)(void))exp},
+        {"logf", (void (*)(void))logf},   {"log", (void (*)(void))log},
+        {"sinf", (void (*)(void))sinf},   {"sin", (void (*)(void))sin},
+        {"cosf", (void (*)(void))cosf},   {"cos", (void (*)(void))cos},
+        {"powf", (void (*)(void))powf},   {"pow", (void (*)(void))pow},
+        {"floorf", (void (*)(void))floorf}, {"floor", (void (*)(void))floor},
+        {"sqrtf", (void (*)(void))sqrtf}, {"sqrt", (void (*)(void))sqrt},
+    };
+    enum { N = sizeof syms / sizeof syms[0] };
+    LLVMOrcCSymbolMapPair pairs[N];
+    LLVMOrcExecutionSessionRef es = LLVMOrcLLJITGetExecutionSession(jit);
+    for (int i = 0; i < N; i++) {
+        pairs[i].Name = LLVMOrcExecutionSessionIntern(es, syms[i].name);
+        pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)syms[i].addr;
+        pairs[i].Sym.Flags.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
+        pairs[i].Sym.Flags.TargetFlags = 0;
+    }
+    LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, N);
+    LLVMErrorRef e = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(jit), mu);
+    if (e) {
+        LLVMOrcDisposeMaterializationUnit(mu);
+        return llvm_error(err, e, "defining libm symbols");
+    }
+    return FC_OK;
+}
+
+/* ---- threads ------------------------------------------------------------------------------ */
+static int host_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n > RT_CPU_MAX_THREADS ? RT_CPU_MAX_THREADS : n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) return 1;
+    return n > RT_CPU_MAX_THREADS ? RT_CPU_MAX_THREADS : (int)n;
+}
+
+/* nthreads <= 0: FUSEC_NUM_THREADS if set (validated), else all cores. */
+static FcStatus resolve_threads(int nthreads, int *out, FcErr *err) {
+    if (nthreads > RT_CPU_MAX_THREADS)
+        return fc_err_set(err, FC_ERR_USAGE, "cpu: %d threads requested; at most %d", nthreads, RT_CPU_MAX_THREADS);
+    if (nthreads > 0) { *out = nthreads; return FC_OK; }
+    const char *env = getenv("FUSEC_NUM_THREADS");
+    if (env) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(env, &end, 10);
+        if (errno != 0 || end == env || *end != '\0' || v < 1 || v > RT_CPU_MAX_THREADS)
+            return fc_err_set(err, FC_ERR_USAGE,
+                              "FUSEC_NUM_THREADS must be an integer from 1 to %d (it is '%.32s')",
+                              RT_CPU_MAX_THREADS, env);
+        *out = (int)v;
+        return FC_OK;
+    }
+    *out = host_cores();
+    return FC_OK;
+}
+
+/* ---- checking the program ------------------------------------------------------------------ */
+static FcStatus check_program(const KirProgram *p, int *max_args, FcErr *err) {
+    *max_args = 1;
+    if (p->workspace_bytes < 0) return fc_err_set(err, FC_ERR_INTERNAL, "cpu: negative workspace size");
+    for (int i = 0; i < p->buffers.len; i++) {
+        const KirBuffer *b = &p->buffers.data[i];
+        size_t es = fc_dtype_size(b->dtype);
+        int64_t bytes, end;
+        if (es == 0 || b->numel < 0 || !fc_mul64(b->numel, (int64_t)es, &bytes))
+            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: buffer b%d has a bad dtype or size", i);
+        if (b->kind == KIR_BUF_TEMP) {
+            if (b->offset < 0 || b->offset % 64 != 0 || !fc_add64(b->offset, bytes, &end) || end > p->workspace_bytes)
+                return fc_err_set(err, FC_ERR_INTERNAL, "cpu: temp buffer b%d lies outside the workspace", i);
+        } else if (b->index < 0 || (b->kind != KIR_BUF_INPUT && b->kind != KIR_BUF_OUTPUT)) {
+            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: buffer b%d has a bad kind or index", i);
+        }
+    }
+    for (int li = 0; li < p->launches.len; li++) {
+        const KirLaunch *l = &p->launches.data[li];
+        if (l->kernel < 0 || l->kernel >= p->kernels.len)
+            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: launch %d names no kernel", li);
+        const KirKernel *k = p->kernels.data[l->kernel];
+        if (l->nargs != k->params.len)
+            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: launch %d of %s binds %d buffers to %d params",
+                              li, k->name, l->nargs, k->params.len);
+        for (int a = 0; a < l->nargs; a++) {
+            int bi = l->args[a];
+            if (bi < 0 || bi >= p->buffers.len)
+                return fc_err_set(err, FC_ERR_INTERNAL, "cpu: launch %d of %s: bad buffer id %d", li, k->name, bi);
+            const KirBuffer *b = &p->buffers.data[bi];
+            const KirParam *prm = &k->params.data[a];
+            if (b->dtype != prm->dtype || b->numel < prm->numel)
+                return fc_err_set(err, FC_ERR_INTERNAL,
+                                  "cpu: launch %d of %s: buffer b%d (%s[%lld]) does not fit param p%d (%s[%lld])",
+                                  li, k->name, bi, fc_dtype_name(b->dtype), (long long)b->numel, a,
+                                  fc_dtype_name(prm->dtype), (long long)prm->numel);
+            if (b->kind == KIR_BUF_INPUT && prm->written)
+                return fc_err_set(err, FC_ERR_INTERNAL, "cpu: launch %d of %s writes input buffer b%d", li, k->name, bi);
+        }
+        if (l->nargs > *max_args) *max_args = l->nargs;
+    }
+    return FC_OK;
+}
+
+/* ---- compile ----------------------------------------------------------------------------- */
+static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
+    const KirProgram *p = cp->p;
+    LLVMTargetMachineRef tm = NULL, tm_jit = NULL;
+    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
+    LLVMContextRef ctx = LLVMOrcThreadSafeContextGetContext(tsc);
+    LLVMModuleRef mod = NULL;
+    LLVMErrorRef e;
+    FcStatus st = cg_llvm_module(p, ctx, (void **)&mod, err);
+    if (st != FC_OK) goto fail;
+    if ((st = host_target_machine(&tm, err)) != FC_OK) goto fail;
+    if ((st = host_target_machine(&tm_jit, err)) != FC_OK) goto fail;
+
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    LLVMSetTarget(mod, triple);
+    LLVMDisposeMessage(triple);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(mod, dl);
+    LLVMDisposeTargetData(dl);
+
+    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetLoopInterleaving(opts, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
+    e = LLVMRunPasses(mod, "default<O3>", tm, opts);
+    LLVMDisposePassBuilderOptions(opts);
+    LLVMDisposeTargetMachine(tm);
+    tm = NULL;
+    if (e) { st = llvm_error(err, e, "optimizing the module"); goto fail; }
+
+    LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+    LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm_jit));
+    tm_jit = NULL;
+    e = LLVMOrcCreateLLJIT(&cp->jit, builder);
+    if (e) { cp->jit = NULL; st = llvm_error(err, e, "creating the JIT"); goto fail; }
+
+    LLVMOrcDefinitionGeneratorRef gen = NULL;
+    e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(cp->jit), NULL, NULL);
+    if (e) { st = llvm_error(err, e, "searching the process for symbols"); goto fail; }
+    LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(cp->jit), gen);
+    if ((st = define_libm(cp->jit, err)) != FC_OK) goto fail;
+
+    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
+    mod = NULL;
+    e = LLVMOrcLLJITAddLLVMIRModule(cp->jit, LLVMOrcLLJITGetMainJITDylib(cp->jit), tsm);
+    if (e) {
+        LLVMOrcDisposeThreadSafeModule(tsm);
+        st = llvm_error(err, e, "adding the module to the JIT");
+        goto fail;
+    }
+    LLVMOrcDisposeThreadSafeContext(tsc);
+    tsc = NULL;
+    for (int i = 0; i < p->kernels.len; i++) {
+        LLVMOrcExecutorAddress addr = 0;
+        e = LLVMOrcLLJITLookup(cp->jit, &addr, p->kernels.data[i]->name);
+        if (e) { st = llvm_error(err, e, "compiling the kernels"); goto fail; }
+        cp->fns[i] = (KernelFn)(uintptr_t)addr;
+    }
+    return FC_OK;
+fail:
+    if (mod) LLVMDisposeModule(mod);
+    if (tm) LLVMDisposeTargetMachine(tm);
+    if (tm_jit) LLVMDisposeTargetMachine(tm_jit);
+    if (tsc) LLVMOrcDisposeThreadSafeContext(tsc);
+    return st;
+}
+
+FcStatus rt_cpu_compile(const KirProgram *p, int nthreads, RtCpuProgram **out, FcErr *err) {
+    *out = NULL;
+    int nt = 0, max_args = 1;
+    FC_TRY(resolve_threads(nthreads, &nt, err));
+    FC_TRY(check_program(p, &max_args, err));
+    pthread_once(&llvm_once, llvm_init);
+    if (llvm_init_failed) return fc_err_set(err, FC_ERR_DEVICE, "cpu: LLVM has no native target for this host");
+
+    RtCpuProgram *cp = fc_calloc(1, sizeof *cp);
+    if (!cp) return FC_OOM(err);
+    cp->p = p;
+    cp->nthreads = nt;
+    cp->max_args = max_args;
+    FcStatus st = FC_OK;
+    cp->fns = fc_calloc((size_t)p->kernels.len + 1, sizeof *cp->fns);
+    cp->args = fc_calloc((size_t)max_args, sizeof *cp->args);
+    if (!cp->fns || !cp->args) { st = FC_OOM(err); goto fail; }
+    if (p->workspace_bytes > 0) {
+        if ((uint64_t)p->workspace_bytes > SIZE_MAX - 64 || !(cp->ws_raw = fc_alloc((size_t)p->workspace_bytes + 64))) {
+            st = fc_err_set(err, FC_ERR_NOMEM, "cpu: cannot allocate the %lld-byte workspace", (long long)p->workspace_bytes);
+            goto fail;
+        }
+        cp->ws = (char *)(((uintptr_t)cp->ws_raw + 63) & ~(uintptr_t)63);
+    }
+    if ((st = jit_module(cp, err)) != FC_OK) goto fail;
+    if ((st = rt_pool_new(nt, RT_CPU_WORKER_STACK, &cp->pool, err)) != FC_OK) goto fail;
+    *out = cp;
+    return FC_OK;
+fail:
+    rt_cpu_free(cp);
+    return st;
+}
+
+void rt_cpu_free(RtCpuProgram *cp) {
+    if (!cp) return;
+    rt_pool_free(cp->pool);
+    if (cp->jit) {
+        LLVMErrorRef e = LLVMOrcDisposeLLJIT(cp->jit);
+        if (e) LLVMConsumeError(e);
+    }
+    fc_free(cp->fns);
+    fc_free(cp->args);
+    fc_free(cp->ws_raw);
+    fc_free(cp);
+}
+
+int rt_cpu_threads(const RtCpuProgram *cp) { return cp ? cp->nthreads : 0; }
+
+/* ---- run ----------------------------------------------------------------------------------- */
+typedef struct LaunchCtx {
+    KernelFn fn;
+    void **args;
+    int64_t grid, nchunks;
+    int32_t status;        /* written by the kernels with atomic compare-exchange */
+} LaunchCtx;
+
+static void run_chunk(void *arg, int64_t c) {
+    LaunchCtx *lc = arg;
+    int64_t base = lc->grid / lc->nchunks, rem = lc->grid % lc->nchunks;
+    int64_t begin = c * base + (c < rem ? c : rem);
+    int64_t end = begin + base + (c < rem ? 1 : 0);
+    lc->fn(lc->args, begin, end, &lc->status);
+}
+
+static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
+    const KirProgram *p = cp->p;
+    const KirLaunch *l = &p->launches.data[li];
+    const KirKernel *k = p->kernels.data[l->kernel];
+    for (int a = 0; a < l->nargs; a++) {
+        const KirBuffer *b = &p->buffers.data[l->args[a]];
+        void *ptr;
+        if (b->kind == KIR_BUF_TEMP) ptr = cp->ws + b->offset;
+        else if (b->kind == KIR_BUF_INPUT) ptr = inputs ? inputs[b->index] : NULL;
+        else ptr = outputs ? outputs[b->index] : NULL;
+        if (!ptr && b->numel > 0)
+            return fc_err_set(err, FC_ERR_USAGE, "cpu: %s %d of the block is a NULL pointer",
+                              b->kind == KIR_BUF_INPUT ? "input" : "output", b->index);
+        cp->args[a] = ptr;
+    }
+    if (k->grid <= 0) return FC_OK;
+    LaunchCtx lc = {cp->fns[l->kernel], cp->args, k->grid, k->grid < cp->nthreads ? k->grid : cp->nthreads, 0};
+    rt_pool_parallel_for(cp->pool, lc.nchunks, run_chunk, &lc);
+    if (lc.status != 0) {
+        const char *name = fc_status_name((FcStatus)lc.status);
+        if (!name || strcmp(name, "unknown status") == 0 || lc.status == FC_OK)
+            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: kernel %s reported status %d", k->name, (int)lc.status);
+        return fc_err_set(err, (FcStatus)lc.status, "cpu: kernel %s: a run-time check failed (%s)", k->name, name);
+    }
+    return FC_OK;
+}
+
+FcStatus rt_cpu_run(RtCpuProgram *cp, void *const *inputs, void *const *outputs, FcErr *err) {
+    for (int i = 0; i < cp->p->launches.len; i++) FC_TRY(run_one(cp, i, inputs, outputs, err));
+    return FC_OK;
+}
+
+FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *const *outputs, FcErr *err) {
+    if (i < 0 || i >= cp->p->launches.len)
+        return fc_err_set(err, FC_ERR_USAGE, "cpu: launch %d does not exist (the program has %d)", i, cp->p->launches.len);
+    return run_one(cp, i, inputs, outputs, err);
+}
+
+/* ---- STREAM copy --------------------------------------------------------------------------- */
+static int64_t llc_bytes(void) {
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v > 0) return v;
+    int64_t best = 0;
+    int best_level = -1;
+    for (int i = 0; i < 16; i++) {
+        char path[128], buf[64];
+        int level = -1;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fscanf(f, "%d", &level) != 1) level = -1;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(buf, sizeof buf, f)) {
+            char *end = NULL;
+            long long n = strtoll(buf, &end, 10);
+            if (end && (*end == 'K' || *end == 'k')) n *= 1024;
+            else if (end && (*end == 'M' || *end == 'm')) n *= 1024 * 1024;
+            if (n > 0 && level > best_level) { best_level = level; best = n; }
+        }
+        fclose(f);
+    }
+    return best > 0 ? best : (int64_t)32 << 20;
+}
+
+typedef struct StreamCtx { char *a, *b; int64_t bytes, nchunks; int touch; } StreamCtx;
+static void stream_chunk(void *arg, int64_t c) {
+    StreamCtx *s = arg;
+    int64_t base = s->bytes / s->nchunks, rem = s->bytes % s->nchunks;
+    int64_t begin = c * base + (c < rem ? c : rem), n = base + (c < rem ? 1 : 0);
+    if (s->touch) {
+        memset(s->a + begin, 0, (size_t)n);
+        memset(s->b + begin, 0x3c, (size_t)n);
+    } else {
+        memcpy(s->a + begin, s->b + begin, (size_t)n);
+    }
+}
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double rt_cpu_stream_gbps(int nthreads) {
+    FcErr err;
+    int nt = 0;
+    if (resolve_threads(nthreads, &nt, &err) != FC_OK) nt = host_cores();
+    /* each array >= 4 x the last-level cache, both together <= 512 MiB */
+    int64_t bytes = 4 * llc_bytes();
+    if (bytes < ((int64_t)64 << 20)) bytes = (int64_t)64 << 20;
+    if (bytes > ((int64_t)256 << 20)) bytes = (int64_t)256 << 20;
+    char *a = fc_alloc((size_t)bytes), *b = fc_alloc((size_t)bytes);
+    RtPool *pool = NULL;
+    double best = 0.0;
+    if (a && b && rt_pool_new(nt, 0, &pool, &err) == FC_OK) {
+        StreamCtx s = {a, b, bytes, nt, 1};
+        rt_pool_parallel_for(pool, nt, stream_chunk, &s); /* first touch, in parallel */
+        s.touch = 0;
+        double tbest = 1e30;
+        for (int rep = 0; rep < 5; rep++) {
+            double t0 = now_s();
+            rt_pool_parallel_for(pool, nt, stream_chunk, &s);
+            double t = now_s() - t0;
+            if (t < tbest) tbest = t;
+        }
+        if (tbest > 0 && tbest < 1e30) best = 2.0 * (double)bytes / tbest / 1e9;
+    }
+    rt_pool_free(pool);
+    fc_free(a);
+    fc_free(b);
+    return best;
+}

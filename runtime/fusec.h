@@ -178,7 +178,8 @@ FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max
                            double *max_rel);
 
 /* Fills t (input i's dtype and shape) with seeded random data as `fusec run` does:
- * floats from N(0, 1); integers uniform in a range that keeps every op valid (for
+ * floats from N(0, 1), except `param` inputs of rank >= 2 (weight matrices [.., in, out])
+ * from N(0, 1/in), so that products keep unit scale; integers uniform in a range that keeps every op valid (for
  * gather ids [0, rows of the table), else [0, 16)); bools fair coin flips. */
 FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t);
 

@@ -1,4 +1,1486 @@
-/* placeholder: the fusec driver */
+/* main.c: the `fusec` command-line driver.
+ *
+ * Owns: argument parsing (GNU conventions), the three commands (compile, `run`, `bench`),
+ * writing outputs atomically, printing diagnostics, and mapping library statuses to the exit
+ * statuses of spec/CLI.md. Entry point: main().
+ *
+ * Invariants:
+ * - Uses nothing but the public API (fusec.h) and the C library / POSIX: the driver is the
+ *   proof that the public API is complete.
+ * - Never crashes on any argument: every value is checked (digits, range, overflow, empty).
+ * - Every non-zero exit prints at least one line `fusec: error: ...` on stderr.
+ * - Output files are written whole or not at all: a temporary file in the target directory is
+ *   renamed over the target only after every byte was written; the temporary is removed on any
+ *   failure (including SIGINT/SIGTERM/SIGHUP/SIGQUIT while it exists).
+ * - Every handle is freed on every path (the sanitizer build checks for leaks).
+ *
+ * The exit statuses and the mapping of FcStatus to them are documented in docs/cli.md.
+ */
 #include "fusec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
-int main(void) { puts(fc_version()); return 0; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* ---- exit statuses (spec/CLI.md) ------------------------------------------------------- */
+enum {
+    EX_SUCCESS = 0,
+    EX_INPUT = 1,      /* source, shapes, tensors, unwritable output, missing file */
+    EX_USAGE_ = 2,     /* bad command line */
+    EX_UNAVAIL = 3,    /* the device or its libraries are absent */
+    EX_CHECK = 4,      /* a failed --check */
+    EX_INTERNAL = 70   /* a bug in fusec */
+};
+
+#define BENCH_WARMUP 3
+#define BENCH_REPEAT_DEFAULT 20
+#define BENCH_REPEAT_MAX 1000000
+#define STDIN_SOURCE_MAX ((size_t)64 << 20) /* bytes of source read from standard input */
+
+/* ---- small utilities --------------------------------------------------------------------- */
+
+static void err_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void err_line(const char *fmt, ...) {
+    va_list ap;
+    fputs("fusec: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void warn_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn_line(const char *fmt, ...) {
+    va_list ap;
+    fputs("fusec: warning: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* A usage error: the message and the GNU hint; returns exit status 2. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    fputs("fusec: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'fusec --help' for more information.\n", stderr);
+    return EX_USAGE_;
+}
+
+/* malloc'ed printf; NULL when out of memory (the caller reports it). */
+static char *xfmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xfmt(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static int oom(void) {
+    err_line("out of memory");
+    return EX_INPUT;
+}
+
+static int is_ident(const char *s) {
+    if (!s || !(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z'))) return 0;
+    for (const char *p = s + 1; *p; p++)
+        if (!(*p == '_' || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+              (*p >= '0' && *p <= '9')))
+            return 0;
+    return 1;
+}
+
+/* Parses an unsigned decimal integer (digits only, no sign, no space) not above max. */
+static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
+    if (!s || !*s) return 0;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (max - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 1;
+}
+
+/* A byte count: decimal digits, optionally followed by one binary suffix K M G T (KiB ...). */
+static int parse_bytes(const char *s, int64_t *out) {
+    if (!s || !*s) return 0;
+    size_t n = strlen(s);
+    unsigned shift = 0;
+    char last = s[n - 1];
+    switch (last) {
+    case 'k': case 'K': shift = 10; break;
+    case 'm': case 'M': shift = 20; break;
+    case 'g': case 'G': shift = 30; break;
+    case 't': case 'T': shift = 40; break;
+    default: break;
+    }
+    char digits[32];
+    size_t nd = shift ? n - 1 : n;
+    if (nd == 0 || nd >= sizeof digits) return 0;
+    memcpy(digits, s, nd);
+    digits[nd] = '\0';
+    uint64_t v;
+    if (!parse_u64(digits, (uint64_t)INT64_MAX >> shift, &v)) return 0;
+    *out = (int64_t)(v << shift);
+    return 1;
+}
+
+/* ---- command-line model -------------------------------------------------------------------- */
+
+typedef enum { MODE_COMPILE, MODE_RUN, MODE_BENCH } Mode;
+enum { M_C = 1, M_R = 2, M_B = 4, M_ALL = 7 };
+
+typedef struct DimArg {
+    char *name;          /* malloc'ed copy of NAME */
+    int64_t value;       /* >= 1 */
+} DimArg;
+
+typedef struct InputArg {
+    char *name;          /* malloc'ed copy of NAME */
+    const char *path;    /* points into argv */
+    int used;            /* matched an input of the block */
+} InputArg;
+
+typedef struct Args {
+    Mode mode;
+    const char *file;          /* FILE; "-" is standard input */
+    const char *out;           /* -o; NULL: next to the input */
+    const char *block;         /* --block */
+    DimArg *dims; int ndims;   /* -D, in order (a later one overrides an earlier one) */
+    FcEmitKind emit;
+    const char *arch;          /* --arch; NULL: the library's default (sm_90) */
+    int no_fuse, strict, train;
+    int64_t mem_budget; int mem_budget_set;
+    const char *precision;     /* --precision; NULL: keep */
+    const char *entry;         /* --entry */
+    FcDeviceKind device;
+    InputArg *inputs; int ninputs;
+    uint64_t seed;
+    const char *out_dir;       /* --out-dir; default "." */
+    int check;
+    int repeat;                /* --repeat; default BENCH_REPEAT_DEFAULT */
+    int json;
+} Args;
+
+typedef enum {
+    OPT_OUT, OPT_BLOCK, OPT_DEF, OPT_EMIT, OPT_ARCH, OPT_NO_FUSE, OPT_PRECISION, OPT_STRICT,
+    OPT_TRAIN, OPT_MEM_BUDGET, OPT_ENTRY, OPT_DEVICE, OPT_INPUT, OPT_RANDOM, OPT_OUT_DIR,
+    OPT_CHECK, OPT_REPEAT, OPT_JSON, OPT_HELP, OPT_VERSION
+} OptId;
+
+typedef struct OptDef {
+    const char *name;    /* "--block" or "-o" */
+    OptId id;
+    int has_arg;
+    int modes;           /* M_C | M_R | M_B: where the option is valid */
+} OptDef;
+
+static const OptDef k_opts[] = {
+    {"-o", OPT_OUT, 1, M_C},
+    {"--output", OPT_OUT, 1, M_C},
+    {"-D", OPT_DEF, 1, M_ALL},
+    {"--block", OPT_BLOCK, 1, M_ALL},
+    {"--emit", OPT_EMIT, 1, M_C},
+    {"--arch", OPT_ARCH, 1, M_ALL},
+    {"--no-fuse", OPT_NO_FUSE, 0, M_C | M_R},
+    {"--precision", OPT_PRECISION, 1, M_ALL},
+    {"--strict-rounding", OPT_STRICT, 0, M_ALL},
+    {"--train", OPT_TRAIN, 0, M_ALL},
+    {"--mem-budget", OPT_MEM_BUDGET, 1, M_ALL},
+    {"--entry", OPT_ENTRY, 1, M_ALL},
+    {"--device", OPT_DEVICE, 1, M_R | M_B},
+    {"--input", OPT_INPUT, 1, M_R},
+    {"--random", OPT_RANDOM, 1, M_R},
+    {"--out-dir", OPT_OUT_DIR, 1, M_R},
+    {"--check", OPT_CHECK, 0, M_R},
+    {"--repeat", OPT_REPEAT, 1, M_B},
+    {"--json", OPT_JSON, 0, M_B},
+    {"-h", OPT_HELP, 0, M_ALL},
+    {"--help", OPT_HELP, 0, M_ALL},
+    {"--version", OPT_VERSION, 0, M_ALL},
+};
+
+static const struct { const char *name; const char *ext; } k_emit[FC_EMIT_KIND_COUNT] = {
+    [FC_EMIT_CUDA] = {"cuda", ".cu"},   [FC_EMIT_PTX] = {"ptx", ".ptx"},
+    [FC_EMIT_CUBIN] = {"cubin", ".cubin"}, [FC_EMIT_IR] = {"ir", ".ir"},
+    [FC_EMIT_KIR] = {"kir", ".kir"},    [FC_EMIT_LLVM] = {"llvm", ".ll"},
+    [FC_EMIT_DOT] = {"dot", ".dot"},    [FC_EMIT_REPORT] = {"report", ".txt"},
+};
+
+static const char *const k_archs[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
+static const char *const k_precisions[] = {"keep", "bf16", "f16", "f8"};
+
+static const char *mode_name(Mode m) {
+    return m == MODE_RUN ? "fusec run" : m == MODE_BENCH ? "fusec bench" : "fusec FILE";
+}
+
+static void print_help(void) {
+    static const char *const lines[] = {
+        "Usage: fusec FILE.tf [compile options] [-o OUT] [--emit KIND]",
+        "       fusec run FILE.tf [--device cpu|cuda] [--input NAME=PATH.npy]... [--random SEED]",
+        "                 [--out-dir DIR] [--check] [--no-fuse] [compile options]",
+        "       fusec bench FILE.tf [--device cpu|cuda] [--repeat N] [--json] [compile options]",
+        "       fusec --help | --version",
+        "",
+        "Compiles a transformer block written in the .tf language into fused kernels; runs it,",
+        "checks it against the reference interpreter, or benchmarks it against eager execution.",
+        "FILE '-' reads the source from standard input.",
+        "",
+        "Compile (default command):",
+        "  -o OUT, -oOUT, --output=OUT  write to OUT; '-' is standard output. Default: next to",
+        "                          FILE with the extension of the kind (.cu .ptx .cubin .ir .kir",
+        "                          .ll .dot .txt); standard output when FILE is '-'",
+        "  --emit KIND             cuda (default: a self-contained CUDA C++ file), ptx, cubin",
+        "                          (through NVRTC for --arch), ir (graph IR after all passes),",
+        "                          kir (kernel IR), llvm (the CPU backend's LLVM IR), dot",
+        "                          (Graphviz, fused kernels as clusters), report (per-kernel",
+        "                          table: ops, bytes, flops, intensity, shared memory, time)",
+        "",
+        "Compile options (all commands):",
+        "  --block NAME            the block to compile (default: the last block in FILE)",
+        "  -D NAME=VALUE, -DNAME=VALUE",
+        "                          bind or override `dim NAME`; VALUE a positive decimal integer",
+        "  --arch ARCH             sm_80, sm_86, sm_89 or sm_90 (default sm_90)",
+        "  --no-fuse               compile eagerly: one launch per source op (compile and run)",
+        "  --precision P           keep (default), bf16, f16 or f8 storage precision",
+        "  --strict-rounding       round every intermediate to its dtype as eager does",
+        "  --train                 also compile the backward entry point",
+        "  --mem-budget BYTES      cap on saved activations with --train; a decimal integer,",
+        "                          optionally with a binary suffix K, M, G or T",
+        "  --entry NAME            AOT entry name fusec_NAME_forward (a C identifier;",
+        "                          default: the block's name)",
+        "",
+        "Run options:",
+        "  --device DEV            cpu (default), cuda, or reference (the interpreter)",
+        "  --input NAME=PATH       read input NAME from a .npy file (repeatable)",
+        "  --random SEED           seed for inputs not given with --input: an unsigned 64-bit",
+        "                          decimal integer (default 0); floats N(0,1), integers uniform",
+        "                          in a range valid for every op, bools fair coin flips",
+        "  --out-dir DIR           write each output as DIR/NAME.npy (default '.'; DIR must",
+        "                          exist)",
+        "  --check                 also run the reference interpreter on the same inputs and",
+        "                          print per output: max_abs_err, max_rel_err (max abs error over",
+        "                          max abs reference value), the tolerance, ok or FAIL",
+        "",
+        "Bench options:",
+        "  --device DEV            as for run",
+        "  --repeat N              timed runs after 3 warm-up runs (default 20, 1..1000000)",
+        "  --json                  print one JSON object instead of the table",
+        "",
+        "Other:",
+        "  -h, --help              print this help and exit",
+        "  --version               print the version and exit",
+        "  --                      end of options: the next argument is FILE",
+        "  Options may come before or after FILE; --opt=VALUE and --opt VALUE are the same.",
+        "  'run' and 'bench' are commands only as the first argument.",
+        "",
+        "Exit status:",
+        "  0   success",
+        "  1   an error in the input: source, shapes, tensors or .npy files, a missing input",
+        "      file, an unwritable output, out of memory, a failed device or library call",
+        "  2   bad command-line usage (unknown option, missing or bad value, no FILE or more",
+        "      than one, an unknown --input NAME, a -D dim the block does not declare)",
+        "  3   the requested device or its libraries (libcuda, NVRTC) are not available",
+        "  4   run --check found an output over its tolerance (the outputs are still written)",
+        "  70  an internal error (a bug in fusec; the message says where)",
+        "",
+        "Environment:",
+        "  FUSEC_NUM_THREADS       CPU threads (default: all cores); for a fixed count, results",
+        "                          are the same bit for bit from run to run",
+        "  FUSEC_CACHE_DIR         kernel cache directory (default $XDG_CACHE_HOME/fusec, else",
+        "                          ~/.cache/fusec)",
+        "  CUDA_HOME               where to look for the CUDA toolkit (NVRTC) before the",
+        "                          default locations",
+        "",
+        "Full reference: docs/cli.md.",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        fputs(lines[i], stdout);
+        fputc('\n', stdout);
+    }
+}
+
+static void args_free(Args *a) {
+    for (int i = 0; i < a->ndims; i++) free(a->dims[i].name);
+    for (int i = 0; i < a->ninputs; i++) free(a->inputs[i].name);
+    free(a->dims);
+    free(a->inputs);
+}
+
+/* Applies one option with its value (NULL when it takes none). Returns 0 or an exit status. */
+static int apply_opt(Args *a, const OptDef *o, const char *spelled, const char *v) {
+    switch (o->id) {
+    case OPT_OUT:
+        if (!*v) return usage_error("option '%s' needs a non-empty file name", spelled);
+        a->out = v;
+        return 0;
+    case OPT_BLOCK:
+        if (!is_ident(v)) return usage_error("invalid block name '%s': not an identifier", v);
+        a->block = v;
+        return 0;
+    case OPT_DEF: {
+        const char *eq = strchr(v, '=');
+        if (!eq) return usage_error("bad -D argument '%s': expected NAME=VALUE", v);
+        size_t nlen = (size_t)(eq - v);
+        char *name = malloc(nlen + 1);
+        if (!name) return oom();
+        memcpy(name, v, nlen);
+        name[nlen] = '\0';
+        if (!is_ident(name)) {
+            int rc = usage_error("bad -D argument '%s': '%s' is not an identifier", v, name);
+            free(name);
+            return rc;
+        }
+        uint64_t val;
+        if (!parse_u64(eq + 1, (uint64_t)INT64_MAX, &val) || val == 0) {
+            free(name);
+            return usage_error("bad -D argument '%s': VALUE must be a positive decimal integer "
+                               "no larger than %" PRId64, v, INT64_MAX);
+        }
+        a->dims[a->ndims].name = name;
+        a->dims[a->ndims].value = (int64_t)val;
+        a->ndims++;
+        return 0;
+    }
+    case OPT_EMIT:
+        for (int k = 0; k < FC_EMIT_KIND_COUNT; k++)
+            if (strcmp(v, k_emit[k].name) == 0) { a->emit = (FcEmitKind)k; return 0; }
+        return usage_error("invalid --emit value '%s' (expected cuda, ptx, cubin, ir, kir, "
+                           "llvm, dot or report)", v);
+    case OPT_ARCH:
+        for (size_t k = 0; k < sizeof k_archs / sizeof k_archs[0]; k++)
+            if (strcmp(v, k_archs[k]) == 0) { a->arch = k_archs[k]; return 0; }
+        return usage_error("invalid --arch value '%s' (expected sm_80, sm_86, sm_89 or sm_90)",
+                           v);
+    case OPT_NO_FUSE: a->no_fuse = 1; return 0;
+    case OPT_PRECISION:
+        for (size_t k = 0; k < sizeof k_precisions / sizeof k_precisions[0]; k++)
+            if (strcmp(v, k_precisions[k]) == 0) { a->precision = k_precisions[k]; return 0; }
+        return usage_error("invalid --precision value '%s' (expected keep, bf16, f16 or f8)", v);
+    case OPT_STRICT: a->strict = 1; return 0;
+    case OPT_TRAIN: a->train = 1; return 0;
+    case OPT_MEM_BUDGET:
+        if (!parse_bytes(v, &a->mem_budget))
+            return usage_error("invalid --mem-budget value '%s' (expected a byte count: decimal "
+                               "digits, optionally followed by K, M, G or T, at most %" PRId64
+                               " bytes)", v, INT64_MAX);
+        a->mem_budget_set = 1;
+        return 0;
+    case OPT_ENTRY:
+        if (!is_ident(v))
+            return usage_error("invalid --entry name '%s': not a valid C identifier", v);
+        if (strlen(v) > 200) return usage_error("--entry name too long (at most 200 characters)");
+        a->entry = v;
+        return 0;
+    case OPT_DEVICE:
+        if (strcmp(v, "cpu") == 0) a->device = FC_DEVICE_CPU;
+        else if (strcmp(v, "cuda") == 0) a->device = FC_DEVICE_CUDA;
+        else if (strcmp(v, "reference") == 0) a->device = FC_DEVICE_REFERENCE;
+        else return usage_error("invalid --device value '%s' (expected cpu or cuda)", v);
+        return 0;
+    case OPT_INPUT: {
+        const char *eq = strchr(v, '=');
+        if (!eq) return usage_error("bad --input argument '%s': expected NAME=PATH.npy", v);
+        size_t nlen = (size_t)(eq - v);
+        if (nlen == 0 || !eq[1])
+            return usage_error("bad --input argument '%s': expected NAME=PATH.npy", v);
+        char *name = malloc(nlen + 1);
+        if (!name) return oom();
+        memcpy(name, v, nlen);
+        name[nlen] = '\0';
+        for (int k = 0; k < a->ninputs; k++)
+            if (strcmp(a->inputs[k].name, name) == 0) {
+                int rc = usage_error("input '%s' given twice with --input", name);
+                free(name);
+                return rc;
+            }
+        a->inputs[a->ninputs].name = name;
+        a->inputs[a->ninputs].path = eq + 1;
+        a->inputs[a->ninputs].used = 0;
+        a->ninputs++;
+        return 0;
+    }
+    case OPT_RANDOM:
+        if (!parse_u64(v, UINT64_MAX, &a->seed))
+            return usage_error("invalid --random seed '%s' (expected an unsigned 64-bit decimal "
+                               "integer)", v);
+        return 0;
+    case OPT_OUT_DIR:
+        if (!*v) return usage_error("option '--out-dir' needs a non-empty directory name");
+        a->out_dir = v;
+        return 0;
+    case OPT_CHECK: a->check = 1; return 0;
+    case OPT_REPEAT: {
+        uint64_t n;
+        if (!parse_u64(v, BENCH_REPEAT_MAX, &n) || n == 0)
+            return usage_error("invalid --repeat value '%s' (expected an integer from 1 to %d)",
+                               v, BENCH_REPEAT_MAX);
+        a->repeat = (int)n;
+        return 0;
+    }
+    case OPT_JSON: a->json = 1; return 0;
+    case OPT_HELP:
+    case OPT_VERSION: break;
+    }
+    return 0;
+}
+
+/* Parses argv into *a. Returns -1 to go on, else the exit status (help/version print here). */
+static int parse_args(int argc, char **argv, Args *a) {
+    memset(a, 0, sizeof *a);
+    a->emit = FC_EMIT_CUDA;
+    a->device = FC_DEVICE_CPU;
+    a->repeat = BENCH_REPEAT_DEFAULT;
+    a->dims = calloc((size_t)argc + 1, sizeof *a->dims);
+    a->inputs = calloc((size_t)argc + 1, sizeof *a->inputs);
+    if (!a->dims || !a->inputs) return oom();
+
+    int i = 1;
+    if (argc > 1 && strcmp(argv[1], "run") == 0) { a->mode = MODE_RUN; i = 2; }
+    else if (argc > 1 && strcmp(argv[1], "bench") == 0) { a->mode = MODE_BENCH; i = 2; }
+    int mode_bit = a->mode == MODE_RUN ? M_R : a->mode == MODE_BENCH ? M_B : M_C;
+    int end_of_opts = 0;
+
+    for (; i < argc; i++) {
+        const char *arg = argv[i];
+        if (end_of_opts || arg[0] != '-' || arg[1] == '\0') {
+            if (a->file)
+                return usage_error("more than one input file ('%s' and '%s')", a->file, arg);
+            if (!*arg) return usage_error("empty input file name");
+            a->file = arg;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) { end_of_opts = 1; continue; }
+
+        const OptDef *o = NULL;
+        const char *val = NULL;
+        char spelled[64];
+        if (arg[1] == '-') {
+            const char *eq = strchr(arg, '=');
+            size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+            for (size_t k = 0; k < sizeof k_opts / sizeof k_opts[0]; k++)
+                if (k_opts[k].name[1] == '-' && strlen(k_opts[k].name) == nlen &&
+                    strncmp(k_opts[k].name, arg, nlen) == 0)
+                    o = &k_opts[k];
+            if (!o) {
+                if (nlen > 48) return usage_error("unrecognized option '%.48s...'", arg);
+                return usage_error("unrecognized option '%.*s'", (int)nlen, arg);
+            }
+            snprintf(spelled, sizeof spelled, "%s", o->name);
+            if (eq) {
+                if (!o->has_arg)
+                    return usage_error("option '%s' doesn't allow an argument", o->name);
+                val = eq + 1;
+            }
+        } else {
+            for (size_t k = 0; k < sizeof k_opts / sizeof k_opts[0]; k++)
+                if (k_opts[k].name[1] == arg[1] && k_opts[k].name[2] == '\0') o = &k_opts[k];
+            if (!o) return usage_error("unrecognized option '-%c'", arg[1]);
+            snprintf(spelled, sizeof spelled, "%s", o->name);
+            if (arg[2]) {
+                if (!o->has_arg)
+                    return usage_error("option '%s' doesn't allow an argument (got '%s')",
+                                       o->name, arg);
+                val = arg + 2;
+            }
+        }
+        if (o->id == OPT_HELP) { print_help(); return EX_SUCCESS; }
+        if (o->id == OPT_VERSION) { printf("fusec %s\n", fc_version()); return EX_SUCCESS; }
+        if (o->has_arg && !val) {
+            if (i + 1 >= argc) return usage_error("option '%s' requires an argument", o->name);
+            val = argv[++i];
+        }
+        if (!(o->modes & mode_bit)) {
+            const char *where = (o->modes & M_C) && (o->modes & M_R) ? "compiling and 'fusec run'"
+                                : (o->modes & M_R) && (o->modes & M_B) ? "'fusec run' and 'fusec bench'"
+                                : (o->modes & M_R) ? "'fusec run'"
+                                : (o->modes & M_B) ? "'fusec bench'" : "compiling";
+            return usage_error("option '%s' is not valid with '%s' (only with %s)", o->name,
+                               mode_name(a->mode), where);
+        }
+        int rc = apply_opt(a, o, spelled, val);
+        if (rc) return rc;
+    }
+    if (!a->file) return usage_error("no input file");
+    return -1;
+}
+
+/* ---- status mapping ------------------------------------------------------------------------ */
+
+static int exit_for(FcStatus s) {
+    switch (s) {
+    case FC_OK: return EX_SUCCESS;
+    case FC_ERR_USAGE: return EX_USAGE_;
+    case FC_ERR_UNAVAILABLE: return EX_UNAVAIL;
+    case FC_ERR_INPUT:
+    case FC_ERR_NOMEM:
+    case FC_ERR_IO:
+    case FC_ERR_DEVICE:
+    case FC_ERR_DEVICE_LOST:
+    case FC_ERR_RUNTIME_DATA:
+    case FC_ERR_UNSUPPORTED: return EX_INPUT;
+    case FC_ERR_INTERNAL: return EX_INTERNAL;
+    }
+    return EX_INTERNAL;
+}
+
+/* Reports a failed library call: `fusec: error: CONTEXT: MESSAGE`. `usage_ok` says whether an
+ * FC_ERR_USAGE can come from the command line here (options, -D, --block); elsewhere it means
+ * the driver misused the API, a bug (exit 70). Returns the exit status. */
+static int report(FcStatus s, const char *context, const char *msg, int usage_ok) {
+    if (!msg || !*msg) msg = fc_status_name(s);
+    if (!msg) msg = "unknown error";
+    switch (s) {
+    case FC_ERR_NOMEM: err_line("%s: out of memory: %s", context, msg); break;
+    case FC_ERR_UNAVAILABLE: err_line("%s: not available: %s", context, msg); break;
+    case FC_ERR_INTERNAL:
+        if (strncmp(msg, "internal error: ", 16) == 0) msg += 16;
+        err_line("internal error: %s: %s", context, msg);
+        fputs("fusec: note: this is a bug in fusec; please report it\n", stderr);
+        break;
+    case FC_ERR_USAGE:
+        if (!usage_ok) {
+            err_line("internal error: %s: the driver misused the API: %s", context, msg);
+            return EX_INTERNAL;
+        }
+        err_line("%s: %s", context, msg);
+        fputs("Try 'fusec --help' for more information.\n", stderr);
+        break;
+    default: err_line("%s: %s", context, msg); break;
+    }
+    int rc = exit_for(s);
+    return rc == EX_SUCCESS ? EX_INTERNAL : rc;
+}
+
+/* ---- atomic output --------------------------------------------------------------------------- */
+
+/* The temporary file being written, removed by the signal handler if we are interrupted. */
+static char g_tmp_path[PATH_MAX + 64];
+static volatile sig_atomic_t g_tmp_active;
+
+static void on_fatal_signal(int sig) {
+    if (g_tmp_active) unlink(g_tmp_path);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_signal_handlers(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+static int write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Writes data to path whole or not at all. "-" is standard output; an existing non-regular
+ * file (a device such as /dev/null, a FIFO) is written in place, since it cannot be replaced;
+ * a symbolic link is followed. Returns 0 or an exit status (after printing the error). */
+static int write_output(const char *path, const void *data, size_t len) {
+    if (strcmp(path, "-") == 0) {
+        if (len && fwrite(data, 1, len, stdout) != len) goto stdout_fail;
+        if (fflush(stdout) != 0) goto stdout_fail;
+        return 0;
+    stdout_fail:
+        err_line("writing to standard output: %s", strerror(errno));
+        return EX_INPUT;
+    }
+
+    char *target = NULL;
+    struct stat st;
+    int exists = 0;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) target = realpath(path, NULL);
+    if (!target) target = strdup(path);
+    if (!target) return oom();
+    if (stat(target, &st) == 0) {
+        exists = 1;
+        if (S_ISDIR(st.st_mode)) {
+            err_line("cannot write '%s': Is a directory", path);
+            free(target);
+            return EX_INPUT;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            int fd = open(target, O_WRONLY | O_TRUNC | O_CLOEXEC);
+            int ok = fd >= 0 && write_all(fd, data, len) == 0;
+            int e = errno;
+            if (fd >= 0 && close(fd) != 0 && ok) { ok = 0; e = errno; }
+            free(target);
+            if (!ok) {
+                err_line("cannot write '%s': %s", path, strerror(e));
+                return EX_INPUT;
+            }
+            return 0;
+        }
+    }
+
+    /* The temporary lives in the target's directory, so rename() is atomic. */
+    const char *slash = strrchr(target, '/');
+    size_t dlen = slash ? (size_t)(slash - target) + 1 : 0;
+    const char *base = slash ? slash + 1 : target;
+    if (dlen + strlen(base) + 16 > sizeof g_tmp_path) {
+        err_line("cannot write '%s': %s", path, strerror(ENAMETOOLONG));
+        free(target);
+        return EX_INPUT;
+    }
+    memcpy(g_tmp_path, target, dlen);
+    /* A long base name would make the temporary's name exceed NAME_MAX: use a fixed one. */
+    snprintf(g_tmp_path + dlen, sizeof g_tmp_path - dlen, ".%s.tmpXXXXXX",
+             strlen(base) > 200 ? "fusec" : base);
+
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGQUIT);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    int fd = mkstemp(g_tmp_path);
+    if (fd >= 0) g_tmp_active = 1;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (fd < 0) {
+        err_line("cannot write '%s': %s", path, strerror(errno));
+        free(target);
+        return EX_INPUT;
+    }
+
+    mode_t mode;
+    if (exists) {
+        mode = st.st_mode & 07777;
+    } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        mode = 0666 & ~mask;
+    }
+    int ok = write_all(fd, data, len) == 0 && fchmod(fd, mode) == 0 && fsync(fd) == 0;
+    int e = errno;
+    if (close(fd) != 0 && ok) { ok = 0; e = errno; }
+    if (ok && rename(g_tmp_path, target) != 0) { ok = 0; e = errno; }
+    sigprocmask(SIG_BLOCK, &block, &old);
+    if (!ok) unlink(g_tmp_path);
+    g_tmp_active = 0;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    free(target);
+    if (!ok) {
+        err_line("cannot write '%s': %s", path, strerror(e));
+        return EX_INPUT;
+    }
+    return 0;
+}
+
+/* ---- compiling ------------------------------------------------------------------------------- */
+
+static int set_opt(FcStatus s, FcOptions *o, const char *what) {
+    if (s == FC_OK) return 0;
+    return report(s, what, fc_options_last_error(o), 1);
+}
+
+/* Builds FcOptions from the command line; fuse = 0 forces eager. */
+static int make_options(const Args *a, int fuse, FcOptions **out) {
+    FcOptions *o = NULL;
+    *out = NULL;
+    FcStatus s = fc_options_new(&o);
+    if (s != FC_OK) {
+        fc_options_free(o);
+        return report(s, "creating options", NULL, 0);
+    }
+    int rc = 0;
+    for (int i = 0; !rc && i < a->ndims; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "-D %.60s", a->dims[i].name);
+        rc = set_opt(fc_options_set_dim(o, a->dims[i].name, a->dims[i].value), o, what);
+    }
+    if (!rc && a->block) rc = set_opt(fc_options_set_block(o, a->block), o, "--block");
+    if (!rc) rc = set_opt(fc_options_set_fuse(o, fuse), o, "--no-fuse");
+    if (!rc && a->arch) rc = set_opt(fc_options_set_arch(o, a->arch), o, "--arch");
+    if (!rc && a->entry) rc = set_opt(fc_options_set_entry(o, a->entry), o, "--entry");
+    if (!rc && a->precision)
+        rc = set_opt(fc_options_set_precision(o, a->precision), o, "--precision");
+    if (!rc && a->strict)
+        rc = set_opt(fc_options_set_strict_rounding(o, 1), o, "--strict-rounding");
+    if (!rc && a->train) rc = set_opt(fc_options_set_train(o, 1), o, "--train");
+    if (!rc && a->mem_budget_set)
+        rc = set_opt(fc_options_set_mem_budget(o, a->mem_budget), o, "--mem-budget");
+    if (rc) {
+        fc_options_free(o);
+        return rc;
+    }
+    *out = o;
+    return 0;
+}
+
+/* Reads all of standard input into a NUL-terminated buffer. */
+static int read_stdin(char **out) {
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) return oom();
+    for (;;) {
+        if (len + 1 >= cap) {
+            if (cap >= STDIN_SOURCE_MAX) {
+                free(buf);
+                err_line("<stdin>: source larger than %zu bytes", STDIN_SOURCE_MAX);
+                return EX_INPUT;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); return oom(); }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t n = fread(buf + len, 1, cap - 1 - len, stdin);
+        len += n;
+        if (n == 0) break;
+    }
+    if (ferror(stdin)) {
+        err_line("reading standard input: %s", strerror(errno));
+        free(buf);
+        return EX_INPUT;
+    }
+    buf[len] = '\0';
+    if (memchr(buf, '\0', len)) {
+        err_line("<stdin>: the source contains a NUL byte");
+        free(buf);
+        return EX_INPUT;
+    }
+    *out = buf;
+    return 0;
+}
+
+static void print_text(FILE *f, const char *s) {
+    if (!s || !*s) return;
+    fputs(s, f);
+    if (s[strlen(s) - 1] != '\n') fputc('\n', f);
+}
+
+/* Compiles FILE with the command line's options (fuse = 0: eager). Prints the diagnostics
+ * (errors and warnings) when print_diag. Returns 0 with *out set, or an exit status. */
+static int compile(const Args *a, int fuse, int print_diag, FcBlock **out) {
+    *out = NULL;
+    int from_stdin = strcmp(a->file, "-") == 0;
+    if (!from_stdin) {
+        struct stat st;
+        if (stat(a->file, &st) != 0) {
+            err_line("%s: %s", a->file, strerror(errno));
+            return EX_INPUT;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            err_line("%s: Is a directory", a->file);
+            return EX_INPUT;
+        }
+    }
+    FcOptions *o;
+    int rc = make_options(a, fuse, &o);
+    if (rc) return rc;
+    FcBlock *b = NULL;
+    FcStatus s;
+    if (from_stdin) {
+        char *src;
+        rc = read_stdin(&src);
+        if (rc) {
+            fc_options_free(o);
+            return rc;
+        }
+        s = fc_compile_string(src, "<stdin>", o, &b);
+        free(src);
+    } else {
+        s = fc_compile_file(a->file, o, &b);
+    }
+    fc_options_free(o);
+    const char *diag = b ? fc_block_diagnostics(b) : NULL;
+    if (print_diag || s != FC_OK) print_text(stderr, diag);
+    if (s != FC_OK) {
+        const char *msg = b ? fc_block_last_error(b) : NULL;
+        const char *file = from_stdin ? "<stdin>" : a->file;
+        if (s == FC_ERR_INPUT && diag && *diag && (!msg || !*msg || strstr(diag, msg))) {
+            err_line("%s: compilation failed", file);
+            rc = EX_INPUT;
+        } else {
+            rc = report(s, file, msg, 1);
+        }
+        fc_block_free(b);
+        return rc;
+    }
+    if (!b) {
+        err_line("internal error: fc_compile_file returned no block");
+        return EX_INTERNAL;
+    }
+    *out = b;
+    return 0;
+}
+
+/* ---- the compile command --------------------------------------------------------------------- */
+
+/* FILE with its last extension replaced by ext ("dir/a.tf" -> "dir/a.cu"). */
+static char *default_output_path(const char *in, const char *ext) {
+    const char *slash = strrchr(in, '/');
+    const char *base = slash ? slash + 1 : in;
+    const char *dot = strrchr(base, '.');
+    size_t stem = dot && dot != base ? (size_t)(dot - in) : strlen(in);
+    return xfmt("%.*s%s", (int)stem, in, ext);
+}
+
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+static int cmd_compile(const Args *a) {
+    int from_stdin = strcmp(a->file, "-") == 0;
+    char *out = NULL;
+    if (a->out) out = strdup(a->out);
+    else if (from_stdin) out = strdup("-");
+    else out = default_output_path(a->file, k_emit[a->emit].ext);
+    if (!out) return oom();
+    if (!from_stdin && strcmp(out, "-") != 0 && same_file(out, a->file)) {
+        int rc = usage_error("output file '%s' is the input file; choose another with -o", out);
+        free(out);
+        return rc;
+    }
+    FcBlock *b;
+    int rc = compile(a, !a->no_fuse, 1, &b);
+    if (rc) {
+        free(out);
+        return rc;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    FcStatus s = fc_block_emit(b, a->emit, &data, &len);
+    if (s != FC_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "--emit %s", k_emit[a->emit].name);
+        rc = report(s, what, fc_block_last_error(b), 1);
+    } else if (!data && len) {
+        err_line("internal error: fc_block_emit returned no data");
+        rc = EX_INTERNAL;
+    } else {
+        rc = write_output(out, data ? data : "", len);
+    }
+    fc_buffer_free(data);
+    fc_block_free(b);
+    free(out);
+    return rc;
+}
+
+/* ---- running ------------------------------------------------------------------------------------ */
+
+static void shape_str(const FcTensorInfo *ti, char *buf, size_t n) {
+    const char *dt = fc_dtype_name(ti->dtype);
+    size_t k = (size_t)snprintf(buf, n, "%s[", dt ? dt : "?");
+    for (int d = 0; d < ti->rank && d < FC_MAX_RANK && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? "," : "", ti->dims[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* Everything one program on one device owns; freed by bound_free. */
+typedef struct Bound {
+    FcDevice *dev;       /* not owned when shared */
+    FcProgram *prog;
+    FcTensor **in;       /* [num_inputs] */
+    FcTensor **out;      /* [num_outputs] */
+    int nin, nout;
+} Bound;
+
+static void bound_free(Bound *bd) {
+    if (bd->in)
+        for (int i = 0; i < bd->nin; i++) fc_tensor_free(bd->in[i]);
+    if (bd->out)
+        for (int i = 0; i < bd->nout; i++) fc_tensor_free(bd->out[i]);
+    free(bd->in);
+    free(bd->out);
+    fc_program_free(bd->prog);
+    memset(bd, 0, sizeof *bd);
+}
+
+static const char *device_name(FcDeviceKind k) {
+    return k == FC_DEVICE_CUDA ? "cuda" : k == FC_DEVICE_REFERENCE ? "reference" : "cpu";
+}
+
+static int open_device(FcDeviceKind kind, FcDevice **out) {
+    FcDevice *d = NULL;
+    FcStatus s = fc_device_open(kind, 0, &d);
+    if (s != FC_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "device '%s'", device_name(kind));
+        /* FC_ERR_USAGE here comes from the environment (e.g. a bad FUSEC_NUM_THREADS). */
+        int rc = report(s, what, d ? fc_device_last_error(d) : NULL, 1);
+        fc_device_free(d);
+        *out = NULL;
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+static int tensor_fail(FcStatus s, FcTensor *t, FcDevice *d, const char *what) {
+    const char *msg = t ? fc_tensor_last_error(t) : d ? fc_device_last_error(d) : NULL;
+    return report(s, what, msg, 0);
+}
+
+/* Loads the block on dev with fresh input and output tensors (outputs poisoned with 0xFF
+ * bytes, NaN in every float dtype, so an element the program does not write shows up). */
+static int bind(FcBlock *b, FcDevice *dev, Bound *bd) {
+    memset(bd, 0, sizeof *bd);
+    bd->dev = dev;
+    bd->nin = fc_block_num_inputs(b);
+    bd->nout = fc_block_num_outputs(b);
+    if (bd->nin < 0 || bd->nout < 0) {
+        err_line("internal error: negative input or output count");
+        return EX_INTERNAL;
+    }
+    bd->in = calloc((size_t)bd->nin + 1, sizeof *bd->in);
+    bd->out = calloc((size_t)bd->nout + 1, sizeof *bd->out);
+    if (!bd->in || !bd->out) return oom();
+    FcStatus s = fc_program_new(b, dev, &bd->prog);
+    if (s != FC_OK) {
+        int rc = report(s, "loading the program",
+                        bd->prog ? fc_program_last_error(bd->prog) : fc_device_last_error(dev), 0);
+        fc_program_free(bd->prog);
+        bd->prog = NULL;
+        return rc;
+    }
+    for (int io = 0; io < 2; io++) {
+        int n = io ? bd->nout : bd->nin;
+        for (int i = 0; i < n; i++) {
+            FcTensorInfo ti;
+            s = io ? fc_block_output_info(b, i, &ti) : fc_block_input_info(b, i, &ti);
+            if (s != FC_OK) return report(s, "reading the block's signature",
+                                          fc_block_last_error(b), 0);
+            FcTensor **slot = io ? &bd->out[i] : &bd->in[i];
+            s = fc_tensor_new(dev, ti.dtype, ti.rank, ti.dims, slot);
+            if (s != FC_OK) {
+                char what[160];
+                snprintf(what, sizeof what, "creating %s '%.100s'", io ? "output" : "input",
+                         ti.name ? ti.name : "?");
+                int rc = tensor_fail(s, *slot, dev, what);
+                fc_tensor_free(*slot);
+                *slot = NULL;
+                return rc;
+            }
+            if (io) {
+                size_t nb = fc_tensor_nbytes(*slot);
+                void *poison = nb ? malloc(nb) : NULL;
+                if (poison) {
+                    memset(poison, 0xFF, nb);
+                    fc_tensor_copy_from_host(*slot, poison, nb); /* best effort */
+                    free(poison);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Copies tensor src (any device) into dst (any device) through host memory. */
+static int copy_via_host(FcTensor *src, FcTensor *dst, const char *what) {
+    size_t nb = fc_tensor_nbytes(src);
+    if (nb != fc_tensor_nbytes(dst)) {
+        err_line("internal error: %s: sizes differ (%zu and %zu bytes)", what, nb,
+                 fc_tensor_nbytes(dst));
+        return EX_INTERNAL;
+    }
+    void *buf = malloc(nb ? nb : 1);
+    if (!buf) return oom();
+    FcStatus s = fc_tensor_copy_to_host(src, buf, nb);
+    int rc = 0;
+    if (s != FC_OK) rc = tensor_fail(s, src, NULL, what);
+    else if ((s = fc_tensor_copy_from_host(dst, buf, nb)) != FC_OK)
+        rc = tensor_fail(s, dst, NULL, what);
+    free(buf);
+    return rc;
+}
+
+/* A file name for output i: its source name when that is an identifier not used by an earlier
+ * output, else "outI" (made unique with a suffix). */
+static char *output_file_stem(char **taken, int i, const char *name) {
+    char *stem = is_ident(name) ? strdup(name) : xfmt("out%d", i);
+    for (int tries = 0; stem; tries++) {
+        int clash = 0;
+        for (int k = 0; k < i; k++)
+            if (taken[k] && strcmp(taken[k], stem) == 0) clash = 1;
+        if (!clash) break;
+        free(stem);
+        stem = tries == 0 ? xfmt("out%d", i) : xfmt("out%d_%d", i, tries);
+    }
+    return stem;
+}
+
+static int cmd_run(const Args *a) {
+    const char *dir = a->out_dir ? a->out_dir : ".";
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        err_line("output directory '%s': %s", dir, strerror(errno));
+        return EX_INPUT;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        err_line("output directory '%s': Not a directory", dir);
+        return EX_INPUT;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        err_line("output directory '%s': %s", dir, strerror(errno));
+        return EX_INPUT;
+    }
+
+    FcBlock *b = NULL;
+    FcDevice *dev = NULL, *rdev = NULL;
+    Bound bd = {0}, rb = {0};
+    int *given = NULL;
+    char **stems = NULL;
+    int nout = 0;
+    int rc = compile(a, !a->no_fuse, 1, &b);
+    if (rc) goto done;
+
+    /* --input names against the block's inputs (before opening any device). */
+    int nin = fc_block_num_inputs(b);
+    nout = fc_block_num_outputs(b);
+    given = calloc((size_t)(nin > 0 ? nin : 0) + 1, sizeof *given);
+    stems = calloc((size_t)(nout > 0 ? nout : 0) + 1, sizeof *stems);
+    if (!given || !stems) { rc = oom(); goto done; }
+    for (int i = 0; i < nin; i++) given[i] = -1;
+    for (int k = 0; k < a->ninputs; k++) {
+        int found = -1;
+        for (int i = 0; i < nin; i++) {
+            FcTensorInfo ti;
+            if (fc_block_input_info(b, i, &ti) == FC_OK && ti.name &&
+                strcmp(ti.name, a->inputs[k].name) == 0)
+                found = i;
+        }
+        if (found < 0) {
+            fprintf(stderr, "fusec: error: block '%s' has no input named '%s'; its inputs are:",
+                    fc_block_name(b) ? fc_block_name(b) : "?", a->inputs[k].name);
+            for (int i = 0; i < nin; i++) {
+                FcTensorInfo ti;
+                if (fc_block_input_info(b, i, &ti) == FC_OK)
+                    fprintf(stderr, "%s %s", i ? "," : "", ti.name ? ti.name : "?");
+            }
+            fputs(nin ? "\nTry 'fusec --help' for more information.\n"
+                      : " (none)\nTry 'fusec --help' for more information.\n", stderr);
+            rc = EX_USAGE_;
+            goto done;
+        }
+        given[found] = k;
+    }
+
+    rc = open_device(a->device, &dev);
+    if (rc) goto done;
+    rc = bind(b, dev, &bd);
+    if (rc) goto done;
+
+    /* Inputs: from .npy files, else seeded random data. */
+    for (int i = 0; i < nin; i++) {
+        FcTensorInfo ti;
+        FcStatus s = fc_block_input_info(b, i, &ti);
+        if (s != FC_OK) { rc = report(s, "reading the inputs", fc_block_last_error(b), 0); goto done; }
+        if (given[i] >= 0) {
+            const char *path = a->inputs[given[i]].path;
+            s = fc_tensor_load_npy(bd.in[i], path);
+            if (s != FC_OK) {
+                char *what = xfmt("input '%s' from '%s'", ti.name ? ti.name : "?", path);
+                rc = report(s, what ? what : path, fc_tensor_last_error(bd.in[i]), 0);
+                free(what);
+                goto done;
+            }
+        } else {
+            s = fc_block_random_input(b, i, a->seed, bd.in[i]);
+            if (s != FC_OK) {
+                char *what = xfmt("random input '%s'", ti.name ? ti.name : "?");
+                const char *m = fc_block_last_error(b);
+                if (!m || !*m) m = fc_tensor_last_error(bd.in[i]);
+                rc = report(s, what ? what : "random input", m, 0);
+                free(what);
+                goto done;
+            }
+        }
+    }
+
+    const char *desc = fc_device_description(dev);
+    printf("block %s on %s (%d launch%s)\n", fc_block_name(b) ? fc_block_name(b) : "?",
+           desc && *desc ? desc : device_name(a->device), fc_program_num_launches(bd.prog),
+           fc_program_num_launches(bd.prog) == 1 ? "" : "es");
+    for (int i = 0; i < nin; i++) {
+        FcTensorInfo ti;
+        char shp[256];
+        if (fc_block_input_info(b, i, &ti) != FC_OK) continue;
+        shape_str(&ti, shp, sizeof shp);
+        const char *nm = ti.name ? ti.name : "?";
+        if (given[i] >= 0)
+            printf("  input  %s %s from %s\n", nm, shp, a->inputs[given[i]].path);
+        else
+            printf("  input  %s %s random (seed %" PRIu64 ")\n", nm, shp, a->seed);
+    }
+
+    FcStatus s = fc_program_run(bd.prog, bd.in, bd.out);
+    if (s != FC_OK) { rc = report(s, "running the block", fc_program_last_error(bd.prog), 0); goto done; }
+
+    /* Outputs, each written atomically by the library. */
+    for (int i = 0; i < nout; i++) {
+        FcTensorInfo ti;
+        s = fc_block_output_info(b, i, &ti);
+        if (s != FC_OK) { rc = report(s, "reading the outputs", fc_block_last_error(b), 0); goto done; }
+        stems[i] = output_file_stem(stems, i, ti.name);
+        if (!stems[i]) { rc = oom(); goto done; }
+        if (!ti.name || strcmp(stems[i], ti.name) != 0)
+            warn_line("output %d ('%s') is written as '%s.npy'", i, ti.name ? ti.name : "",
+                      stems[i]);
+        char *path = xfmt("%s/%s.npy", dir, stems[i]);
+        if (!path) { rc = oom(); goto done; }
+        s = fc_tensor_save_npy(bd.out[i], path);
+        if (s != FC_OK) {
+            rc = report(s, path, fc_tensor_last_error(bd.out[i]), 0);
+            free(path);
+            goto done;
+        }
+        char shp[256];
+        shape_str(&ti, shp, sizeof shp);
+        printf("  output %s %s -> %s\n", ti.name ? ti.name : stems[i], shp, path);
+        free(path);
+    }
+    fflush(stdout);
+
+    if (a->check) {
+        rc = open_device(FC_DEVICE_REFERENCE, &rdev);
+        if (rc) goto done;
+        rc = bind(b, rdev, &rb);
+        if (rc) goto done;
+        for (int i = 0; i < nin; i++) {
+            rc = copy_via_host(bd.in[i], rb.in[i], "copying an input to the reference device");
+            if (rc) goto done;
+        }
+        s = fc_program_run(rb.prog, rb.in, rb.out);
+        if (s != FC_OK) {
+            rc = report(s, "running the reference interpreter", fc_program_last_error(rb.prog), 0);
+            goto done;
+        }
+        int failed = 0;
+        for (int i = 0; i < nout; i++) {
+            FcTensorInfo ti;
+            double abs_err = 0, rel_err = 0, tol = 0;
+            s = fc_block_output_info(b, i, &ti);
+            if (s == FC_OK) s = fc_block_output_tolerance(b, i, &tol);
+            if (s != FC_OK) { rc = report(s, "reading the tolerance", fc_block_last_error(b), 0); goto done; }
+            s = fc_tensor_compare(bd.out[i], rb.out[i], &abs_err, &rel_err);
+            if (s != FC_OK) {
+                rc = report(s, "comparing with the reference", fc_tensor_last_error(bd.out[i]), 0);
+                goto done;
+            }
+            int ok = rel_err <= tol; /* false for NaN */
+            failed += !ok;
+            printf("check %s: max_abs_err=%.2e max_rel_err=%.2e tol=%.1e %s\n",
+                   stems[i], abs_err, rel_err, tol, ok ? "ok" : "FAIL");
+        }
+        fflush(stdout);
+        if (failed) {
+            err_line("check failed: %d of %d output%s over tolerance", failed, nout,
+                     nout == 1 ? "" : "s");
+            rc = EX_CHECK;
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    bound_free(&rb);
+    bound_free(&bd);
+    fc_device_free(rdev);
+    fc_device_free(dev);
+    fc_block_free(b);
+    if (stems)
+        for (int i = 0; i < nout; i++) free(stems[i]);
+    free(stems);
+    free(given);
+    return rc;
+}
+
+/* ---- bench ---------------------------------------------------------------------------------- */
+
+/* Writes s as a JSON string: quotes, backslashes and control characters escaped; bytes that
+ * are not valid UTF-8 become U+FFFD. */
+static void json_str(FILE *f, const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    if (!s) n = 0;
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        if (c == '"' || c == '\\') { fputc('\\', f); fputc((int)c, f); i++; continue; }
+        if (c < 0x20) {
+            switch (c) {
+            case '\n': fputs("\\n", f); break;
+            case '\t': fputs("\\t", f); break;
+            case '\r': fputs("\\r", f); break;
+            default: fprintf(f, "\\u%04x", c); break;
+            }
+            i++;
+            continue;
+        }
+        if (c < 0x80) { fputc((int)c, f); i++; continue; }
+        size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        int valid = len && i + len <= n;
+        for (size_t k = 1; valid && k < len; k++) valid = (p[i + k] & 0xC0) == 0x80;
+        if (valid && len == 3) {
+            unsigned cp = ((c & 0x0Fu) << 12) | ((p[i + 1] & 0x3Fu) << 6);
+            valid = cp >= 0x800 && !(cp >= 0xD800 && cp <= 0xDFFF);
+        }
+        if (valid && len == 4) {
+            unsigned cp = ((c & 0x07u) << 18) | ((p[i + 1] & 0x3Fu) << 12);
+            valid = cp >= 0x10000 && cp <= 0x10FFFF;
+        }
+        if (!valid) { fputs("\\ufffd", f); i++; continue; }
+        fwrite(p + i, 1, len, f);
+        i += len;
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.9g", v);
+    else fputs("null", f);
+}
+
+/* One timed program: its launches and medians. */
+typedef struct Timed {
+    Bound bd;
+    int nl;                 /* launches */
+    FcLaunchInfo *li;       /* [nl] */
+    double *ms;             /* [nl], per-launch medians in milliseconds */
+    double total_ms;        /* median of the whole forward, milliseconds */
+    int64_t bytes;          /* sum of the launches' modelled bytes */
+} Timed;
+
+static void timed_free(Timed *t) {
+    bound_free(&t->bd);
+    free(t->li);
+    free(t->ms);
+    memset(t, 0, sizeof *t);
+}
+
+static double gbps_of(int64_t bytes, double ms) {
+    return ms > 0 ? (double)bytes / (ms * 1e-3) / 1e9 : NAN;
+}
+
+/* Loads the block on dev and reads its launches (no timing yet). */
+static int prepare_program(FcBlock *b, FcDevice *dev, Timed *t) {
+    memset(t, 0, sizeof *t);
+    int rc = bind(b, dev, &t->bd);
+    if (rc) return rc;
+    t->nl = fc_program_num_launches(t->bd.prog);
+    if (t->nl < 0) t->nl = 0;
+    t->li = calloc((size_t)t->nl + 1, sizeof *t->li);
+    t->ms = calloc((size_t)t->nl + 1, sizeof *t->ms);
+    if (!t->li || !t->ms) return oom();
+    for (int i = 0; i < t->nl; i++) {
+        FcStatus s = fc_program_launch_info(t->bd.prog, i, &t->li[i]);
+        if (s != FC_OK)
+            return report(s, "reading launch info", fc_program_last_error(t->bd.prog), 0);
+        if (t->li[i].bytes > 0 && t->bytes <= INT64_MAX - t->li[i].bytes)
+            t->bytes += t->li[i].bytes;
+    }
+    return 0;
+}
+
+/* Times the program on the given inputs: BENCH_WARMUP runs, then `repeat` timed ones. */
+static int time_program(Timed *t, FcTensor **in, int repeat, const char *what) {
+    FcStatus s = fc_program_time(t->bd.prog, in, t->bd.out, BENCH_WARMUP, repeat, &t->total_ms,
+                                 t->ms);
+    if (s != FC_OK) return report(s, what, fc_program_last_error(t->bd.prog), 0);
+    return 0;
+}
+
+static void json_program(FILE *f, const Timed *t, double stream) {
+    fputs("{\"median_ms\": ", f);
+    json_num(f, t->total_ms);
+    fprintf(f, ", \"bytes\": %" PRId64 ", \"launches\": %d, \"gbps\": ", t->bytes, t->nl);
+    json_num(f, gbps_of(t->bytes, t->total_ms));
+    fputs(", \"kernels\": [", f);
+    for (int i = 0; i < t->nl; i++) {
+        const FcLaunchInfo *l = &t->li[i];
+        fputs(i ? ", {\"name\": " : "{\"name\": ", f);
+        json_str(f, l->name, l->name ? strlen(l->name) : 0);
+        fputs(", \"ops\": [", f);
+        const char *p = l->ops ? l->ops : "";
+        int first = 1;
+        while (*p) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            const char *q = p;
+            size_t m = n;
+            while (m && (*q == ' ' || *q == '\t')) { q++; m--; }
+            while (m && (q[m - 1] == ' ' || q[m - 1] == '\t')) m--;
+            if (m) {
+                if (!first) fputs(", ", f);
+                json_str(f, q, m);
+                first = 0;
+            }
+            p += n;
+            if (*p == ',') p++;
+        }
+        fprintf(f, "], \"bytes\": %" PRId64 ", \"flops\": %" PRId64 ", \"median_ms\": ", l->bytes,
+                l->flops);
+        json_num(f, t->ms[i]);
+        fputs(", \"gbps\": ", f);
+        double g = gbps_of(l->bytes, t->ms[i]);
+        json_num(f, g);
+        fputs(", \"roofline_fraction\": ", f);
+        json_num(f, stream > 0 ? g / stream : NAN);
+        fputc('}', f);
+    }
+    fputs("]}", f);
+}
+
+static void table_program(const char *title, const Timed *t, double stream) {
+    printf("%s: %d launch%s\n", title, t->nl, t->nl == 1 ? "" : "es");
+    printf("  %-4s %-28s %14s %12s %9s %8s  %s\n", "#", "kernel", "bytes", "median_us", "GB/s",
+           "roofline", "ops");
+    for (int i = 0; i < t->nl; i++) {
+        const FcLaunchInfo *l = &t->li[i];
+        double g = gbps_of(l->bytes, t->ms[i]);
+        printf("  %-4d %-28s %14" PRId64 " %12.3f %9.2f %7.1f%%  %s\n", i, l->name ? l->name : "?",
+               l->bytes, 1e3 * t->ms[i], g, stream > 0 ? 100.0 * g / stream : NAN, l->ops ? l->ops : "");
+    }
+    double g = gbps_of(t->bytes, t->total_ms);
+    printf("  %-4s %-28s %14" PRId64 " %12.3f %9.2f %7.1f%%\n", "", "total", t->bytes, 1e3 * t->total_ms,
+           g, stream > 0 ? 100.0 * g / stream : NAN);
+}
+
+static int cmd_bench(const Args *a) {
+    FcBlock *bf = NULL, *be = NULL;
+    FcDevice *dev = NULL;
+    Timed tf = {0}, te = {0};
+    int rc = compile(a, 1, 1, &bf);
+    if (!rc) rc = compile(a, 0, 0, &be);
+    if (rc) goto done;
+
+    /* Both compilations must have the same signature: they run on the same tensors. */
+    int nin = fc_block_num_inputs(bf), nout = fc_block_num_outputs(bf);
+    if (nin != fc_block_num_inputs(be) || nout != fc_block_num_outputs(be)) {
+        err_line("internal error: fused and eager compilations differ in their signature");
+        rc = EX_INTERNAL;
+        goto done;
+    }
+    rc = open_device(a->device, &dev);
+    if (rc) goto done;
+    /* A device that cannot measure it (the reference interpreter) gets no roofline. */
+    double stream = NAN;
+    FcStatus s = fc_device_stream_bandwidth(dev, &stream);
+    if (s == FC_ERR_USAGE || s == FC_ERR_UNSUPPORTED) {
+        warn_line("no STREAM bandwidth on this device: %s", fc_device_last_error(dev));
+        stream = NAN;
+    } else if (s != FC_OK) {
+        rc = report(s, "measuring the STREAM bandwidth", fc_device_last_error(dev), 0);
+        goto done;
+    }
+
+    rc = prepare_program(bf, dev, &tf);
+    if (!rc) rc = prepare_program(be, dev, &te);
+    if (rc) goto done;
+    /* The same random inputs (seed 0) feed both programs. */
+    for (int i = 0; i < nin; i++) {
+        s = fc_block_random_input(bf, i, 0, tf.bd.in[i]);
+        if (s != FC_OK) { rc = report(s, "random input", fc_block_last_error(bf), 0); goto done; }
+    }
+    rc = time_program(&tf, tf.bd.in, a->repeat, "timing the fused block");
+    if (!rc) rc = time_program(&te, tf.bd.in, a->repeat, "timing the eager block");
+    if (rc) goto done;
+
+    double speedup = tf.total_ms > 0 ? te.total_ms / tf.total_ms : NAN;
+    const char *desc = fc_device_description(dev);
+    if (!desc || !*desc) desc = device_name(a->device);
+    if (a->json) {
+        fputs("{\"device\": ", stdout);
+        json_str(stdout, desc, strlen(desc));
+        fputs(", \"block\": ", stdout);
+        const char *bn = fc_block_name(bf) ? fc_block_name(bf) : "";
+        json_str(stdout, bn, strlen(bn));
+        fprintf(stdout, ", \"warmup\": %d, \"repeat\": %d, \"fused\": ", BENCH_WARMUP, a->repeat);
+        json_program(stdout, &tf, stream);
+        fputs(", \"eager\": ", stdout);
+        json_program(stdout, &te, stream);
+        fputs(", \"speedup\": ", stdout);
+        json_num(stdout, speedup);
+        fputs(", \"stream_gbps\": ", stdout);
+        json_num(stdout, stream);
+        fputs("}\n", stdout);
+    } else {
+        printf("device: %s\n", desc);
+        printf("block %s: median of %d runs after %d warm-up runs; STREAM copy %.2f GB/s\n",
+               fc_block_name(bf) ? fc_block_name(bf) : "?", a->repeat, BENCH_WARMUP, stream);
+        table_program("fused", &tf, stream);
+        table_program("eager", &te, stream);
+        printf("speedup fused over eager: %.2fx (%.3f us vs %.3f us)\n", speedup,
+               1e3 * tf.total_ms, 1e3 * te.total_ms);
+    }
+    if (fflush(stdout) != 0) {
+        err_line("writing to standard output: %s", strerror(errno));
+        rc = EX_INPUT;
+        goto done;
+    }
+    rc = 0;
+done:
+    timed_free(&te);
+    timed_free(&tf);
+    fc_device_free(dev);
+    fc_block_free(be);
+    fc_block_free(bf);
+    return rc;
+}
+
+/* ---- main ------------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+    Args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc < 0) {
+        if (a.mem_budget_set && !a.train)
+            warn_line("--mem-budget has no effect without --train");
+        install_signal_handlers();
+        switch (a.mode) {
+        case MODE_COMPILE: rc = cmd_compile(&a); break;
+        case MODE_RUN: rc = cmd_run(&a); break;
+        case MODE_BENCH: rc = cmd_bench(&a); break;
+        }
+    }
+    args_free(&a);
+    if (fflush(stdout) != 0 && rc == 0) {
+        err_line("writing to standard output: %s", strerror(errno));
+        rc = EX_INPUT;
+    }
+    return rc;
+}

@@ -1,0 +1,267 @@
+/* fuse.c: which nodes run together in one kernel.
+ *
+ * Entry point: pass_fuse. Requires a decomposed, verified graph. Leaves a grouping of its
+ * nodes (group_of_node) that pass_lower turns into kernels, and, for every edge left
+ * between kernels, the reason it was not fused.
+ *
+ * Eager (--no-fuse): one group per source op (the nodes' origin), the baseline.
+ * Fused: every node starts alone; then, in topological order, each node's group absorbs
+ * the groups producing its inputs (vertical fusion), then groups that read the same value
+ * merge (sibling fusion, a multi-output kernel), each merge taken only when
+ *   - the merged group is schedulable by one of lower.c's schedules:
+ *       pointwise  elementwise ops, broadcasts and index maps (reshape, transpose, slice,
+ *                  concat, gather, iota, full) of any shapes;
+ *       row        reductions of one shape X over the same trailing axes; what is computed
+ *                  from a reduction is elementwise, and combines reduced values with keepdim
+ *                  shape (per row) with X-shaped ones; outputs are X-shaped or per-row;
+ *       matmul     one matrix product; its operands' producers are inlined into its tile
+ *                  loads; what consumes it keeps its element count (bias, activation,
+ *                  residual: the epilogue); every output is the product or its epilogue;
+ *   - and it makes no cycle between groups (no path leaves the pair and comes back).
+ * Cost: a fused edge is a value no longer written by one kernel and read by another; no
+ * merge adds a read or a write, since a group reads each outside value once and writes
+ * each value that leaves it once (lower.c's byte model), so bytes moved never grow.
+ */
+#include "passes.h"
+
+#include <string.h>
+
+typedef struct Fuse {
+    const IrGraph *g;
+    int n;                 /* nodes */
+    int *grp;              /* [n] group id (a representative node) */
+    int *mark;             /* [n] scratch */
+    bool *used_outside;    /* [values] scratch for the candidate group */
+    FcErr *err;
+} Fuse;
+
+static const IrValue *V(const Fuse *f, int v) { return ir_cval(f->g, v); }
+/* constants and iotas are inlined wherever they are used (lower.c): never a fusion edge */
+static bool generated(const Fuse *f, int v) {
+    int p = V(f, v)->node;
+    return p >= 0 && ir_ops[f->g->nodes.data[p].op].cat == IR_CAT_GENERATOR;
+}
+static bool elementwise(IrOp op) {
+    IrCategory c = ir_ops[op].cat;
+    return c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT || c == IR_CAT_CAST;
+}
+static int64_t numel(const IrShape *s) {
+    int64_t n = 1;
+    ir_shape_numel(s, &n);
+    return n;
+}
+
+/* Is node i in the candidate group (groups a and b)? */
+static bool in_cand(const Fuse *f, int i, int a, int b) { return f->grp[i] == a || f->grp[i] == b; }
+
+/* Checks that groups a and b together can be scheduled as one kernel. Returns NULL if so,
+ * else the reason. */
+static const char *schedulable(Fuse *f, int a, int b) {
+    const IrGraph *g = f->g;
+    int nmm = 0, nred = 0, mm = -1, red0 = -1;
+    for (int i = 0; i < f->n; i++) {
+        if (!in_cand(f, i, a, b)) continue;
+        IrCategory c = ir_ops[g->nodes.data[i].op].cat;
+        if (c == IR_CAT_MATMUL) { nmm++; mm = i; }
+        if (c == IR_CAT_REDUCE) { nred++; if (red0 < 0) red0 = i; }
+    }
+    if (nmm > 1) return "two matrix products cannot share a kernel";
+    if (nmm && nred) return "a matrix product and a reduction cannot share a kernel";
+    /* values leaving the candidate */
+    memset(f->used_outside, 0, sizeof(bool) * (size_t)g->values.len);
+    for (int i = 0; i < f->n; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        for (int j = 0; j < n->nin; j++) {
+            int p = V(f, n->in[j])->node;
+            if (p >= 0 && in_cand(f, p, a, b) && !in_cand(f, i, a, b)) f->used_outside[n->in[j]] = true;
+        }
+    }
+    for (int j = 0; j < g->outputs.len; j++) f->used_outside[g->outputs.data[j]] = true;
+
+    /* descendants (within the candidate) of the matmul or of the reductions */
+    memset(f->mark, 0, sizeof(int) * (size_t)f->n);
+    for (int i = 0; i < f->n; i++) {
+        if (!in_cand(f, i, a, b)) continue;
+        const IrNode *n = &g->nodes.data[i];
+        IrCategory c = ir_ops[n->op].cat;
+        if (c == IR_CAT_MATMUL || c == IR_CAT_REDUCE) { f->mark[i] = 1; continue; }
+        for (int j = 0; j < n->nin; j++) {
+            int p = V(f, n->in[j])->node;
+            if (p >= 0 && in_cand(f, p, a, b) && f->mark[p]) f->mark[i] = 1;
+        }
+    }
+    if (nmm) {
+        int64_t mn = numel(&V(f, g->nodes.data[mm].out[0])->shape);
+        for (int i = 0; i < f->n; i++) {
+            if (!in_cand(f, i, a, b)) continue;
+            const IrNode *n = &g->nodes.data[i];
+            if (f->mark[i] && i != mm) {
+                if (!(elementwise(n->op) || n->op == IR_OP_RESHAPE) || numel(&V(f, n->out[0])->shape) != mn)
+                    return "the matrix product's consumer changes the element count";
+            }
+            for (int r = 0; r < n->nout; r++)
+                if (f->used_outside[n->out[r]] && !f->mark[i])
+                    return "a value computed before the matrix product would leave its kernel";
+        }
+        return NULL;
+    }
+    if (nred) {
+        const IrNode *r0 = &g->nodes.data[red0];
+        IrShape X = V(f, r0->in[0])->shape;
+        int k = r0->a.nlist;
+        for (int j = 0; j < k; j++)
+            if (r0->a.list[j] != X.rank - k + j) return "a reduction over leading axes needs its own kernel";
+        IrShape keep = X;
+        int64_t R = 1;
+        for (int d = X.rank - k; d < X.rank; d++) keep.dims[d] = 1;
+        for (int d = 0; d < X.rank - k; d++) R *= X.dims[d];
+        for (int i = 0; i < f->n; i++) {
+            if (!in_cand(f, i, a, b)) continue;
+            const IrNode *n = &g->nodes.data[i];
+            if (ir_ops[n->op].cat == IR_CAT_REDUCE) {
+                if (!ir_shape_eq(&V(f, n->in[0])->shape, &X) || n->a.nlist != k)
+                    return "reductions of different shapes cannot share a kernel";
+                for (int j = 0; j < k; j++)
+                    if (n->a.list[j] != X.rank - k + j) return "reductions over different axes cannot share a kernel";
+            } else if (f->mark[i]) {
+                /* computed from a reduction: per-row values combined with the row */
+                if (!elementwise(n->op)) return "an index map of a reduced value needs its own kernel";
+                const IrShape *os = &V(f, n->out[0])->shape;
+                for (int j = 0; j < n->nin; j++) {
+                    int p = V(f, n->in[j])->node;
+                    if (p < 0 || !in_cand(f, p, a, b) || !f->mark[p]) continue;
+                    const IrShape *us = &V(f, n->in[j])->shape;
+                    bool row_keep = ir_shape_eq(us, &keep) || (numel(us) == R && ir_shape_eq(os, us));
+                    if (!ir_shape_eq(us, os) && !(ir_shape_eq(os, &X) && row_keep))
+                        return "a reduced value is broadcast across rows";
+                }
+            }
+            for (int r = 0; r < n->nout; r++) {
+                if (!f->used_outside[n->out[r]]) continue;
+                const IrShape *s = &V(f, n->out[r])->shape;
+                if (!ir_shape_eq(s, &X) && numel(s) != R) return "an output of another shape than the rows";
+            }
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+/* Would merging groups a and b make a cycle? True if a path from one leaves both and
+ * reaches the other. */
+static bool makes_cycle(Fuse *f, int a, int b) {
+    const IrGraph *g = f->g;
+    for (int dir = 0; dir < 2; dir++) {
+        int from = dir ? b : a, to = dir ? a : b;
+        memset(f->mark, 0, sizeof(int) * (size_t)f->n);
+        /* nodes are in topological order: one forward sweep marks every node outside the
+         * pair that a path from `from` reaches */
+        for (int i = 0; i < f->n; i++) {
+            const IrNode *n = &g->nodes.data[i];
+            bool from_marked = false, from_group = false;
+            for (int j = 0; j < n->nin; j++) {
+                int p = V(f, n->in[j])->node;
+                if (p < 0) continue;
+                if (f->mark[p]) from_marked = true;
+                if (f->grp[p] == from) from_group = true;
+            }
+            if (f->grp[i] == to) {
+                if (from_marked) return true;
+            } else if (!in_cand(f, i, a, b) && (from_marked || from_group)) {
+                f->mark[i] = 1;
+            }
+        }
+    }
+    return false;
+}
+
+static void merge(Fuse *f, int a, int b) {
+    int keep = a < b ? a : b, drop = a < b ? b : a;
+    for (int i = 0; i < f->n; i++)
+        if (f->grp[i] == drop) f->grp[i] = keep;
+}
+
+static const char *try_merge(Fuse *f, int a, int b) {
+    if (a == b) return NULL;
+    const char *why = schedulable(f, a, b);
+    if (why) return why;
+    if (makes_cycle(f, a, b)) return "fusing would make a cycle between kernels";
+    merge(f, a, b);
+    return NULL;
+}
+
+FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node, FuseEdges *edges, FcErr *err) {
+    Fuse f = {.g = g, .n = g->nodes.len, .grp = group_of_node, .err = err};
+    if (edges) edges->len = 0;
+    if (!opt->fuse) {
+        /* eager: one group per source op */
+        for (int i = 0; i < f.n; i++) {
+            int o = g->nodes.data[i].origin, grp = i;
+            for (int j = 0; j < i; j++)
+                if (g->nodes.data[j].origin == o) { grp = group_of_node[j]; break; }
+            group_of_node[i] = grp;
+        }
+        if (edges)
+            for (int i = 0; i < f.n; i++) {
+                const IrNode *n = &g->nodes.data[i];
+                for (int j = 0; j < n->nin; j++) {
+                    int p = ir_cval(g, n->in[j])->node;
+                    if (p >= 0 && group_of_node[p] != group_of_node[i] && !generated(&f, n->in[j])) {
+                        FuseEdge e = {n->in[j], i, "eager (--no-fuse): one kernel per source op"};
+                        if (!FC_VEC_PUSH(edges, e)) return FC_OOM(err);
+                    }
+                }
+            }
+        return FC_OK;
+    }
+    f.mark = fc_calloc((size_t)f.n + 1, sizeof(int));
+    f.used_outside = fc_calloc((size_t)g->values.len + 1, sizeof(bool));
+    if (!f.mark || !f.used_outside) {
+        fc_free(f.mark); fc_free(f.used_outside);
+        return FC_OOM(err);
+    }
+    for (int i = 0; i < f.n; i++) f.grp[i] = i;
+    /* vertical: each node absorbs its producers */
+    for (int i = 0; i < f.n; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        for (int j = 0; j < n->nin; j++) {
+            int p = ir_cval(g, n->in[j])->node;
+            if (p >= 0 && !generated(&f, n->in[j])) try_merge(&f, f.grp[p], f.grp[i]);
+        }
+    }
+    /* sibling: groups reading the same value */
+    for (int v = 0; v < g->values.len; v++) {
+        if (generated(&f, v)) continue;
+        for (int i = 0; i < f.n; i++) {
+            const IrNode *n = &g->nodes.data[i];
+            bool reads = false;
+            for (int j = 0; j < n->nin; j++) reads |= n->in[j] == v;
+            if (!reads) continue;
+            for (int i2 = i + 1; i2 < f.n; i2++) {
+                const IrNode *n2 = &g->nodes.data[i2];
+                bool reads2 = false;
+                for (int j = 0; j < n2->nin; j++) reads2 |= n2->in[j] == v;
+                if (reads2 && f.grp[i] != f.grp[i2]) try_merge(&f, f.grp[i], f.grp[i2]);
+            }
+        }
+    }
+    /* the reasons for the edges left */
+    FcStatus s = FC_OK;
+    if (edges) {
+        for (int i = 0; i < f.n && s == FC_OK; i++) {
+            const IrNode *n = &g->nodes.data[i];
+            for (int j = 0; j < n->nin; j++) {
+                int p = ir_cval(g, n->in[j])->node;
+                if (p < 0 || f.grp[p] == f.grp[i] || generated(&f, n->in[j])) continue;
+                const char *why = schedulable(&f, f.grp[p], f.grp[i]);
+                if (!why && makes_cycle(&f, f.grp[p], f.grp[i])) why = "fusing would make a cycle between kernels";
+                if (!why) why = "not merged by the greedy order";
+                FuseEdge e = {n->in[j], i, why};
+                if (!FC_VEC_PUSH(edges, e)) { s = FC_OOM(err); break; }
+            }
+        }
+    }
+    fc_free(f.mark);
+    fc_free(f.used_outside);
+    return s;
+}

@@ -1,0 +1,105 @@
+# compile.sh: the compile command: output to stdout, the default output path next to the input,
+# GNU option forms, source errors (exit 1 with file:line:col), and that no partial or stale
+# output is ever left. Run as `sh compile.sh FUSEC SRCDIR`.
+. "$2/lib.sh"
+
+# -o - writes to stdout; the two spellings of each option give the same result.
+if expect 0 small.tf --emit ir -D N=3 -o -; then
+    [ -s "$T/stdout" ] || fail "--emit ir -o - wrote nothing to stdout"
+    cp "$T/stdout" "$T/ir1"
+fi
+expect 0 small.tf --emit=ir -DN=3 -o- && { cmp -s "$T/stdout" "$T/ir1" || fail "--emit=ir -DN=3 -o- differs from --emit ir -D N=3 -o -"; }
+expect 0 --emit ir --output=- -D N=3 -- small.tf && { cmp -s "$T/stdout" "$T/ir1" || fail "-- small.tf differs"; }
+expect 0 - --emit ir -D N=3 <small.tf && { [ -s "$T/stdout" ] || fail "FILE '-' wrote nothing to stdout"; }
+# -D changes the result; a later -D overrides an earlier one.
+expect 0 small.tf --emit ir -D N=4 -o - && { cmp -s "$T/stdout" "$T/ir1" && fail "-D N=4 gives the same IR as -D N=3"; }
+expect 0 small.tf --emit ir -D N=4 -D N=3 -o - && { cmp -s "$T/stdout" "$T/ir1" || fail "a later -D does not override an earlier one"; }
+# --block picks a block; the default is the last one.
+expect 0 small.tf --emit ir -o - && cp "$T/stdout" "$T/ir_last"
+expect 0 small.tf --emit ir --block small -o - && { cmp -s "$T/stdout" "$T/ir_last" || fail "default block is not the last"; }
+expect 0 small.tf --emit ir --block scale -o - && { cmp -s "$T/stdout" "$T/ir_last" && fail "--block scale gives the last block"; }
+expect 1 small.tf --emit ir --block nosuch -o - && err_has "nosuch"
+# A -D naming an undeclared dim is an error that names it (usage or input error).
+"$FUSEC" small.tf -D ZZ=3 -o - >"$T/stdout" 2>"$T/stderr"
+rc=$?
+{ [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || fail "-D ZZ=3: exit status $rc, expected 1 or 2"
+err_has "ZZ"
+err_has "fusec: error: "
+
+# Default output path: next to the input, with the extension of the kind.
+mkdir sub
+cp small.tf sub/model.v1.tf
+for kind_ext in cuda:cu ir:ir kir:kir llvm:ll dot:dot report:txt; do
+    kind=${kind_ext%%:*}
+    ext=${kind_ext#*:}
+    if expect 0 sub/model.v1.tf --emit "$kind"; then
+        [ -s "sub/model.v1.$ext" ] || fail "--emit $kind did not write sub/model.v1.$ext"
+        [ -s "$T/stdout" ] && fail "--emit $kind without -o wrote to stdout"
+    fi
+done
+ls sub >"$T/ls"
+[ "$(wc -l <"$T/ls")" -eq 7 ] || fail "unexpected files in sub/: $(cat "$T/ls")"
+expect 0 small.tf && { [ -s small.cu ] || fail "the default kind is not cuda (.cu)"; }
+# -oOUT and -o OUT; an existing output is replaced.
+# ($T/ir_last is small.tf's IR on stdout; the IR names its source file.)
+expect 0 small.tf --emit ir -oa.ir && { cmp -s a.ir "$T/ir_last" || fail "-oa.ir differs from -o -"; }
+echo stale >b.ir
+expect 0 small.tf --emit ir -o b.ir && { cmp -s b.ir "$T/ir_last" || fail "-o b.ir did not replace the old file"; }
+# The output must not overwrite the input.
+MSG="is the input file"; expect_usage small.tf -o small.tf
+cp small.tf same.cu
+MSG="is the input file"; expect_usage same.cu
+cmp -s same.cu small.tf || fail "the input was overwritten"
+
+# A source error: exit 1, the diagnostic with file:line:col, no output file.
+if expect 1 bad.tf; then
+    err_has "bad.tf:6:16: error:"
+fi
+[ -e bad.cu ] && fail "a failed compile left bad.cu"
+# ... and an existing output file keeps its content; no temporary is left.
+printf 'previous content\n' >keep.cu
+expect 1 bad.tf -o keep.cu
+[ "$(cat keep.cu)" = "previous content" ] || fail "a failed compile modified keep.cu"
+expect 1 bad.tf --emit ir -o keep.cu
+[ "$(cat keep.cu)" = "previous content" ] || fail "a failed compile modified keep.cu"
+no_temps "$W"
+
+# Missing or unreadable input: exit 1.
+expect 1 nosuch.tf && err_has "nosuch.tf"
+[ -e nosuch.cu ] && fail "a missing input wrote nosuch.cu"
+expect 1 sub && err_has "sub"
+
+# Unwritable outputs: exit 1, nothing written, no temporary left.
+expect 1 small.tf -o nodir/x.cu && err_has "nodir/x.cu"
+[ -e nodir ] && fail "nodir was created"
+mkdir outdir
+expect 1 small.tf -o outdir && err_has "Is a directory"
+mkdir ro
+chmod 555 ro
+if [ -w ro ]; then
+    echo "note: running as a user who can write a read-only folder: skipping that check"
+else
+    expect 1 small.tf -o ro/x.cu && err_has "ro/x.cu"
+    [ -e ro/x.cu ] && fail "wrote into a read-only folder"
+fi
+chmod 755 ro
+no_temps "$W"
+# Writing to a device file works in place (not replaced by a rename).
+if [ -c /dev/null ] && [ -w /dev/null ]; then
+    expect 0 small.tf --emit ir -o /dev/null
+    [ -c /dev/null ] || fail "/dev/null is no longer a character device"
+fi
+
+# --emit ptx/cubin need NVRTC: success, or exit 3 where it is absent.
+for kind in ptx cubin; do
+    "$FUSEC" small.tf --emit $kind -o "small.$kind" >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    case $rc in
+    0) [ -s "small.$kind" ] || fail "--emit $kind wrote nothing" ;;
+    3) [ -e "small.$kind" ] && fail "--emit $kind failed but wrote small.$kind"
+       err_has "fusec: error: " ;;
+    *) fail "--emit $kind: exit status $rc, expected 0 or 3"; show_stderr ;;
+    esac
+done
+no_temps "$W"
+finish

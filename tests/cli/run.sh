@@ -1,0 +1,96 @@
+# run.sh: `fusec run` on the CPU: --check against the reference interpreter (exit 0), outputs
+# written as DIR/NAME.npy (checked with NumPy where available, values included), --input and
+# its errors (wrong shape: exit 1; unknown name: exit 2), --out-dir errors, --random.
+# Run as `sh run.sh FUSEC SRCDIR`.
+. "$2/lib.sh"
+
+# run --check on a small block: exit 0, one check line per output, outputs written.
+mkdir o1
+if expect 0 run small.tf --device cpu --check --out-dir o1; then
+    for name in y out1; do
+        [ -s "o1/$name.npy" ] || fail "run did not write o1/$name.npy"
+        grep -qE "^check $name: max_abs_err=[^ ]+ max_rel_err=[^ ]+ tol=[^ ]+ ok\$" "$T/stdout" ||
+            fail "no passing check line for $name"
+    done
+    [ "$(ls o1 | wc -l)" -eq 2 ] || fail "unexpected files in o1: $(ls o1)"
+fi
+# The default device is cpu and the default folder '.'; the same seed gives the same outputs.
+if expect 0 run small.tf; then
+    for name in y out1; do
+        cmp -s "$name.npy" "o1/$name.npy" || fail "run with seed 0 twice: $name.npy differs"
+    done
+fi
+mkdir o2
+expect 0 run small.tf --device=cpu --random 12345 --out-dir=o2 &&
+    { cmp -s o2/y.npy o1/y.npy && fail "--random 12345 gives the same y as seed 0"; }
+expect 0 run small.tf --random 18446744073709551615 --out-dir o2
+# --no-fuse runs too, and passes --check.
+expect 0 run small.tf --no-fuse --check --out-dir o2 && out_has "check y:"
+
+if [ "$HAVE_NUMPY" = 1 ]; then
+    # Outputs are real .npy files with the block's shapes and dtypes, every element written.
+    python3 - o1 <<'PY' || fail "the outputs of run are not the expected .npy files"
+import sys, numpy as np
+d = sys.argv[1]
+y = np.load(d + "/y.npy"); s = np.load(d + "/out1.npy")
+assert y.dtype == np.float32 and y.shape == (5, 7), (y.dtype, y.shape)
+assert s.dtype == np.float32 and s.shape == (5,), (s.dtype, s.shape)
+assert np.isfinite(y).all() and np.isfinite(s).all()
+assert np.abs(y).max() > 0, "all zeros"
+PY
+    # Inputs from .npy files (f64 files are converted to the f32 inputs); the outputs agree
+    # with NumPy's evaluation of the block.
+    python3 - <<'PY' || fail "could not write the input .npy files"
+import numpy as np
+r = np.random.default_rng(7)
+np.save("x.npy", r.standard_normal((5, 7)).astype(np.float32))
+np.save("g.npy", (1 + 0.1 * r.standard_normal(7)).astype(np.float32))
+np.save("b.npy", r.standard_normal(7))                     # f64: converted to f32
+PY
+    mkdir o3
+    if expect 0 run small.tf --input x=x.npy --input=g=g.npy --input b=b.npy --out-dir o3 --check; then
+        python3 - <<'PY' || fail "run's outputs differ from NumPy's evaluation of the block"
+import numpy as np
+x = np.load("x.npy").astype(np.float64); g = np.load("g.npy").astype(np.float64)
+b = np.load("b.npy").astype(np.float32).astype(np.float64)
+m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+h = (x - m) / np.sqrt(v + 1e-5) * g + b
+gl = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+want_y = gl + x; want_s = (h * x).sum(-1)
+y = np.load("o3/y.npy"); s = np.load("o3/out1.npy")
+ey = np.abs(y - want_y).max() / np.abs(want_y).max(); es = np.abs(s - want_s).max() / np.abs(want_s).max()
+assert ey < 1e-4 and es < 1e-4, (ey, es)
+PY
+    fi
+else
+    echo "note: NumPy not available: skipping the .npy content checks"
+fi
+
+# A wrong-shape .npy: exit 1 naming the file; a missing .npy: exit 1.
+make_npy_f32 wrong.npy 3 3
+expect 1 run small.tf --input x=wrong.npy --out-dir o2 && err_has "wrong.npy"
+if [ "$HAVE_NUMPY" = 1 ]; then
+    python3 -c 'import numpy as np; assert np.load("wrong.npy").shape == (3, 3)' ||
+        fail "the harness's make_npy_f32 wrote a bad .npy"
+fi
+make_npy_f32 right.npy 5 7
+expect 0 run small.tf --input x=right.npy --out-dir o2
+expect 1 run small.tf --input x=nosuch.npy --out-dir o2 && err_has "nosuch.npy"
+printf 'not a npy file' >junk.npy
+expect 1 run small.tf --input x=junk.npy --out-dir o2 && err_has "junk.npy"
+
+# An unknown input name: exit 2 listing the block's inputs.
+MSG="no input named 'nope'"; expect_usage run small.tf --input nope=right.npy --out-dir o2
+err_has "x, g, b"
+
+# --out-dir must exist and be a folder: exit 1, nothing run or written.
+expect 1 run small.tf --out-dir nosuch && err_has "nosuch"
+expect 1 run small.tf --out-dir small.tf && err_has "Not a directory"
+[ -e nosuch ] && fail "--out-dir nosuch was created"
+
+# A source error in run: exit 1 with the diagnostic, nothing written.
+mkdir o4
+expect 1 run bad.tf --out-dir o4 && err_has "bad.tf:6:16: error:"
+[ -z "$(ls o4)" ] || fail "a failed run wrote $(ls o4)"
+no_temps "$W"
+finish

@@ -1,0 +1,2 @@
+dim N = 4
+const c = 2

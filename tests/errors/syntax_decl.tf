@@ -1,0 +1,3 @@
+dim N = 4
+blok b(x: f32[N]) { return x }
+block c(x: f32[N]) { return x }

@@ -1,0 +1,4 @@
+block f(x: f32[4]) {
+		y =	x +	q
+		return y
+}

@@ -1,0 +1,4 @@
+dim N = 0
+block b(x: f32[N]) {
+    return x
+}
