@@ -793,7 +793,7 @@ typedef struct RedCtx { LLVMValueRef part; KirType t; LLVMTypeRef lt; } RedCtx;
 static LLVMValueRef red_identity(Cg *g, KirRedOp op, KirType t) {
     LLVMTypeRef lt = ktype(g, t);
     if (is_float(t)) {
-        if (op == KR_SUM) return LLVMConstReal(lt, -0.0); /* x + -0.0 == x for every x */
+        if (op == KR_SUM) return LLVMConstReal(lt, 0.0); /* as the CUDA backend */
         return LLVMConstReal(lt, op == KR_MAX ? -__builtin_inf() : __builtin_inf());
     }
     if (is_int(t)) {
@@ -829,11 +829,13 @@ static bool iter_reduce(Cg *g, const KirStmt *st, void *ctx) {
     return true;
 }
 
-/* The 32-lane tree: for off = 16, 8, 4, 2, 1: lane l < off takes op(lane l, lane l + off).
- * Lane 0 then holds what a warp's shuffle-xor butterfly leaves in every lane. */
-static LLVMValueRef tree32(Cg *g, RedCtx *r, KirRedOp op, LLVMValueRef arr, LLVMValueRef base) {
+/* The halving tree over `count` (1..32) lanes arr[base + 0 .. count): for off = 16, 8, 4, 2, 1,
+ * lane l < off takes op(lane l, lane l + off) where lane l + off exists. Lane 0 then holds what
+ * a warp's shuffle-xor butterfly leaves in lane 0 (ops are commutative), skipped lanes
+ * included, exactly as the CUDA backend computes it. */
+static LLVMValueRef tree32(Cg *g, RedCtx *r, KirRedOp op, LLVMValueRef arr, LLVMValueRef base, int count) {
     for (int off = 16; off >= 1; off /= 2) {
-        for (int l = 0; l < off; l++) {
+        for (int l = 0; l < off && l + off < count; l++) {
             LLVMValueRef pa = slot_gep(g, r, arr, LLVMBuildNSWAdd(g->b, base, ci(g->t64, l), ""));
             LLVMValueRef pb = slot_gep(g, r, arr, LLVMBuildNSWAdd(g->b, base, ci(g->t64, l + off), ""));
             LLVMValueRef x = LLVMBuildLoad2(g->b, r->lt, pa, "");
@@ -876,21 +878,24 @@ static bool st_reduce(Cg *g, const KirStmt *st) {
     g->level = 0;
     if (!ok) return false;
 
-    LLVMValueRef result;
-    if (nwarps == 1) {
-        result = tree32(g, &r, st->redop, r.part, ci(g->t64, 0));
-    } else {
-        LLVMValueRef wt = entry_alloca(g, r.lt, 32, "warps");
+    /* full warps in a loop, a partial last warp on its own, then the tree over the warps */
+    int nfull = block / 32, tail = block % 32;
+    LLVMValueRef wt = entry_alloca(g, r.lt, 32, "warps");
+    if (nfull > 0) {
         Loop W;
-        loop_open(g, &W, ic, g->t64, ci(g->t64, 0), ci(g->t64, nwarps));
+        loop_open(g, &W, ic, g->t64, ci(g->t64, 0), ci(g->t64, nfull));
         LLVMValueRef w = LLVMBuildLoad2(g->b, g->t64, ic, "");
-        LLVMValueRef tot = tree32(g, &r, st->redop, r.part, LLVMBuildNSWMul(g->b, w, ci(g->t64, 32), ""));
+        LLVMValueRef tot = tree32(g, &r, st->redop, r.part, LLVMBuildNSWMul(g->b, w, ci(g->t64, 32), ""), 32);
         if (!tot) return false;
         LLVMBuildStore(g->b, tot, slot_gep(g, &r, wt, w));
         loop_close(g, &W, 1);
-        for (int j = nwarps; j < 32; j++) LLVMBuildStore(g->b, ident, slot_gep(g, &r, wt, ci(g->t64, j)));
-        result = tree32(g, &r, st->redop, wt, ci(g->t64, 0));
     }
+    if (tail > 0) {
+        LLVMValueRef tot = tree32(g, &r, st->redop, r.part, ci(g->t64, (int64_t)nfull * 32), tail);
+        if (!tot) return false;
+        LLVMBuildStore(g->b, tot, slot_gep(g, &r, wt, ci(g->t64, nfull)));
+    }
+    LLVMValueRef result = tree32(g, &r, st->redop, wt, ci(g->t64, 0), nwarps);
     if (!result || !declare(g, st->var, r.t)) return false;
     LLVMBuildStore(g->b, result, g->var[st->var]);
     return true;

@@ -368,9 +368,9 @@ FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *c
 }
 
 /* ---- STREAM copy --------------------------------------------------------------------------- */
+/* The last-level cache seen by cpu0 (sysfs), else sysconf's L3 (which on some parts reports
+ * the whole package), else 32 MiB. */
 static int64_t llc_bytes(void) {
-    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (v > 0) return v;
     int64_t best = 0;
     int best_level = -1;
     for (int i = 0; i < 16; i++) {
@@ -393,7 +393,9 @@ static int64_t llc_bytes(void) {
         }
         fclose(f);
     }
-    return best > 0 ? best : (int64_t)32 << 20;
+    if (best > 0) return best;
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? v : (int64_t)32 << 20;
 }
 
 typedef struct StreamCtx { char *a, *b; int64_t bytes, nchunks; int touch; } StreamCtx;

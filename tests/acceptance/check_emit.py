@@ -217,8 +217,10 @@ def check_names(r, fusec, work, tools):
         r.check("--emit %s: no user name outside comments" % kind, not hits,
                 "found in generated code:\n" + "\n".join(hits[:10]))
         if kind == "cuda":
-            r.check("--emit cuda: --entry names the entry point",
-                    re.search(r"\baccept_entry\b", code) is not None, "no accept_entry in the code")
+            # CLI.md: the entry is fusec_<block>_forward, --entry replacing <block>.
+            r.check("--emit cuda: the entry point is fusec_accept_entry_forward",
+                    re.search(r"\bfusec_accept_entry_forward\b", code) is not None,
+                    "no fusec_accept_entry_forward in the code")
 
 
 def main():

@@ -780,29 +780,29 @@ static void test_storage(void) {
 }
 
 /* ---- 6. block reductions (softmax) --------------------------------------------------------------- */
-/* The documented order: thread t accumulates iterations t, t+B, ... from the identity; then a
- * 32-lane tree (off = 16..1: lane l += lane l+off) per warp, then the same tree over the warp
- * totals padded with the identity. */
+/* The documented order: thread t accumulates iterations t, t+B, ... from the identity (+0 for
+ * sums); then per warp a halving tree over its lanes (off = 16..1: lane l op= lane l+off where
+ * that lane exists), then the same tree over the warp totals. */
 typedef enum { RED_SUM, RED_MAX } RedKind;
 static float red_f(RedKind r, float a, float b) {
     if (r == RED_SUM) return a + b;
     return isnan(a) || isnan(b) ? NAN : (a > b ? a : b);
 }
+static void halve_f(RedKind r, float *v, int count) {
+    for (int off = 16; off >= 1; off /= 2)
+        for (int l = 0; l < off && l + off < count; l++) v[l] = red_f(r, v[l], v[l + off]);
+}
 static float tree_reduce(RedKind r, const float *v, int n, int block) {
-    float ident = r == RED_SUM ? -0.0f : -INFINITY;
-    int nw = (block + 31) / 32;
     float part[1024], wt[32];
-    for (int t = 0; t < nw * 32; t++) part[t] = ident;
+    int nw = (block + 31) / 32;
+    for (int t = 0; t < block; t++) part[t] = r == RED_SUM ? 0.0f : -INFINITY;
     for (int i = 0; i < n; i++) part[i % block] = red_f(r, part[i % block], v[i]);
     for (int w = 0; w < nw; w++) {
-        for (int off = 16; off >= 1; off /= 2)
-            for (int l = 0; l < off; l++) part[w * 32 + l] = red_f(r, part[w * 32 + l], part[w * 32 + l + off]);
-        wt[w] = part[w * 32];
+        int cnt = block - 32 * w < 32 ? block - 32 * w : 32;
+        halve_f(r, part + 32 * w, cnt);
+        wt[w] = part[32 * w];
     }
-    if (nw == 1) return wt[0];
-    for (int w = nw; w < 32; w++) wt[w] = ident;
-    for (int off = 16; off >= 1; off /= 2)
-        for (int l = 0; l < off; l++) wt[l] = red_f(r, wt[l], wt[l + off]);
+    halve_f(r, wt, nw);
     return wt[0];
 }
 
@@ -928,7 +928,7 @@ static void test_reduce_types(void) {
         int64_t s = 0;
         int32_t mx = INT32_MIN, mn = INT32_MAX;
         double dmx = -INFINITY, dmn = INFINITY, part[64], wt[32];
-        for (int t = 0; t < 64; t++) part[t] = -0.0;
+        for (int t = 0; t < 64; t++) part[t] = 0.0;
         for (int64_t j = 0; j < C; j++) {
             int32_t v = xi[r * C + j];
             s += v; mx = v > mx ? v : mx; mn = v < mn ? v : mn;
@@ -941,9 +941,7 @@ static void test_reduce_types(void) {
                 for (int l = 0; l < off; l++) part[w * 32 + l] += part[w * 32 + l + off];
             wt[w] = part[w * 32];
         }
-        for (int w = 2; w < 32; w++) wt[w] = -0.0;
-        for (int off = 16; off >= 1; off /= 2)
-            for (int l = 0; l < off; l++) wt[l] += wt[l + off];
+        wt[0] += wt[1]; /* two warps */
         CHECK(oi[0][r] == (int32_t)s && oi[1][r] == mx && oi[2][r] == mn, "i32 reductions row %lld", (long long)r);
         CHECK(same_f64(od[0][r], wt[0]) && od[1][r] == dmx && od[2][r] == dmn, "f64 reductions row %lld: %a vs %a", (long long)r, od[0][r], wt[0]);
     }
