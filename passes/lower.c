@@ -35,7 +35,17 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { PW_BLOCK = 256, PW_CHUNK = 1024, MM_TILE = 16, MAX_MEMO_IDX = IR_MAX_RANK };
+enum { PW_BLOCK = 256, MM_TILE = 16, MAX_MEMO_IDX = IR_MAX_RANK };
+
+/* Elements per block of a pointwise kernel: 4 per thread on a GPU; on the CPU, where a
+ * block is a task of one OS thread, larger chunks cut the per-task overhead. */
+static int64_t pw_chunk(const PassOptions *o) { return o->cpu ? 16384 : 1024; }
+/* Threads of a row-reduction block: on the CPU, the number of partial sums (vector lanes
+ * times a few accumulators); on a GPU up to 256 threads, a multiple of the warp. */
+static int row_block(const PassOptions *o, int64_t N) {
+    int max = o->cpu ? 64 : 256;
+    return N >= max ? max : (int)((N + 31) / 32 * 32);
+}
 
 typedef struct Memo {
     int value;
@@ -536,7 +546,8 @@ static void schedule_pointwise(Lower *L, int group, const int *outs, int nouts, 
     int64_t maxn = 1;
     for (int i = 0; i < nouts; i++)
         if (numel_of(L, outs[i]) > maxn) maxn = numel_of(L, outs[i]);
-    int64_t grid = (maxn + PW_CHUNK - 1) / PW_CHUNK;
+    int64_t chunk = pw_chunk(L->opt);
+    int64_t grid = (maxn + chunk - 1) / chunk;
     int block = maxn < PW_BLOCK ? (int)((maxn + 31) / 32 * 32) : PW_BLOCK;
     kernel_begin(L, group, kind, grid, block);
     if (failed(L)) return;
@@ -545,8 +556,8 @@ static void schedule_pointwise(Lower *L, int group, const int *outs, int nouts, 
         if (done[i]) continue;
         int64_t n = numel_of(L, outs[i]);
         int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64);
-        kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, PW_CHUNK)));
-        kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, PW_CHUNK)), ci(L, n)));
+        kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
+        kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, chunk)), ci(L, n)));
         int it = kir_var(L->k, KT_I64);
         k_for(L, KIR_LOOP_THREADS, it, kir_var_ref(L->k, lo), kir_var_ref(L->k, hi));
         for (int j = i; j < nouts; j++) {
@@ -598,7 +609,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     int64_t R = 1, N = 1;
     for (int d = 0; d < lead.rank; d++) { lead.dims[d] = X->dims[d]; R *= X->dims[d]; }
     for (int d = 0; d < nred; d++) { red.dims[d] = X->dims[lead.rank + d]; N *= red.dims[d]; }
-    int block = N >= 256 ? 256 : (int)((N + 31) / 32 * 32);
+    int block = row_block(L->opt, N);
     kernel_begin(L, group, "row_reduce", R, block);
     if (failed(L)) return;
     int row = kir_var(L->k, KT_I64);
@@ -845,11 +856,12 @@ static void lower_output_copy(Lower *L, int v, int outbuf) {
     int save = L->buf_of_val[v];
     const IrValue *x = val(L, v);
     int64_t n = numel_of(L, v);
-    kernel_begin(L, -1, "copy", (n + PW_CHUNK - 1) / PW_CHUNK, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
+    int64_t chunk = pw_chunk(L->opt);
+    kernel_begin(L, -1, "copy", (n + chunk - 1) / chunk, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
     if (failed(L)) return;
     int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
-    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, PW_CHUNK)));
-    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, PW_CHUNK)), ci(L, n)));
+    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
+    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, chunk)), ci(L, n)));
     k_for(L, KIR_LOOP_THREADS, it, kir_var_ref(L->k, lo), kir_var_ref(L->k, hi));
     int idx[IR_MAX_RANK];
     delinearize(L, &x->shape, kir_var_ref(L->k, it), idx);

@@ -172,8 +172,10 @@ struct FcBlock {
     FcErr err;
     char *diags;           /* all diagnostics, "" when none */
     IrGraph *src;          /* the graph from the frontend (the oracle runs it) */
-    PassResult res;        /* after all passes: graph, kernel program, fusion edges */
+    PassResult res;        /* after all passes, GPU-shaped: graph, kernel program, edges */
     KirProgram *prog;      /* = res.prog */
+    PassResult res_cpu;    /* the CPU-shaped program, made when first needed */
+    bool have_cpu;
     PassOptions popt;
     char arch[8];
     char *entry;
@@ -324,6 +326,7 @@ void fc_block_free(FcBlock *b) {
     fc_free(b->diags);
     ir_graph_free(b->src);
     pass_result_free(&b->res);
+    pass_result_free(&b->res_cpu);
     fc_free(b->entry);
     fc_free(b->tol);
     fc_free(b);
@@ -333,6 +336,28 @@ const char *fc_block_last_error(const FcBlock *b) { return b ? b->err.msg : "no 
 const char *fc_block_name(const FcBlock *b) { return b && b->src ? b->src->name : ""; }
 
 static bool block_ready(const FcBlock *b) { return b && b->src && b->prog && !b->unusable; }
+
+/* The program the CPU device runs: CPU-shaped schedules, or the GPU-shaped program itself
+ * when FUSEC_CPU_SCHEDULE=gpu (to run the GPU's schedule on the CPU). */
+static FcStatus block_cpu_program(FcBlock *b, const KirProgram **out) {
+    const char *e = getenv("FUSEC_CPU_SCHEDULE");
+    if (e && strcmp(e, "gpu") == 0) {
+        *out = b->prog;
+        return FC_OK;
+    }
+    if (!b->have_cpu) {
+        PassOptions po = b->popt;
+        po.cpu = true;
+        FcStatus s = pass_pipeline(b->src, &po, &b->res_cpu, &b->err);
+        if (s != FC_OK) {
+            pass_result_free(&b->res_cpu);
+            return block_fail(b, s);
+        }
+        b->have_cpu = true;
+    }
+    *out = b->res_cpu.prog;
+    return FC_OK;
+}
 
 int fc_block_num_inputs(const FcBlock *b) { return b && b->src ? b->src->inputs.len : 0; }
 int fc_block_num_outputs(const FcBlock *b) { return b && b->src ? b->src->outputs.len : 0; }
@@ -407,7 +432,12 @@ FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len) {
     case FC_EMIT_IR: ir_print(b->res.graph, &sb); break;
     case FC_EMIT_KIR: kir_print_program(b->prog, &sb); break;
     case FC_EMIT_CUDA: s = emit_cuda_aot(b, &sb); break;
-    case FC_EMIT_LLVM: s = cg_llvm_text(b->prog, &sb, &b->err); break;
+    case FC_EMIT_LLVM: {
+        const KirProgram *cp = NULL;
+        s = block_cpu_program(b, &cp);
+        if (s == FC_OK) s = cg_llvm_text(cp, &sb, &b->err);
+        break;
+    }
     case FC_EMIT_REPORT: s = pass_report(&b->res, target_for(b->arch), &sb, &b->err); break;
     case FC_EMIT_DOT: s = pass_dot(&b->res, &sb, &b->err); break;
     case FC_EMIT_PTX:
@@ -682,6 +712,7 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
 struct FcProgram {
     FcErr err;
     FcBlock *blk;
+    const KirProgram *prog;  /* what runs (the block owns it) */
     FcDevice *dev;
     RtCpuProgram *cpu;
     bool unusable;
@@ -698,7 +729,11 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
     p->blk = b;
     p->dev = d;
     if (d->kind == FC_DEVICE_CPU) {
-        FcStatus s = rt_cpu_compile(b->prog, d->nthreads, &p->cpu, &p->err);
+        const KirProgram *cp = NULL;
+        FcStatus s = block_cpu_program(b, &cp);
+        if (s != FC_OK) return fc_err_set(&p->err, s, "%s", b->err.msg);
+        p->prog = cp;
+        s = rt_cpu_compile(cp, d->nthreads, &p->cpu, &p->err);
         if (s == FC_ERR_INTERNAL) p->unusable = true;
         return s;
     }
@@ -768,11 +803,11 @@ FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *
 
 int fc_program_num_launches(const FcProgram *p) {
     if (!p) return 0;
-    return p->dev->kind == FC_DEVICE_REFERENCE ? 0 : p->blk->prog->launches.len;
+    return p->dev->kind == FC_DEVICE_REFERENCE || !p->prog ? 0 : p->prog->launches.len;
 }
 FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info) {
     if (!p || !info || i < 0 || i >= fc_program_num_launches(p)) return FC_ERR_USAGE;
-    const KirKernel *k = p->blk->prog->kernels.data[p->blk->prog->launches.data[i].kernel];
+    const KirKernel *k = p->prog->kernels.data[p->prog->launches.data[i].kernel];
     info->name = k->name;
     info->ops = k->ops;
     info->bytes = k->bytes_read + k->bytes_written;

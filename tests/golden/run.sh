@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Golden tests: for every tests/golden/NAME.tf, the printed graph IR (--emit ir) and kernel
+# IR (--emit kir) must equal NAME.ir and NAME.kir byte for byte. A first line
+# "#! OPTIONS" gives extra compile options. With FUSEC_UPDATE_GOLDEN=1 the expected files are
+# rewritten instead (review the diff).
+# usage: run.sh FUSEC GOLDEN_DIR
+set -u
+fusec=$1; dir=$2
+fail=0; n=0
+for tf in "$dir"/*.tf; do
+  name=${tf%.tf}
+  opts=""
+  first=$(head -n1 "$tf")
+  case "$first" in "#! "*) opts=${first#"#! "} ;; esac
+  for kind in ir kir; do
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    out=$("$fusec" "$tf" --emit "$kind" -o - $opts 2>&1)
+    rc=$?
+    if [ -n "${FUSEC_UPDATE_GOLDEN:-}" ]; then
+      printf '%s\n' "$out" > "$name.$kind"; echo "updated $name.$kind"; continue
+    fi
+    if [ $rc -ne 0 ]; then echo "FAIL $name.$kind: exit $rc: $out"; fail=$((fail + 1)); continue; fi
+    if ! diff -u "$name.$kind" <(printf '%s\n' "$out") > /tmp/golden_diff.$$; then
+      echo "FAIL $name.$kind differs:"; head -40 /tmp/golden_diff.$$; fail=$((fail + 1))
+    fi
+    rm -f /tmp/golden_diff.$$
+  done
+done
+echo "golden: $((n - fail)) passed, $fail failed"
+[ $fail -eq 0 ]
