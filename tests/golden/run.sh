@@ -5,9 +5,10 @@
 # rewritten instead (review the diff).
 # usage: run.sh FUSEC GOLDEN_DIR
 set -u
-fusec=$1; dir=$2
+fusec=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); dir=$2
+cd "$dir" || exit 1   # names in the output are relative to the golden folder
 fail=0; n=0
-for tf in "$dir"/*.tf; do
+for tf in *.tf; do
   name=${tf%.tf}
   opts=""
   first=$(head -n1 "$tf")
