@@ -1014,7 +1014,8 @@ static FcStatus put_kernels(const KirProgram *p, StrBuf *out, FcErr *err) {
                 break;
             }
         if (st != FC_OK) break;
-        if (i) sb_putc(&ks, '\n');
+        if (k->library) continue;   /* a library call: no kernel text */
+        if (ks.len) sb_putc(&ks, '\n');
         st = put_kernel(k, &ks, helpers, err);
     }
     if (st == FC_OK) {
@@ -1100,7 +1101,7 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
             }
         }
     }
-    bool any_status = false, too_big = false;
+    bool any_status = false, too_big = false, any_gemm = false;
     for (int l = 0; l < p->launches.len; l++) {
         const KirLaunch *la = &p->launches.data[l];
         if (la->kernel < 0 || la->kernel >= p->kernels.len) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: bad kernel", l); goto done; }
@@ -1123,6 +1124,12 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
                 }
         }
         any_status |= k->uses_status;
+        any_gemm |= k->library;
+        if (k->library && (k->gemm.m > INT32_MAX || k->gemm.n > INT32_MAX || k->gemm.k > INT32_MAX ||
+                           k->gemm.batch > INT32_MAX)) {
+            st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: a library product too large", l);
+            goto done;
+        }
         too_big |= k->grid > CG_MAX_GRID;
     }
     int64_t status_off = 0, need = ws;
@@ -1168,15 +1175,60 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
                  " *  10  a kernel's grid exceeds CUDA's limit of 2^31-1 blocks\n"
                  " * The forward runs asynchronously on `stream`");
     if (any_status) sb_puts(out, ", then synchronizes it to read the status word\n * kept at the end of the workspace");
-    sb_puts(out, ".\n *\n * Build: nvcc -arch=sm_90 -c this.cu -o this.o; link with -lcudart\n"
-                 " * (nvcc links it by default). Its kernels alone also compile under NVRTC. */\n");
-    sb_puts(out, "#if !defined(__CUDACC_RTC__)\n#include <cuda_runtime.h>\n#endif\n\n");
+    sb_puts(out, ".\n *\n * Build: nvcc -arch=sm_90 -c this.cu -o this.o; link with -lcudart");
+    if (any_gemm) sb_puts(out, " -lcublasLt\n * (matrix products run through cuBLASLt; a cuBLASLt failure returns 7)");
+    sb_puts(out, "\n * (nvcc links cudart by default). Its kernels alone also compile under NVRTC. */\n");
+    sb_puts(out, "#if !defined(__CUDACC_RTC__)\n#include <cuda_runtime.h>\n");
+    if (any_gemm) sb_puts(out, "#include <cublasLt.h>\n");
+    sb_puts(out, "#endif\n\n");
 
     st = put_kernels(p, out, err);
     if (st != FC_OK) goto done;
 
     /* ---- host code ---- */
     sb_puts(out, "\n#if !defined(__CUDACC_RTC__)\n");
+    if (any_gemm)
+        sb_puts(out,
+            "/* C = A @ B, row-major, `batch` products `s*` elements apart (0: shared), through\n"
+            " * cuBLASLt: as column-major, C^T = B^T A^T, so cuBLASLt's A is our B and its B our A. */\n"
+            "static int fc_lt_gemm(cudaStream_t stream, int f64, int ta, int tb, long long m, long long n,\n"
+            "                      long long k, long long batch, long long sa, long long sb, long long sc,\n"
+            "                      const void *A, const void *B, void *C)\n"
+            "{\n"
+            "    static cublasLtHandle_t handle = 0;\n"
+            "    static const bool have = cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS;\n"
+            "    if (!have) return 7;\n"
+            "    const cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;\n"
+            "    const cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;\n"
+            "    const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
+            "    const int32_t nbatch = (int32_t)batch;\n"
+            "    const int64_t stride_a = sb, stride_b = sa, stride_c = sc;\n"
+            "    const double one64 = 1.0, zero64 = 0.0;\n"
+            "    const float one32 = 1.0f, zero32 = 0.0f;\n"
+            "    cublasLtMatmulDesc_t op = 0;\n"
+            "    cublasLtMatrixLayout_t la = 0, lb = 0, lc = 0;\n"
+            "    int rc = 7;\n"
+            "    if (cublasLtMatmulDescCreate(&op, ct, dt) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutCreate(&la, dt, (uint64_t)(tb ? k : n), (uint64_t)(tb ? n : k), (int64_t)(tb ? k : n)) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutCreate(&lb, dt, (uint64_t)(ta ? m : k), (uint64_t)(ta ? k : m), (int64_t)(ta ? m : k)) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutCreate(&lc, dt, (uint64_t)n, (uint64_t)m, (int64_t)n) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_a, sizeof stride_a) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_b, sizeof stride_b) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_c, sizeof stride_c) == CUBLAS_STATUS_SUCCESS &&\n"
+            "        cublasLtMatmul(handle, op, f64 ? (const void *)&one64 : (const void *)&one32, B, la, A, lb,\n"
+            "                       f64 ? (const void *)&zero64 : (const void *)&zero32, C, lc, C, lc, 0, 0, 0, stream) == CUBLAS_STATUS_SUCCESS)\n"
+            "        rc = 0;\n"
+            "    if (lc) cublasLtMatrixLayoutDestroy(lc);\n"
+            "    if (lb) cublasLtMatrixLayoutDestroy(lb);\n"
+            "    if (la) cublasLtMatrixLayoutDestroy(la);\n"
+            "    if (op) cublasLtMatmulDescDestroy(op);\n"
+            "    return rc;\n"
+            "}\n\n");
     sb_printf(out, "extern \"C\" int fusec_%s_workspace_size(size_t *bytes)\n{\n"
                    "    if (!bytes) return 2;\n    *bytes = (size_t)%lldULL;\n    return 0;\n}\n\n",
               entry, (long long)need);
@@ -1209,7 +1261,9 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
         goto finish;
     }
     if (uses_ws) sb_puts(out, "    char *fc_ws = (char *)workspace;\n");
-    if (p->launches.len || any_status) sb_puts(out, "    cudaError_t fc_e;\n");
+    int nkernel_launches = 0;
+    for (int l = 0; l < p->launches.len; l++) nkernel_launches += !p->kernels.data[p->launches.data[l].kernel]->library;
+    if (nkernel_launches || any_status) sb_puts(out, "    cudaError_t fc_e;\n");
     if (any_status) {
         sb_printf(out, "    int *fc_status = (int *)(fc_ws + %lld);\n", (long long)status_off);
         sb_puts(out, "    fc_e = cudaMemsetAsync(fc_status, 0, sizeof(int), stream);\n    if (fc_e != cudaSuccess) return 7;\n");
@@ -1218,6 +1272,20 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
     for (int l = 0; l < p->launches.len; l++) {
         const KirLaunch *la = &p->launches.data[l];
         const KirKernel *k = p->kernels.data[la->kernel];
+        if (k->library) {
+            const KirGemm *g = &k->gemm;
+            sb_printf(out, "    if (fc_lt_gemm(stream, %d, %d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL",
+                      g->dtype == FC_F64, g->trans_a, g->trans_b, (long long)g->m, (long long)g->n, (long long)g->k,
+                      (long long)g->batch, (long long)g->stride_a, (long long)g->stride_b, (long long)g->stride_c);
+            for (int a = 0; a < 3; a++) {
+                const KirBuffer *buf = &p->buffers.data[la->args[a]];
+                if (buf->kind == KIR_BUF_INPUT) sb_printf(out, ", in%d", buf->index);
+                else if (buf->kind == KIR_BUF_OUTPUT) sb_printf(out, ", out%d", buf->index);
+                else sb_printf(out, ", fc_ws + %lld", (long long)buf->offset);
+            }
+            sb_printf(out, ") != 0) return 7; /* %s */\n", k->name);
+            continue;
+        }
         sb_printf(out, "    %s<<<%lldu, %du, 0, stream>>>(", k->name, (long long)k->grid, k->block);
         for (int a = 0; a < la->nargs; a++) {
             const KirBuffer *buf = &p->buffers.data[la->args[a]];

@@ -453,6 +453,191 @@ static LLVMValueRef binop(Cg *g, KirBinOp op, KirType t, LLVMValueRef a, LLVMVal
     return BAD(g, "binary %s is not defined on %s", kir_binop_name(op), kir_type_name(t));
 }
 
+/* ---- vectorizable f32 math ------------------------------------------------------------------
+ * exp, log, tanh, erf, sin and cos of f32 values are emitted inline as plain arithmetic,
+ * compares, selects and integer bit operations (no calls), so the loop vectorizer turns them
+ * into AVX2/AVX-512 code. Range reduction plus polynomials fitted for this file (weighted least
+ * squares towards minimax of the relative error, coefficients rounded to f32); error bounds in
+ * docs/cpu.md, checked by tests/unit/test_vecmath.c against f64 libm. f64 keeps libm. */
+static LLVMValueRef vf(Cg *g, float v) { return LLVMConstReal(g->tf, (double)v); }
+static LLVMValueRef vmadd(Cg *g, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+    LLVMTypeRef t = g->tf;
+    LLVMValueRef args[3] = {a, b, c};
+    return call_intr(g, "llvm.fmuladd", &t, 1, args, 3);
+}
+/* c[0] + c[1] x + ... + c[n-1] x^(n-1), Horner */
+static LLVMValueRef vpoly(Cg *g, LLVMValueRef x, const float *c, int n) {
+    LLVMValueRef p = vf(g, c[n - 1]);
+    for (int i = n - 2; i >= 0 && p; i--) p = vmadd(g, p, x, vf(g, c[i]));
+    return p;
+}
+static LLVMValueRef vfmul(Cg *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(g->b, a, b, ""); }
+static LLVMValueRef vfadd(Cg *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(g->b, a, b, ""); }
+static LLVMValueRef vfsub(Cg *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(g->b, a, b, ""); }
+static LLVMValueRef vsel(Cg *g, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildSelect(g->b, c, a, b, ""); }
+static LLVMValueRef vcmp(Cg *g, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFCmp(g->b, p, a, b, ""); }
+/* min/max that map NaN to the constant bound (callers restore NaN at the end) */
+static LLVMValueRef vclamp(Cg *g, LLVMValueRef x, float lo, float hi) {
+    LLVMValueRef a = intr2(g, "llvm.maxnum", x, vf(g, lo));
+    return a ? intr2(g, "llvm.minnum", a, vf(g, hi)) : NULL;
+}
+/* x is NaN ? x : r */
+static LLVMValueRef vkeep_nan(Cg *g, LLVMValueRef x, LLVMValueRef r) {
+    return vsel(g, vcmp(g, LLVMRealUNO, x, x), x, r);
+}
+/* 2^n for integer-valued f32 n in [-126, 127], through the exponent bits */
+static LLVMValueRef vpow2i(Cg *g, LLVMValueRef ni) {
+    LLVMValueRef e = LLVMBuildAdd(g->b, ni, ci(g->t32, 127), "");
+    return LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, e, ci(g->t32, 23), ""), g->tf, "");
+}
+
+/* e^x for x in [-104, 88.73] (callers clamp; NaN must not reach it). n = rint(x log2 e),
+ * r = x - n ln2 (ln2 in two parts: n * 0.693359375 is exact), e^r = 1 + r + r^2 P(r),
+ * times 2^n as 2^(n>>1) * 2^(n - (n>>1)) so that subnormal results round once, correctly. */
+static LLVMValueRef vexp_core(Cg *g, LLVMValueRef x) {
+    static const float P[6] = {0.5000000013f, 0.1666666653f, 0.04166646553f, 0.008333360741f,
+                               0.001393359757f, 0.0001985778195f};
+    LLVMValueRef n = intr1(g, "llvm.rint", vfmul(g, x, vf(g, 1.44269504088896341f)));
+    if (!n) return NULL;
+    LLVMValueRef r = vfsub(g, x, vfmul(g, n, vf(g, 0.693359375f)));
+    r = vfsub(g, r, vfmul(g, n, vf(g, -2.12194440e-4f)));
+    LLVMValueRef p = vpoly(g, r, P, 6);
+    if (!p) return NULL;
+    p = vfadd(g, vmadd(g, vfmul(g, r, r), p, r), vf(g, 1.0f));
+    LLVMValueRef ni = LLVMBuildFPToSI(g->b, n, g->t32, "");
+    LLVMValueRef n1 = LLVMBuildAShr(g->b, ni, ci(g->t32, 1), "");
+    LLVMValueRef n2 = LLVMBuildSub(g->b, ni, n1, "");
+    return vfmul(g, vfmul(g, p, vpow2i(g, n1)), vpow2i(g, n2));
+}
+static LLVMValueRef vexp(Cg *g, LLVMValueRef x) {
+    /* below -104 the result rounds to +0, above 88.73 to +inf (the core gets there itself) */
+    LLVMValueRef xc = vclamp(g, x, -104.0f, 88.75f);
+    LLVMValueRef r = xc ? vexp_core(g, xc) : NULL;
+    return r ? vkeep_nan(g, x, r) : NULL;
+}
+
+/* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f^2/2 + f^3 Q(f) with f = m - 1,
+ * plus e ln2 in two parts. Subnormals are scaled by 2^23 first. */
+static LLVMValueRef vlog(Cg *g, LLVMValueRef x) {
+    static const float Q[9] = {0.3333333117f, -0.2499999401f, 0.2000071478f, -0.1666805620f,
+                               0.1424932086f, -0.1242017233f, 0.1167705066f, -0.1151441435f,
+                               0.07037300253f};
+    LLVMValueRef sub = vcmp(g, LLVMRealOLT, x, vf(g, 1.17549435e-38f));
+    LLVMValueRef xs = vsel(g, sub, vfmul(g, x, vf(g, 8388608.0f)), x);
+    LLVMValueRef b = LLVMBuildBitCast(g->b, xs, g->t32, "");
+    LLVMValueRef e = LLVMBuildSub(g->b, LLVMBuildLShr(g->b, b, ci(g->t32, 23), ""), ci(g->t32, 126), "");
+    e = LLVMBuildSub(g->b, e, vsel(g, sub, ci(g->t32, 23), ci(g->t32, 0)), "");
+    LLVMValueRef mb = LLVMBuildOr(g->b, LLVMBuildAnd(g->b, b, ci(g->t32, 0x007fffff), ""), ci(g->t32, 0x3f000000), "");
+    LLVMValueRef m = LLVMBuildBitCast(g->b, mb, g->tf, ""); /* [0.5, 1) */
+    LLVMValueRef lt = vcmp(g, LLVMRealOLT, m, vf(g, 0.707106781f));
+    e = LLVMBuildSub(g->b, e, LLVMBuildZExt(g->b, lt, g->t32, ""), "");
+    LLVMValueRef f = vfsub(g, vsel(g, lt, vfadd(g, m, m), m), vf(g, 1.0f));
+    LLVMValueRef z = vfmul(g, f, f);
+    LLVMValueRef q = vpoly(g, f, Q, 9);
+    if (!q) return NULL;
+    LLVMValueRef ef = LLVMBuildSIToFP(g->b, e, g->tf, "");
+    LLVMValueRef y = vfmul(g, vfmul(g, f, z), q);
+    y = vmadd(g, ef, vf(g, -2.12194440e-4f), y);
+    y = vmadd(g, z, vf(g, -0.5f), y);
+    LLVMValueRef r = vfadd(g, f, y);
+    r = vmadd(g, ef, vf(g, 0.693359375f), r);
+    /* log(+inf) = +inf, log(+-0) = -inf, log(x < 0) = NaN, log(NaN) = NaN */
+    r = vsel(g, vcmp(g, LLVMRealOEQ, x, vf(g, __builtin_inff())), x, r);
+    r = vsel(g, vcmp(g, LLVMRealOEQ, x, vf(g, 0.0f)), vf(g, -__builtin_inff()), r);
+    return vsel(g, vcmp(g, LLVMRealULT, x, vf(g, 0.0f)), vf(g, __builtin_nanf("")), r);
+}
+
+/* tanh x: x + x^3 P(x^2) for |x| < 0.625, else sign(x) (1 - 2 / (e^(2|x|) + 1)) with |x|
+ * clamped to 9.02 (tanh rounds to 1 from 9.01 on). */
+static LLVMValueRef vtanh(Cg *g, LLVMValueRef x) {
+    static const float P[5] = {-0.3333332895f, 0.1333277005f, -0.05385094973f, 0.02099734251f,
+                               -0.006096922569f};
+    LLVMValueRef a = intr1(g, "llvm.fabs", x);
+    if (!a) return NULL;
+    LLVMValueRef z = vfmul(g, x, x);
+    LLVMValueRef p = vpoly(g, z, P, 5);
+    if (!p) return NULL;
+    LLVMValueRef small = vmadd(g, vfmul(g, x, z), p, x);
+    LLVMValueRef ac = vclamp(g, a, 0.0f, 9.02f);
+    LLVMValueRef e = ac ? vexp_core(g, vfadd(g, ac, ac)) : NULL;
+    if (!e) return NULL;
+    LLVMValueRef big = vfsub(g, vf(g, 1.0f), LLVMBuildFDiv(g->b, vf(g, 2.0f), vfadd(g, e, vf(g, 1.0f)), ""));
+    LLVMTypeRef t = g->tf;
+    LLVMValueRef args[2] = {big, x};
+    big = call_intr(g, "llvm.copysign", &t, 1, args, 2);
+    if (!big) return NULL;
+    LLVMValueRef r = vsel(g, vcmp(g, LLVMRealOLT, a, vf(g, 0.625f)), small, big);
+    LLVMValueRef args2[2] = {r, x}; /* tanh(-0) = -0 */
+    r = call_intr(g, "llvm.copysign", &t, 1, args2, 2);
+    return r ? vkeep_nan(g, x, r) : NULL;
+}
+
+/* erf x: x + x P(x^2) for |x| < 1; else sign(x) (1 - e^(-x^2) R(|x| - 2.46)) where R fits
+ * erfc(t) e^(t^2) on [1, 3.92]; +-1 from |x| = 3.92 on (erf rounds to 1 there). */
+static LLVMValueRef verf(Cg *g, LLVMValueRef x) {
+    static const float P[7] = {0.1283791657f, -0.3761262582f, 0.1128358514f, -0.02685381168f,
+                               0.005188327195f, -0.0008010189311f, 7.853847109e-05f};
+    static const float R[11] = {0.2138206818f, -0.07638162999f, 0.02592228462f, -0.008406451127f,
+                                0.002618919394f, -0.0007911513081f, 0.0002288768039f,
+                                -5.910031728e-05f, 1.66070645e-05f, -6.936360947e-06f,
+                                1.710848457e-06f};
+    LLVMValueRef a = intr1(g, "llvm.fabs", x);
+    if (!a) return NULL;
+    LLVMValueRef p = vpoly(g, vfmul(g, x, x), P, 7);
+    if (!p) return NULL;
+    LLVMValueRef small = vmadd(g, x, p, x); /* x + x (P(x^2) - 1): the rounding of P hardly shows */
+    LLVMValueRef t = vclamp(g, a, 1.0f, 3.92f);
+    LLVMValueRef rr = t ? vpoly(g, vfsub(g, t, vf(g, 2.46f)), R, 11) : NULL;
+    LLVMValueRef e = rr ? vexp_core(g, LLVMBuildFNeg(g->b, vfmul(g, t, t), "")) : NULL;
+    if (!e) return NULL;
+    LLVMValueRef big = vfsub(g, vf(g, 1.0f), vfmul(g, e, rr));
+    big = vsel(g, vcmp(g, LLVMRealOGE, a, vf(g, 3.92f)), vf(g, 1.0f), big);
+    LLVMTypeRef ty = g->tf;
+    LLVMValueRef args[2] = {big, x};
+    big = call_intr(g, "llvm.copysign", &ty, 1, args, 2);
+    if (!big) return NULL;
+    return vkeep_nan(g, x, vsel(g, vcmp(g, LLVMRealOLT, a, vf(g, 1.0f)), small, big));
+}
+
+/* sin x, cos x: j = rint(x 2/pi) and r = x - j pi/2 in f64 (pi/2 in two parts, fused
+ * multiply-adds), so r is accurate while j pi/2 is (|x| < 2^24 at least, see docs/cpu.md);
+ * then sin(r) = r + r^3 S(r^2), cos(r) = 1 - r^2/2 + r^4 C(r^2) and a quadrant select. */
+static LLVMValueRef vsincos(Cg *g, LLVMValueRef x, bool cosine) {
+    static const float S[4] = {-0.1666666666f, 0.008333331941f, -0.0001984010692f, 2.725172038e-06f};
+    static const float C[4] = {0.04166666667f, -0.001388888691f, 2.480010129e-05f, -2.723680641e-07f};
+    LLVMTypeRef td = g->td;
+    /* |x| above 2^26 is clamped to keep the reduction in range (results there are not accurate) */
+    LLVMValueRef xc = vclamp(g, x, -67108864.0f, 67108864.0f);
+    LLVMValueRef xd = xc ? LLVMBuildFPExt(g->b, xc, td, "") : NULL;
+    if (!xd) return NULL;
+    LLVMValueRef j = intr1(g, "llvm.rint", LLVMBuildFMul(g->b, xd, LLVMConstReal(td, 0.63661977236758134308), ""));
+    if (!j) return NULL;
+    LLVMValueRef nj = LLVMBuildFNeg(g->b, j, "");
+    LLVMValueRef a1[3] = {nj, LLVMConstReal(td, 1.5707963267948966), xd};
+    LLVMValueRef r = call_intr(g, "llvm.fma", &td, 1, a1, 3);
+    if (!r) return NULL;
+    LLVMValueRef a2[3] = {nj, LLVMConstReal(td, 6.123233995736766e-17), r};
+    r = call_intr(g, "llvm.fma", &td, 1, a2, 3);
+    if (!r) return NULL;
+    LLVMValueRef rf = LLVMBuildFPTrunc(g->b, r, g->tf, "");
+    LLVMValueRef q = LLVMBuildFPToSI(g->b, j, g->t64, ""); /* |j| < 2^26 */
+    if (cosine) q = LLVMBuildAdd(g->b, q, ci(g->t64, 1), "");
+    q = LLVMBuildTrunc(g->b, q, g->t32, "");
+    LLVMValueRef z = vfmul(g, rf, rf);
+    LLVMValueRef sp = vpoly(g, z, S, 4), cp = sp ? vpoly(g, z, C, 4) : NULL;
+    if (!cp) return NULL;
+    LLVMValueRef s = vmadd(g, vfmul(g, rf, z), sp, rf);
+    LLVMValueRef c = vmadd(g, vfmul(g, z, z), cp, vmadd(g, z, vf(g, -0.5f), vf(g, 1.0f)));
+    LLVMValueRef odd = LLVMBuildTrunc(g->b, q, g->t1, "");
+    LLVMValueRef neg = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, q, ci(g->t32, 1), ""), g->t1, "");
+    LLVMValueRef v = vsel(g, odd, c, s);
+    v = vsel(g, neg, LLVMBuildFNeg(g->b, v, ""), v);
+    if (!cosine) v = vsel(g, vcmp(g, LLVMRealOEQ, x, vf(g, 0.0f)), x, v); /* sin(-0) = -0 */
+    /* sin/cos of +-inf and NaN are NaN */
+    LLVMValueRef fin = vcmp(g, LLVMRealOLT, intr1(g, "llvm.fabs", x), vf(g, __builtin_inff()));
+    return vsel(g, fin, v, vf(g, __builtin_nanf("")));
+}
+
 static LLVMValueRef unop(Cg *g, KirUnOp op, KirType t, LLVMValueRef a) {
     bool f = is_float(t), i = is_int(t);
     bool d = t == KT_F64;
@@ -465,11 +650,11 @@ static LLVMValueRef unop(Cg *g, KirUnOp op, KirType t, LLVMValueRef a) {
         if (f) return intr1(g, "llvm.fabs", a);
         if (i) return intr2(g, "llvm.abs", a, LLVMConstInt(g->t1, 0, 0));
         break;
-    case KU_EXP: if (f) return intr1(g, "llvm.exp", a); break;
-    case KU_LOG: if (f) return intr1(g, "llvm.log", a); break;
+    case KU_EXP: if (f) return d ? intr1(g, "llvm.exp", a) : vexp(g, a); break;
+    case KU_LOG: if (f) return d ? intr1(g, "llvm.log", a) : vlog(g, a); break;
     case KU_SQRT: if (f) return intr1(g, "llvm.sqrt", a); break;
-    case KU_SIN: if (f) return intr1(g, "llvm.sin", a); break;
-    case KU_COS: if (f) return intr1(g, "llvm.cos", a); break;
+    case KU_SIN: if (f) return d ? intr1(g, "llvm.sin", a) : vsincos(g, a, false); break;
+    case KU_COS: if (f) return d ? intr1(g, "llvm.cos", a) : vsincos(g, a, true); break;
     case KU_FLOOR: if (f) return intr1(g, "llvm.floor", a); break;
     case KU_RSQRT:
         if (f) {
@@ -480,8 +665,8 @@ static LLVMValueRef unop(Cg *g, KirUnOp op, KirType t, LLVMValueRef a) {
     case KU_RECIP:
         if (f) return LLVMBuildFDiv(g->b, LLVMConstReal(LLVMTypeOf(a), 1.0), a, "");
         break;
-    case KU_TANH: if (f) return call_libm(g, d ? "tanh" : "tanhf", a); break;
-    case KU_ERF: if (f) return call_libm(g, d ? "erf" : "erff", a); break;
+    case KU_TANH: if (f) return d ? call_libm(g, "tanh", a) : vtanh(g, a); break;
+    case KU_ERF: if (f) return d ? call_libm(g, "erf", a) : verf(g, a); break;
     case KU_NOT:
         if (t == KT_BOOL) return LLVMBuildXor(g->b, a, LLVMConstInt(g->t1, 1, 0), "");
         break;
@@ -552,6 +737,38 @@ static LLVMValueRef buf_addr(Cg *g, int ref, LLVMValueRef idx) {
     return LLVMBuildInBoundsGEP2(g->b, stype(g, g->k->params.data[ref].dtype), g->prm[ref], &idx, 1, "");
 }
 
+/* Index math: is expression `id` the integer constant v (any id; constants are not always
+ * shared)? */
+static bool const_int(const KirKernel *k, int id, int64_t *v) {
+    if (id < 0 || id >= k->exprs.len || k->exprs.data[id].kind != KE_CONST || !is_int(k->exprs.data[id].type)) return false;
+    *v = k->exprs.data[id].ival;
+    return true;
+}
+static bool binary_of(const KirKernel *k, int id, KirBinOp op) {
+    return id >= 0 && id < k->exprs.len && k->exprs.data[id].kind == KE_BINARY && k->exprs.data[id].op == (int)op;
+}
+/* (x / c) * c + x % c is x for truncating division and any c != 0 (C's identity). The
+ * lowering writes flat indices this way; LLVM does not fold it, and the per-element vector
+ * division it leaves turns contiguous loads into gathers. Returns x's id or -1. */
+static int divrem_identity(const KirKernel *k, const KirExpr *e) {
+    if (e->kind != KE_BINARY || e->op != KB_ADD || !is_int(e->type)) return -1;
+    for (int swap = 0; swap < 2; swap++) {
+        int m = swap ? e->b : e->a, r = swap ? e->a : e->b;
+        if (!binary_of(k, m, KB_MUL) || !binary_of(k, r, KB_REM)) continue;
+        const KirExpr *me = &k->exprs.data[m], *re = &k->exprs.data[r];
+        for (int ms = 0; ms < 2; ms++) {
+            int d = ms ? me->b : me->a, c = ms ? me->a : me->b;
+            int64_t cv, dv, rv;
+            if (!binary_of(k, d, KB_DIV) || !const_int(k, c, &cv) || cv == 0) continue;
+            const KirExpr *de = &k->exprs.data[d];
+            if (!const_int(k, de->b, &dv) || !const_int(k, re->b, &rv) || dv != cv || rv != cv) continue;
+            if (de->a != re->a || k->exprs.data[de->a].type != e->type) continue;
+            return de->a;
+        }
+    }
+    return -1;
+}
+
 static LLVMValueRef ex_uncached(Cg *g, int id) {
     const KirExpr *e = &g->k->exprs.data[id];
     LLVMTypeRef t = ktype(g, e->type);
@@ -603,6 +820,8 @@ static LLVMValueRef ex_uncached(Cg *g, int id) {
         return unop(g, (KirUnOp)e->op, at, a);
     }
     case KE_BINARY: {
+        int same = divrem_identity(g->k, e);
+        if (same >= 0) return operand(g, id, same);
         LLVMValueRef a = operand(g, id, e->a), b = a ? operand(g, id, e->b) : NULL;
         if (!b) return NULL;
         KirType at = etype(g, e->a);
@@ -1269,7 +1488,8 @@ FcStatus cg_llvm_module(const KirProgram *p, void *llvm_context, void **llvm_mod
     g.td = LLVMDoubleTypeInContext(g.ctx);
     g.tp = LLVMPointerTypeInContext(g.ctx, 0);
     FcStatus st = FC_OK;
-    for (int i = 0; i < p->kernels.len && st == FC_OK; i++) st = emit_kernel(&g, p, i);
+    for (int i = 0; i < p->kernels.len && st == FC_OK; i++)
+        if (!p->kernels.data[i]->library) st = emit_kernel(&g, p, i);   /* library calls: no code */
     LLVMDisposeBuilder(g.b);
     LLVMDisposeBuilder(g.ab);
     if (st == FC_OK) {

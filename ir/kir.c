@@ -76,6 +76,24 @@ KirKernel *kir_kernel_new(KirProgram *p, const char *name, int64_t grid, int blo
     return k;
 }
 
+KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
+    KirKernel *k = kir_kernel_new(p, name, 1, 1);
+    if (!k) return NULL;
+    k->library = true;
+    k->gemm = *g;
+    k->kind = "library_gemm";
+    int64_t na = g->stride_a ? g->batch * g->m * g->k : g->m * g->k;
+    int64_t nb = g->stride_b ? g->batch * g->k * g->n : g->k * g->n;
+    kir_param(k, g->dtype, g->stride_a ? (g->batch - 1) * g->stride_a + g->m * g->k : g->m * g->k, false);
+    kir_param(k, g->dtype, g->stride_b ? (g->batch - 1) * g->stride_b + g->k * g->n : g->k * g->n, false);
+    kir_param(k, g->dtype, g->stride_c ? (g->batch - 1) * g->stride_c + g->m * g->n : g->m * g->n, true);
+    int64_t es = (int64_t)fc_dtype_size(g->dtype);
+    k->bytes_read = (na + nb) * es;
+    k->bytes_written = g->batch * g->m * g->n * es;
+    k->flops = 2 * g->batch * g->m * g->n * g->k;
+    return k->failed ? NULL : k;
+}
+
 /* ---- declarations ---------------------------------------------------------------------- */
 int kir_param(KirKernel *k, FcDtype dtype, int64_t numel, bool written) {
     KirParam prm = {dtype, numel, written};
@@ -386,6 +404,17 @@ static void print_list(const KirKernel *k, int s, int d, StrBuf *o) {
 }
 
 void kir_print_kernel(const KirKernel *k, StrBuf *o) {
+    if (k->library) {
+        const KirGemm *g = &k->gemm;
+        sb_printf(o, "library %s gemm %s batch=%lld m=%lld n=%lld k=%lld trans_a=%d trans_b=%d "
+                     "stride_a=%lld stride_b=%lld stride_c=%lld ops=[%s]\n",
+                  k->name, fc_dtype_name(g->dtype), (long long)g->batch, (long long)g->m, (long long)g->n,
+                  (long long)g->k, g->trans_a, g->trans_b, (long long)g->stride_a, (long long)g->stride_b,
+                  (long long)g->stride_c, k->ops);
+        sb_printf(o, "  # bytes_read=%lld bytes_written=%lld flops=%lld\n", (long long)k->bytes_read,
+                  (long long)k->bytes_written, (long long)k->flops);
+        return;
+    }
     sb_printf(o, "kernel %s grid=%lld block=%d kind=%s ops=[%s]\n", k->name, (long long)k->grid,
               k->block, k->kind, k->ops);
     sb_printf(o, "  # bytes_read=%lld bytes_written=%lld flops=%lld\n", (long long)k->bytes_read,
@@ -587,6 +616,13 @@ static FcStatus vlist_open(Verify *v, int s, int depth) {
 
 FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     if (!kir_kernel_ok(k)) return fc_err_set(err, FC_ERR_INTERNAL, "kernel IR of %s is incomplete", k ? k->name : "?");
+    if (k->library) {
+        const KirGemm *g = &k->gemm;
+        if (k->params.len != 3 || k->body >= 0 || (g->dtype != FC_F32 && g->dtype != FC_F64) || g->batch < 1 ||
+            g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0)
+            return fc_err_set(err, FC_ERR_INTERNAL, "library kernel %s is malformed", k->name);
+        return FC_OK;
+    }
     if (k->block < 1 || k->block > 1024 || k->grid < 1)
         return fc_err_set(err, FC_ERR_INTERNAL, "kernel %s: launch shape %lld x %d out of range", k->name,
                           (long long)k->grid, k->block);

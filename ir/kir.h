@@ -124,8 +124,21 @@ typedef struct KirParam {
     bool written;        /* the kernel stores to it */
 } KirParam;
 
+/* A matrix product done by a library (a CPU BLAS, cuBLASLt): C = A @ B for each of `batch`
+ * products, row-major. A is [m, k] ([k, m] when trans_a), B is [k, n] ([n, k] when trans_b),
+ * C is [m, n]; consecutive products are stride_* elements apart (0: the same matrix). */
+typedef struct KirGemm {
+    int64_t batch, m, n, k;
+    int64_t stride_a, stride_b, stride_c;
+    bool trans_a, trans_b;
+    FcDtype dtype;       /* f32 or f64 */
+} KirGemm;
+
 typedef struct KirKernel {
     const char *name;    /* generated identifier, e.g. "k3_layernorm" */
+    bool library;        /* a library call, not generated code: params are A, B, C of `gemm`;
+                          * no body; emitters print no kernel for it */
+    KirGemm gemm;
     const char *ops;     /* the source ops it runs, comma-separated (for reports) */
     const char *kind;    /* schedule used: "pointwise", "row_reduce", "matmul", ... */
     int64_t grid;        /* blocks (>= 1) */
@@ -175,6 +188,8 @@ KirProgram *kir_program_new(const char *block_name);
 void kir_program_free(KirProgram *p);
 /* A new empty kernel owned by p (name copied). NULL on OOM. */
 KirKernel *kir_kernel_new(KirProgram *p, const char *name, int64_t grid, int block);
+/* A library matrix product (see KirGemm) with its three params A, B, C. NULL on OOM. */
+KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g);
 
 int kir_param(KirKernel *k, FcDtype dtype, int64_t numel, bool written);
 int kir_var(KirKernel *k, KirType t);

@@ -16,7 +16,9 @@
  *                  shape (per row) with X-shaped ones; outputs are X-shaped or per-row;
  *       matmul     one matrix product; its operands' producers are inlined into its tile
  *                  loads; what consumes it keeps its element count (bias, activation,
- *                  residual: the epilogue); every output is the product or its epilogue;
+ *                  residual: the epilogue); every output is the product or its epilogue.
+ *                  An f32/f64 product done by a library (BLAS, cuBLASLt) stays alone: its
+ *                  result goes to memory anyway, so its neighbours fuse with each other;
  *   - and it makes no cycle between groups (no path leaves the pair and comes back).
  * Cost: a fused edge is a value no longer written by one kernel and read by another; no
  * merge adds a read or a write, since a group reads each outside value once and writes
@@ -28,6 +30,7 @@
 
 typedef struct Fuse {
     const IrGraph *g;
+    const PassOptions *opt;
     int n;                 /* nodes */
     int *grp;              /* [n] group id (a representative node) */
     int *mark;             /* [n] scratch */
@@ -66,6 +69,15 @@ static const char *schedulable(Fuse *f, int a, int b) {
         if (c == IR_CAT_REDUCE) { nred++; if (red0 < 0) red0 = i; }
     }
     if (nmm > 1) return "two matrix products cannot share a kernel";
+    if (nmm && f->opt->library_gemm) {
+        /* a product through the BLAS / cuBLASLt writes its result to memory anyway: its
+         * producers and consumers fuse with their other neighbours instead */
+        const IrValue *o = V(f, g->nodes.data[mm].out[0]);
+        int cnt = 0;
+        for (int i = 0; i < f->n; i++) cnt += in_cand(f, i, a, b);
+        if ((o->dtype == FC_F32 || o->dtype == FC_F64) && cnt > 1)
+            return "a matrix product through the library runs as its own call";
+    }
     if (nmm && nred) return "a matrix product and a reduction cannot share a kernel";
     /* values leaving the candidate */
     memset(f->used_outside, 0, sizeof(bool) * (size_t)g->values.len);
@@ -191,7 +203,7 @@ static const char *try_merge(Fuse *f, int a, int b) {
 }
 
 FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node, FuseEdges *edges, FcErr *err) {
-    Fuse f = {.g = g, .n = g->nodes.len, .grp = group_of_node, .err = err};
+    Fuse f = {.g = g, .opt = opt, .n = g->nodes.len, .grp = group_of_node, .err = err};
     if (edges) edges->len = 0;
     if (!opt->fuse) {
         /* eager: one group per source op */

@@ -75,6 +75,8 @@ typedef struct Lower {
     int cur_group;
     int *param_of_buf;       /* [buffers] param id in k, or -1 */
     int *bound;              /* [values] expr id standing for the value, or -1 */
+    bool *force_load;        /* [values] read from its buffer even inside its group (the
+                              * product of a library matmul, read by its epilogue) */
     FC_VEC(Memo) memo;
     int depth;
     FC_VEC(KirExpr) hc_keys; /* hash-consing: parallel to hc_ids */
@@ -467,7 +469,7 @@ static int emit(Lower *L, int v, const int *idx) {
     int rank = val(L, v)->shape.rank;
     int e = memo_find(L, v, rank, idx);
     if (e >= 0) return e;
-    if (!in_group(L, v)) e = emit_load(L, v, idx);
+    if (!in_group(L, v) || L->force_load[v]) e = emit_load(L, v, idx);
     else e = emit_node(L, node_of(L, v), v, idx);
     return memo_put(L, v, rank, idx, e);
 }
@@ -795,6 +797,181 @@ static void schedule_matmul(Lower *L, int group, const IrNode *mm, const int *ou
     hc_reset(L);
 }
 
+/* ---- matrix products through a library ------------------------------------------------------ */
+static void group_ops(Lower *L, int group, char *buf, size_t len);
+/* Names the kernel being built kN_TAG (TAG: an op name or a fixed word, never user text). */
+static void rename_kernel(Lower *L, const char *tag) {
+    char name[96];
+    snprintf(name, sizeof name, "k%d_%s", L->p->kernels.len - 1, tag);
+    const char *n = arena_strdup(&L->p->arena, name);
+    if (!n) { fail_oom(L); return; }
+    L->k->name = n;
+}
+
+/* A temporary of the workspace, added while kernels are lowered. */
+static int add_temp(Lower *L, FcDtype dt, int64_t numel) {
+    int64_t bytes, aligned, end;
+    if (!fc_mul64(numel, (int64_t)fc_dtype_size(dt), &bytes) || !fc_add64(bytes, 255, &aligned) ||
+        !fc_add64(L->p->workspace_bytes, aligned / 256 * 256, &end)) {
+        if (L->st == FC_OK) L->st = fc_err_set(L->err, FC_ERR_INPUT, "the workspace overflows a 64-bit byte count");
+        return -1;
+    }
+    KirBuffer b = {.kind = KIR_BUF_TEMP, .index = -1, .dtype = dt, .numel = numel, .offset = L->p->workspace_bytes};
+    if (!FC_VEC_PUSH(&L->p->buffers, b)) { fail_oom(L); return -1; }
+    L->p->workspace_bytes = end;
+    int *np = fc_realloc(L->param_of_buf, sizeof(int) * (size_t)(L->p->buffers.len + 1));
+    if (!np) { fail_oom(L); return -1; }
+    L->param_of_buf = np;
+    return L->p->buffers.len - 1;
+}
+
+typedef struct Operand {
+    int buf;          /* buffer holding it */
+    bool trans;       /* stored as the transpose of its last two dims */
+    int64_t stride;   /* elements between products, 0 if shared by all */
+} Operand;
+
+/* The batch stride of an operand with batch dims `xb` (of shape x) in a product whose
+ * output batch dims are `ob`; -1 if the pattern is not a plain stride. */
+static int64_t batch_stride(const IrShape *x, const IrShape *ob) {
+    int64_t xn = 1, on = 1;
+    for (int d = 0; d < x->rank - 2; d++) xn *= x->dims[d];
+    for (int d = 0; d < ob->rank; d++) on *= ob->dims[d];
+    if (xn == 1) return 0;
+    if (x->rank - 2 != ob->rank) return -1;
+    for (int d = 0; d < ob->rank; d++)
+        if (x->dims[d] != ob->dims[d]) return -1;
+    return x->dims[x->rank - 2] * x->dims[x->rank - 1];
+}
+
+/* Where operand xv of the product can be read from directly: an outside value (or a view),
+ * or an in-group swap of the last two dims of one. False if it must be computed first. */
+static bool operand_direct(Lower *L, int xv, const IrShape *ob, Operand *o) {
+    const IrValue *x = val(L, xv);
+    int src = xv;
+    o->trans = false;
+    if (in_group(L, xv) && !is_generated(L, xv)) {
+        const IrNode *n = node_of(L, xv);
+        if (n->op != IR_OP_TRANSPOSE) return false;
+        int r = x->shape.rank;
+        for (int d = 0; d < r - 2; d++)
+            if (n->a.list[d] != d) return false;
+        if (n->a.list[r - 2] != r - 1 || n->a.list[r - 1] != r - 2) return false;
+        src = n->in[0];
+        if (in_group(L, src)) return false;
+        o->trans = true;
+    } else if (is_generated(L, xv)) {
+        return false;
+    }
+    o->buf = L->buf_of_val[src];
+    o->stride = batch_stride(&x->shape, ob);
+    return o->buf >= 0 && o->stride >= 0;
+}
+
+/* Computes operand xv, broadcast to the product's batch dims, into a new temporary. */
+static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, Operand *o) {
+    const IrValue *x = val(L, xv);
+    IrShape P = *ob;
+    P.dims[P.rank++] = x->shape.dims[x->shape.rank - 2];
+    P.dims[P.rank++] = x->shape.dims[x->shape.rank - 1];
+    int64_t n = 1;
+    ir_shape_numel(&P, &n);
+    int buf = add_temp(L, x->dtype, n);
+    if (buf < 0) return false;
+    int64_t chunk = pw_chunk(L->opt);
+    kernel_begin(L, group, "pointwise", (n + chunk - 1) / chunk, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
+    if (failed(L)) return false;
+    rename_kernel(L, "operand");
+    int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
+    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
+    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, chunk)), ci(L, n)));
+    k_for(L, KIR_LOOP_THREADS, it, kir_var_ref(L->k, lo), kir_var_ref(L->k, hi));
+    int idx[IR_MAX_RANK], xi[IR_MAX_RANK];
+    delinearize(L, &P, kir_var_ref(L->k, it), idx);
+    bcast_index(L, &P, &x->shape, idx, xi);
+    kir_store(L->k, param_for_buf(L, buf, true), kir_var_ref(L->k, it), emit(L, xv, xi));
+    k_end(L);
+    hc_reset(L);
+    if (failed(L)) return false;
+    L->k->flops = 0;
+    kernel_end(L, "matmul operand");
+    o->buf = buf;
+    o->trans = false;
+    o->stride = n == P.dims[P.rank - 2] * P.dims[P.rank - 1] ? 0 : P.dims[P.rank - 2] * P.dims[P.rank - 1];
+    return !failed(L);
+}
+
+/* The product as a library call, then (if the group has more outputs) its epilogue as a
+ * pointwise kernel that reads the product back. Returns false, having emitted nothing,
+ * when the product is not of a library dtype. */
+static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const int *outs, int nouts,
+                                    int64_t epi_flops) {
+    const IrValue *A = val(L, mm->in[0]), *B = val(L, mm->in[1]), *O = val(L, mm->out[0]);
+    if (O->dtype != FC_F32 && O->dtype != FC_F64) return false;
+    int64_t on = numel_of(L, mm->out[0]), kk = A->shape.dims[A->shape.rank - 1];
+    if (on > INT32_MAX || kk > INT32_MAX || numel_of(L, mm->in[0]) > INT32_MAX || numel_of(L, mm->in[1]) > INT32_MAX)
+        return false;   /* BLAS sizes are 32-bit */
+    int r = O->shape.rank;
+    IrShape ob = {.rank = r - 2};
+    int64_t nb = 1;
+    for (int d = 0; d < r - 2; d++) { ob.dims[d] = O->shape.dims[d]; nb *= ob.dims[d]; }
+    Operand oa, obb;
+    if (!operand_direct(L, mm->in[0], &ob, &oa) && !operand_materialize(L, group, mm->in[0], &ob, &oa)) return true;
+    if (!operand_direct(L, mm->in[1], &ob, &obb) && !operand_materialize(L, group, mm->in[1], &ob, &obb)) return true;
+    KirGemm gm = {.batch = nb, .m = O->shape.dims[r - 2], .n = O->shape.dims[r - 1],
+                  .k = A->shape.dims[A->shape.rank - 1], .stride_a = oa.stride, .stride_b = obb.stride,
+                  .stride_c = nb > 1 ? O->shape.dims[r - 2] * O->shape.dims[r - 1] : 0,
+                  .trans_a = oa.trans, .trans_b = obb.trans, .dtype = O->dtype};
+    (void)B;
+    /* one product of a taller A when every product shares B: [batch*m, k] @ [k, n] */
+    if (gm.batch > 1 && gm.stride_b == 0 && !gm.trans_a && gm.stride_a == gm.m * gm.k) {
+        gm.m *= gm.batch;
+        gm.batch = 1;
+        gm.stride_a = gm.stride_c = 0;
+    }
+    if (gm.batch == 1) gm.stride_a = gm.stride_b = gm.stride_c = 0;
+    int mmv = mm->out[0];
+    int cbuf = L->buf_of_val[mmv];
+    if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv));
+    if (cbuf < 0) return true;
+    char name[96];
+    snprintf(name, sizeof name, "k%d_matmul", L->p->kernels.len);
+    KirKernel *k = kir_gemm_new(L->p, name, &gm);
+    if (!k) { fail_oom(L); return true; }
+    L->k = k;
+    k->ops = "matmul";
+    KirLaunch la = {.kernel = L->p->kernels.len - 1, .nargs = 3};
+    la.args = arena_alloc(&L->p->arena, sizeof(int) * 3);
+    if (!la.args) { fail_oom(L); return true; }
+    la.args[0] = oa.buf;
+    la.args[1] = obb.buf;
+    la.args[2] = cbuf;
+    if (!FC_VEC_PUSH(&L->p->launches, la)) { fail_oom(L); return true; }
+    /* the epilogue */
+    int rest[64], nrest = 0;
+    for (int i = 0; i < nouts; i++)
+        if (outs[i] != mmv) rest[nrest++] = outs[i];
+    if (nrest == 0) return true;
+    int saved = L->buf_of_val[mmv];
+    L->buf_of_val[mmv] = cbuf;
+    L->force_load[mmv] = true;
+    schedule_pointwise(L, group, rest, nrest, "pointwise");
+    L->force_load[mmv] = false;
+    L->buf_of_val[mmv] = saved;
+    if (failed(L)) return true;
+    L->k->flops = epi_flops;
+    char ops[512];
+    group_ops(L, group, ops, sizeof ops);
+    /* the epilogue runs what the group does after the product */
+    const char *after = strstr(ops, "matmul,");
+    after = after ? after + 7 : ops;
+    char tag[64];
+    snprintf(tag, sizeof tag, "%.*s", (int)strcspn(after, ","), after);
+    rename_kernel(L, tag);
+    kernel_end(L, after);
+    return true;
+}
+
 /* The ops a group runs, for reports: its source op names, comma-separated. */
 static void group_ops(Lower *L, int group, char *buf, size_t len) {
     buf[0] = 0;
@@ -811,13 +988,14 @@ static void group_ops(Lower *L, int group, char *buf, size_t len) {
 }
 
 static void lower_group(Lower *L, int group) {
+    L->cur_group = group;
     int outs[64];
     int nouts = group_outputs(L, group, outs, 64);
     if (nouts == 0) return;          /* dead group */
     if (nouts >= 64) { fail_internal(L, "group with more than 63 outputs", __LINE__); return; }
     const IrNode *mm = NULL;
     bool has_reduce = false;
-    int64_t flops = 0;
+    int64_t flops = 0, mm_flops = 0;
     for (int i = 0; i < L->g->nodes.len; i++) {
         if (L->group_of_node[i] != group) continue;
         const IrNode *n = &L->g->nodes.data[i];
@@ -826,7 +1004,8 @@ static void lower_group(Lower *L, int group) {
             if (mm) { fail_internal(L, "two matrix products in one group", __LINE__); return; }
             mm = n;
             const IrValue *a = val(L, n->in[0]);
-            flops += 2 * numel_of(L, n->out[0]) * a->shape.dims[a->shape.rank - 1];
+            mm_flops = 2 * numel_of(L, n->out[0]) * a->shape.dims[a->shape.rank - 1];
+            flops += mm_flops;
         } else if (c == IR_CAT_REDUCE) {
             has_reduce = true;
             flops += numel_of(L, n->in[0]) * ir_ops[n->op].flops;
@@ -838,6 +1017,7 @@ static void lower_group(Lower *L, int group) {
     int nred = 0;
     if (mm) {
         if (has_reduce) { fail_internal(L, "reduction in a matmul group", __LINE__); return; }
+        if (L->opt->library_gemm && schedule_matmul_library(L, group, mm, outs, nouts, flops - mm_flops)) return;
         schedule_matmul(L, group, mm, outs, nouts);
     } else if (has_reduce && row_shape(L, group, outs, nouts, &X, &nred)) {
         schedule_rows(L, group, outs, nouts, &X, nred);
@@ -891,8 +1071,9 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     L.used_outside = fc_calloc((size_t)nv + 1, sizeof(bool));
     L.buf_of_val = fc_calloc((size_t)nv + 1, sizeof(int));
     L.bound = fc_calloc((size_t)nv + 1, sizeof(int));
+    L.force_load = fc_calloc((size_t)nv + 1, sizeof(bool));
     if (!L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
-        !L.used_outside || !L.buf_of_val || !L.bound) {
+        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load) {
         fail_oom(&L);
         goto done;
     }
@@ -1057,6 +1238,7 @@ done:
     fc_free(L.used_outside);
     fc_free(L.buf_of_val);
     fc_free(L.bound);
+    fc_free(L.force_load);
     fc_free(L.param_of_buf);
     FC_VEC_FREE(&L.memo);
     FC_VEC_FREE(&L.hc_keys);

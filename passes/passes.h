@@ -18,6 +18,8 @@ typedef struct PassOptions {
     bool fuse;              /* false: the eager plan of CLI.md's --no-fuse */
     bool strict_rounding;   /* round every intermediate to its dtype */
     int sm;                 /* target compute capability for budgets: 80, 86, 89, 90 */
+    bool library_gemm;      /* f32/f64 matrix products as library calls (BLAS, cuBLASLt);
+                             * else the generated tiled kernel */
     bool cpu;               /* CPU-shaped schedules (block sizes for the CPU backend); the
                              * GPU-shaped program also runs on the CPU, for testing */
 } PassOptions;

@@ -255,6 +255,7 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     b->popt.fuse = opts ? opts->fuse : true;
     b->popt.strict_rounding = opts ? opts->strict_rounding : false;
     b->popt.sm = opts ? opts->sm : 90;
+    b->popt.library_gemm = true;   /* f32/f64 products through cuBLASLt (AOT) and the BLAS (CPU) */
     strcpy(b->arch, opts ? opts->arch : "sm_90");
     if (opts && opts->train)
         return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--train is not supported yet (training mode comes later)");
@@ -341,13 +342,11 @@ static bool block_ready(const FcBlock *b) { return b && b->src && b->prog && !b-
  * when FUSEC_CPU_SCHEDULE=gpu (to run the GPU's schedule on the CPU). */
 static FcStatus block_cpu_program(FcBlock *b, const KirProgram **out) {
     const char *e = getenv("FUSEC_CPU_SCHEDULE");
-    if (e && strcmp(e, "gpu") == 0) {
-        *out = b->prog;
-        return FC_OK;
-    }
+    bool gpu = e && strcmp(e, "gpu") == 0;
     if (!b->have_cpu) {
         PassOptions po = b->popt;
-        po.cpu = true;
+        po.cpu = !gpu;
+        po.library_gemm = !gpu;   /* the GPU's generated kernels, matrix products included */
         FcStatus s = pass_pipeline(b->src, &po, &b->res_cpu, &b->err);
         if (s != FC_OK) {
             pass_result_free(&b->res_cpu);

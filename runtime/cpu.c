@@ -15,6 +15,7 @@
  * may be used concurrently (LLVM's native target is initialized once, with pthread_once).
  */
 #include "cpu.h"
+#include "blas.h"
 
 #include "codegen.h"
 #include "threadpool.h"
@@ -227,6 +228,11 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     LLVMDisposeTargetMachine(tm);
     tm = NULL;
     if (e) { st = llvm_error(err, e, "optimizing the module"); goto fail; }
+    if (getenv("FUSEC_DUMP_LLVM_OPT")) { /* debugging: the optimized module, on stderr */
+        char *text = LLVMPrintModuleToString(mod);
+        fputs(text, stderr);
+        LLVMDisposeMessage(text);
+    }
 
     LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
     LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm_jit));
@@ -252,6 +258,7 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     tsc = NULL;
     for (int i = 0; i < p->kernels.len; i++) {
         LLVMOrcExecutorAddress addr = 0;
+        if (p->kernels.data[i]->library) continue;   /* a BLAS call, no generated code */
         e = LLVMOrcLLJITLookup(cp->jit, &addr, p->kernels.data[i]->name);
         if (e) { st = llvm_error(err, e, "compiling the kernels"); goto fail; }
         cp->fns[i] = (KernelFn)(uintptr_t)addr;
@@ -343,6 +350,10 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
             return fc_err_set(err, FC_ERR_USAGE, "cpu: %s %d of the block is a NULL pointer",
                               b->kind == KIR_BUF_INPUT ? "input" : "output", b->index);
         cp->args[a] = ptr;
+    }
+    if (k->library) {   /* a matrix product through the BLAS */
+        rt_blas_gemm(&k->gemm, cp->args[0], cp->args[1], cp->args[2], cp->nthreads);
+        return FC_OK;
     }
     if (k->grid <= 0) return FC_OK;
     LaunchCtx lc = {cp->fns[l->kernel], cp->args, k->grid, k->grid < cp->nthreads ? k->grid : cp->nthreads, 0};
