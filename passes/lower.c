@@ -77,6 +77,9 @@ typedef struct Lower {
     int *bound;              /* [values] expr id standing for the value, or -1 */
     bool *force_load;        /* [values] read from its buffer even inside its group (the
                               * product of a library matmul, read by its epilogue) */
+    int *row_shared;         /* [values] shared array holding this row of the value, or -1 */
+    int row_lead;            /* rank of the row index (leading dims) while row_shared is used */
+    IrShape row_red;         /* the reduced dims */
     FC_VEC(Memo) memo;
     int depth;
     FC_VEC(KirExpr) hc_keys; /* hash-consing: parallel to hc_ids */
@@ -121,6 +124,14 @@ static int hc(Lower *L, KirExpr e, int (*make)(Lower *, const KirExpr *)) {
 }
 static int mk_const_i(Lower *L, const KirExpr *e) { return kir_const_i(L->k, e->type, e->ival); }
 static int mk_bin(Lower *L, const KirExpr *e) { return kir_bin(L->k, (KirBinOp)e->op, e->a, e->b); }
+
+static int mk_var(Lower *L, const KirExpr *e) { return kir_var_ref(L->k, e->ref); }
+/* A reference to a variable, hash-consed so equal indices share expression ids. */
+static int vref(Lower *L, int var) {
+    if (var < 0 || var >= L->k->vars.len) return -1;
+    KirExpr e = {.kind = KE_VAR, .type = L->k->vars.data[var].type, .a = -1, .b = -1, .c = -1, .ref = var};
+    return hc(L, e, mk_var);
+}
 
 static int ci(Lower *L, int64_t v) {
     KirExpr e = {.kind = KE_CONST, .type = KT_I64, .a = -1, .b = -1, .c = -1, .ref = -1, .ival = v};
@@ -210,7 +221,7 @@ static int memo_find(Lower *L, int v, int n, const int *idx) {
     for (int i = L->memo.len - 1; i >= 0; i--) {
         const Memo *m = &L->memo.data[i];
         if (m->value == v && m->n == n && memcmp(m->idx, idx, sizeof(int) * (size_t)n) == 0)
-            return kir_var_ref(L->k, m->var);
+            return vref(L, m->var);
     }
     return -1;
 }
@@ -224,7 +235,7 @@ static int memo_put(Lower *L, int v, int n, const int *idx, int e) {
     Memo m = {.value = v, .n = n, .var = var, .depth = L->depth};
     memcpy(m.idx, idx, sizeof(int) * (size_t)n);
     if (!FC_VEC_PUSH(&L->memo, m)) { fail_oom(L); return -1; }
-    return kir_var_ref(L->k, var);
+    return vref(L, var);
 }
 
 /* ---- buffers as kernel parameters ---------------------------------------------------------- */
@@ -291,13 +302,13 @@ static int emit_reduce_serial(Lower *L, const IrNode *n, int v, const int *idx) 
     int r = kir_var(L->k, KT_I64);
     k_for(L, KIR_LOOP_SERIAL, r, ci(L, 0), ci(L, count));
     int ridx[IR_MAX_RANK], iidx[IR_MAX_RANK];
-    delinearize(L, &rs, kir_var_ref(L->k, r), ridx);
+    delinearize(L, &rs, vref(L, r), ridx);
     reduce_in_index(n, &x->shape, idx, ridx, iidx);
     int xv = kir_cast(L->k, at, emit(L, n->in[0], iidx));
-    kir_assign(L->k, acc, kir_bin(L->k, reduce_binop(n->op), kir_var_ref(L->k, acc), xv));
+    kir_assign(L->k, acc, kir_bin(L->k, reduce_binop(n->op), vref(L, acc), xv));
     k_end(L);
     hc_reset(L);
-    int res = kir_var_ref(L->k, acc);
+    int res = vref(L, acc);
     if (n->op == IR_OP_MEAN) res = kir_bin(L->k, KB_DIV, res, fconst(L, at, (double)count));
     (void)v;
     return kir_cast(L->k, ctype(val(L, v)->dtype), res);
@@ -359,6 +370,10 @@ static int emit_binary(Lower *L, IrOp op, int a, int b) {
 
 /* Loads a value that lives in a buffer (computed by an earlier kernel, or a block input). */
 static int emit_load(Lower *L, int v, const int *idx) {
+    if (L->row_shared[v] >= 0) {   /* this row of v was staged in shared memory */
+        int off = linearize(L, &L->row_red, idx + L->row_lead);
+        return kir_shload(L->k, L->row_shared[v], off);
+    }
     int buf = L->buf_of_val[v];
     LCHECK(L, buf >= 0);
     int prm = param_for_buf(L, buf, false);
@@ -484,7 +499,7 @@ static void kernel_begin(Lower *L, int group, const char *kind, int64_t grid, in
     L->k->kind = kind;
     L->cur_group = group;
     for (int b = 0; b < L->p->buffers.len; b++) L->param_of_buf[b] = -1;
-    for (int v = 0; v < L->g->values.len; v++) L->bound[v] = -1;
+    for (int v = 0; v < L->g->values.len; v++) L->bound[v] = L->row_shared[v] = -1;
     L->memo.len = 0;
     L->depth = 0;
     hc_reset(L);
@@ -559,14 +574,14 @@ static void schedule_pointwise(Lower *L, int group, const int *outs, int nouts, 
         int64_t n = numel_of(L, outs[i]);
         int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64);
         kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
-        kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, chunk)), ci(L, n)));
+        kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, n)));
         int it = kir_var(L->k, KT_I64);
-        k_for(L, KIR_LOOP_THREADS, it, kir_var_ref(L->k, lo), kir_var_ref(L->k, hi));
+        k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
         for (int j = i; j < nouts; j++) {
             if (done[j] || numel_of(L, outs[j]) != n) continue;
             done[j] = true;
             int idx[IR_MAX_RANK];
-            int lin = kir_var_ref(L->k, it);
+            int lin = vref(L, it);
             delinearize(L, &val(L, outs[j])->shape, lin, idx);
             store_value(L, outs[j], lin, idx);
         }
@@ -606,6 +621,50 @@ static bool row_shape(Lower *L, int group, const int *outs, int nouts, IrShape *
     return true;
 }
 
+/* On a GPU, a row kernel reads its X-shaped inputs once from memory into shared arrays
+ * (when they fit the shared-memory budget) and every pass over the row (each reduction, the
+ * final writes) reads them there: one pass over memory. Only inputs that every reader in the
+ * group reads at the element's own index (elementwise of shape X, or the reductions) are
+ * staged. The CPU keeps the row in its caches instead. */
+enum { ROW_SMEM_BUDGET = 40 * 1024 };   /* of the 48 KiB of static shared memory per block */
+static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const int *lead_vars, int64_t N) {
+    if (L->opt->cpu) return;
+    const IrGraph *g = L->g;
+    int64_t used = 0;
+    for (int v = 0; v < g->values.len && !failed(L); v++) {
+        const IrValue *x = val(L, v);
+        if (in_group(L, v) || L->buf_of_val[v] < 0 || !ir_shape_eq(&x->shape, X)) continue;
+        bool read = false, ok = true;
+        for (int i = 0; i < g->nodes.len && ok; i++) {
+            if (L->group_of_node[i] != group) continue;
+            const IrNode *n = &g->nodes.data[i];
+            for (int j = 0; j < n->nin; j++) {
+                if (n->in[j] != v) continue;
+                read = true;
+                IrCategory c = ir_ops[n->op].cat;
+                bool ew = c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT ||
+                          c == IR_CAT_CAST;
+                if (!(c == IR_CAT_REDUCE || (ew && ir_shape_eq(&val(L, n->out[0])->shape, X)))) ok = false;
+            }
+        }
+        KirType t = ctype(x->dtype);
+        int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
+        if (!read || !ok || used + bytes > ROW_SMEM_BUDGET) continue;
+        used += bytes;
+        int sh = kir_shared(L->k, t, N);
+        int it = kir_var(L->k, KT_I64);
+        k_for(L, KIR_LOOP_THREADS, it, ci(L, 0), ci(L, N));
+        int idx[IR_MAX_RANK];
+        for (int d = 0; d < X->rank - nred; d++) idx[d] = vref(L, lead_vars[d]);
+        delinearize(L, &L->row_red, vref(L, it), idx + (X->rank - nred));
+        kir_shstore(L->k, sh, vref(L, it), emit_load(L, v, idx));
+        k_end(L);
+        hc_reset(L);
+        L->row_shared[v] = sh;
+    }
+    if (used) kir_barrier(L->k);
+}
+
 static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const IrShape *X, int nred) {
     IrShape lead = {.rank = X->rank - nred}, red = {.rank = nred};
     int64_t R = 1, N = 1;
@@ -614,10 +673,12 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     int block = row_block(L->opt, N);
     kernel_begin(L, group, "row_reduce", R, block);
     if (failed(L)) return;
+    L->row_lead = lead.rank;
+    L->row_red = red;
     int row = kir_var(L->k, KT_I64);
     kir_let(L->k, row, kir_block_idx(L->k));
     int lidx[IR_MAX_RANK];
-    delinearize(L, &lead, kir_var_ref(L->k, row), lidx);
+    delinearize(L, &lead, vref(L, row), lidx);
     /* block-uniform index expressions must survive thread-loop scopes: keep them out of the
      * hash-cons table, which is reset when a loop closes */
     int lead_vars[IR_MAX_RANK];
@@ -626,6 +687,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         kir_let(L->k, lead_vars[d], lidx[d]);
     }
     hc_reset(L);
+    stage_rows(L, group, X, nred, lead_vars, N);
     /* one block reduction per reduction node, in order */
     for (int i = 0; i < L->g->nodes.len && !failed(L); i++) {
         if (L->group_of_node[i] != group) continue;
@@ -636,18 +698,18 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), ci(L, N));
         scope_open(L);
         int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
-        for (int d = 0; d < lead.rank; d++) idx[d] = kir_var_ref(L->k, lead_vars[d]);
-        delinearize(L, &red, kir_var_ref(L->k, it), ridx);
+        for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
+        delinearize(L, &red, vref(L, it), ridx);
         memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
         int xv = kir_cast(L->k, at, emit(L, n->in[0], idx));
         scope_close(L);
         kir_end_reduce(L->k, xv);
         hc_reset(L);
-        int r = kir_var_ref(L->k, res);
+        int r = vref(L, res);
         if (n->op == IR_OP_MEAN) r = kir_bin(L->k, KB_DIV, r, fconst(L, at, (double)N));
         int fin = kir_var(L->k, ctype(val(L, n->out[0])->dtype));
         kir_let(L->k, fin, kir_cast(L->k, ctype(val(L, n->out[0])->dtype), r));
-        L->bound[n->out[0]] = kir_var_ref(L->k, fin);
+        L->bound[n->out[0]] = vref(L, fin);
     }
     /* outputs of shape X: a thread loop over the row */
     bool any_full = false, any_red = false;
@@ -661,10 +723,10 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         for (int i = 0; i < nouts; i++) {
             if (!(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X))) continue;
             int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
-            for (int d = 0; d < lead.rank; d++) idx[d] = kir_var_ref(L->k, lead_vars[d]);
-            delinearize(L, &red, kir_var_ref(L->k, it), ridx);
+            for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
+            delinearize(L, &red, vref(L, it), ridx);
             memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
-            int lin = ib(L, KB_ADD, ib(L, KB_MUL, kir_var_ref(L->k, row), ci(L, N)), kir_var_ref(L->k, it));
+            int lin = ib(L, KB_ADD, ib(L, KB_MUL, vref(L, row), ci(L, N)), vref(L, it));
             store_value(L, outs[i], lin, idx);
         }
         k_end(L);
@@ -678,8 +740,8 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
             /* the reduced shape, with or without kept size-1 dims: the row's index */
             const IrShape *s = &val(L, outs[i])->shape;
             int idx[IR_MAX_RANK];
-            delinearize(L, s, kir_var_ref(L->k, row), idx);
-            store_value(L, outs[i], kir_var_ref(L->k, row), idx);
+            delinearize(L, s, vref(L, row), idx);
+            store_value(L, outs[i], vref(L, row), idx);
         }
         k_end(L);
         hc_reset(L);
@@ -716,7 +778,7 @@ static void schedule_matmul(Lower *L, int group, const IrNode *mm, const int *ou
     int bvars[IR_MAX_RANK];
     {
         int bidx[IR_MAX_RANK];
-        delinearize(L, &bsh, kir_var_ref(k, vb), bidx);
+        delinearize(L, &bsh, vref(L, vb), bidx);
         for (int d = 0; d < bsh.rank; d++) {
             bvars[d] = kir_var(k, KT_I64);
             kir_let(k, bvars[d], bidx[d]);
@@ -737,22 +799,22 @@ static void schedule_matmul(Lower *L, int group, const IrNode *mm, const int *ou
         int xv = mm->in[which];
         int tt = kir_var(k, KT_I64);
         k_for(L, KIR_LOOP_THREADS, tt, ci(L, 0), ci(L, MM_TILE * MM_TILE));
-        int row = ib(L, KB_DIV, kir_var_ref(k, tt), ci(L, MM_TILE));
-        int col = ib(L, KB_REM, kir_var_ref(k, tt), ci(L, MM_TILE));
-        int kbase = ib(L, KB_MUL, kir_var_ref(k, kt), ci(L, MM_TILE));
+        int row = ib(L, KB_DIV, vref(L, tt), ci(L, MM_TILE));
+        int col = ib(L, KB_REM, vref(L, tt), ci(L, MM_TILE));
+        int kbase = ib(L, KB_MUL, vref(L, kt), ci(L, MM_TILE));
         int i0, i1;      /* indices in the last two dims of X */
         int64_t n0, n1;  /* their sizes */
-        if (which == 0) { i0 = ib(L, KB_ADD, kir_var_ref(k, vm0), row); i1 = ib(L, KB_ADD, kbase, col); n0 = M; n1 = K; }
-        else { i0 = ib(L, KB_ADD, kbase, row); i1 = ib(L, KB_ADD, kir_var_ref(k, vn0), col); n0 = K; n1 = N; }
+        if (which == 0) { i0 = ib(L, KB_ADD, vref(L, vm0), row); i1 = ib(L, KB_ADD, kbase, col); n0 = M; n1 = K; }
+        else { i0 = ib(L, KB_ADD, kbase, row); i1 = ib(L, KB_ADD, vref(L, vn0), col); n0 = K; n1 = N; }
         int ok = kir_bin(k, KB_AND, kir_bin(k, KB_LT, i0, ci(L, n0)), kir_bin(k, KB_LT, i1, ci(L, n1)));
         int idx[IR_MAX_RANK];
         int xr = X->shape.rank, off = bsh.rank - (xr - 2);
         for (int d = 0; d < xr - 2; d++)
-            idx[d] = X->shape.dims[d] == 1 ? ci(L, 0) : kir_var_ref(k, bvars[d + off]);
+            idx[d] = X->shape.dims[d] == 1 ? ci(L, 0) : vref(L, bvars[d + off]);
         idx[xr - 2] = ib(L, KB_MIN, i0, ci(L, n0 - 1));
         idx[xr - 1] = ib(L, KB_MIN, i1, ci(L, n1 - 1));
         int x = kir_cast(k, at, emit(L, xv, idx));
-        kir_shstore(k, which == 0 ? As : Bs, kir_var_ref(k, tt), kir_select(k, ok, x, zero_of(L, at)));
+        kir_shstore(k, which == 0 ? As : Bs, vref(L, tt), kir_select(k, ok, x, zero_of(L, at)));
         k_end(L);
         hc_reset(L);
     }
@@ -760,12 +822,12 @@ static void schedule_matmul(Lower *L, int group, const IrNode *mm, const int *ou
     {
         int tt = kir_var(k, KT_I64);
         k_for(L, KIR_LOOP_THREADS, tt, ci(L, 0), ci(L, MM_TILE * MM_TILE));
-        int row = ib(L, KB_DIV, kir_var_ref(k, tt), ci(L, MM_TILE));
-        int col = ib(L, KB_REM, kir_var_ref(k, tt), ci(L, MM_TILE));
+        int row = ib(L, KB_DIV, vref(L, tt), ci(L, MM_TILE));
+        int col = ib(L, KB_REM, vref(L, tt), ci(L, MM_TILE));
         int kk = kir_var(k, KT_I64);
         k_for(L, KIR_LOOP_SERIAL, kk, ci(L, 0), ci(L, MM_TILE));
-        int a = kir_shload(k, As, ib(L, KB_ADD, ib(L, KB_MUL, row, ci(L, MM_TILE)), kir_var_ref(k, kk)));
-        int b = kir_shload(k, Bs, ib(L, KB_ADD, ib(L, KB_MUL, kir_var_ref(k, kk), ci(L, MM_TILE)), col));
+        int a = kir_shload(k, As, ib(L, KB_ADD, ib(L, KB_MUL, row, ci(L, MM_TILE)), vref(L, kk)));
+        int b = kir_shload(k, Bs, ib(L, KB_ADD, ib(L, KB_MUL, vref(L, kk), ci(L, MM_TILE)), col));
         kir_tstore(k, acc, ci(L, 0), kir_bin(k, KB_ADD, kir_tload(k, acc, ci(L, 0)), kir_bin(k, KB_MUL, a, b)));
         k_end(L);
         k_end(L);
@@ -778,12 +840,12 @@ static void schedule_matmul(Lower *L, int group, const IrNode *mm, const int *ou
     /* epilogue and stores */
     int tt = kir_var(k, KT_I64);
     k_for(L, KIR_LOOP_THREADS, tt, ci(L, 0), ci(L, MM_TILE * MM_TILE));
-    int m = ib(L, KB_ADD, kir_var_ref(k, vm0), ib(L, KB_DIV, kir_var_ref(k, tt), ci(L, MM_TILE)));
-    int n = ib(L, KB_ADD, kir_var_ref(k, vn0), ib(L, KB_REM, kir_var_ref(k, tt), ci(L, MM_TILE)));
+    int m = ib(L, KB_ADD, vref(L, vm0), ib(L, KB_DIV, vref(L, tt), ci(L, MM_TILE)));
+    int n = ib(L, KB_ADD, vref(L, vn0), ib(L, KB_REM, vref(L, tt), ci(L, MM_TILE)));
     k_if(L, kir_bin(k, KB_AND, kir_bin(k, KB_LT, m, ci(L, M)), kir_bin(k, KB_LT, n, ci(L, N))));
     L->bound[mm->out[0]] = kir_cast(k, ctype(O->dtype), kir_tload(k, acc, ci(L, 0)));
     int oidx[IR_MAX_RANK];
-    for (int d = 0; d < bsh.rank; d++) oidx[d] = kir_var_ref(k, bvars[d]);
+    for (int d = 0; d < bsh.rank; d++) oidx[d] = vref(L, bvars[d]);
     oidx[r - 2] = m;
     oidx[r - 1] = n;
     int lin = linearize(L, &O->shape, oidx);
@@ -884,12 +946,12 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
     rename_kernel(L, "operand");
     int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
     kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
-    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, chunk)), ci(L, n)));
-    k_for(L, KIR_LOOP_THREADS, it, kir_var_ref(L->k, lo), kir_var_ref(L->k, hi));
+    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, n)));
+    k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
     int idx[IR_MAX_RANK], xi[IR_MAX_RANK];
-    delinearize(L, &P, kir_var_ref(L->k, it), idx);
+    delinearize(L, &P, vref(L, it), idx);
     bcast_index(L, &P, &x->shape, idx, xi);
-    kir_store(L->k, param_for_buf(L, buf, true), kir_var_ref(L->k, it), emit(L, xv, xi));
+    kir_store(L->k, param_for_buf(L, buf, true), vref(L, it), emit(L, xv, xi));
     k_end(L);
     hc_reset(L);
     if (failed(L)) return false;
@@ -1041,12 +1103,12 @@ static void lower_output_copy(Lower *L, int v, int outbuf) {
     if (failed(L)) return;
     int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
     kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
-    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, kir_var_ref(L->k, lo), ci(L, chunk)), ci(L, n)));
-    k_for(L, KIR_LOOP_THREADS, it, kir_var_ref(L->k, lo), kir_var_ref(L->k, hi));
+    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, n)));
+    k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
     int idx[IR_MAX_RANK];
-    delinearize(L, &x->shape, kir_var_ref(L->k, it), idx);
+    delinearize(L, &x->shape, vref(L, it), idx);
     int e = emit_load(L, v, idx);
-    kir_store(L->k, param_for_buf(L, outbuf, true), kir_var_ref(L->k, it), e);
+    kir_store(L->k, param_for_buf(L, outbuf, true), vref(L, it), e);
     k_end(L);
     L->buf_of_val[v] = save;
     kernel_end(L, "copy");
@@ -1072,8 +1134,9 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     L.buf_of_val = fc_calloc((size_t)nv + 1, sizeof(int));
     L.bound = fc_calloc((size_t)nv + 1, sizeof(int));
     L.force_load = fc_calloc((size_t)nv + 1, sizeof(bool));
+    L.row_shared = fc_calloc((size_t)nv + 1, sizeof(int));
     if (!L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
-        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load) {
+        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared) {
         fail_oom(&L);
         goto done;
     }
@@ -1239,6 +1302,7 @@ done:
     fc_free(L.buf_of_val);
     fc_free(L.bound);
     fc_free(L.force_load);
+    fc_free(L.row_shared);
     fc_free(L.param_of_buf);
     FC_VEC_FREE(&L.memo);
     FC_VEC_FREE(&L.hc_keys);
