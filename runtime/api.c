@@ -19,6 +19,7 @@
 
 #include "codegen.h"
 #include "cpu.h"
+#include "cuda.h"
 #include "frontend.h"
 #include "host.h"
 #include "interp.h"
@@ -176,6 +177,8 @@ struct FcBlock {
     KirProgram *prog;      /* = res.prog */
     PassResult res_cpu;    /* the CPU-shaped program, made when first needed */
     bool have_cpu;
+    PassResult res_gen;    /* GPU-shaped with generated matrix kernels (the CUDA device) */
+    bool have_gen;
     PassOptions popt;
     char arch[8];
     char *entry;
@@ -328,6 +331,7 @@ void fc_block_free(FcBlock *b) {
     ir_graph_free(b->src);
     pass_result_free(&b->res);
     pass_result_free(&b->res_cpu);
+    pass_result_free(&b->res_gen);
     fc_free(b->entry);
     fc_free(b->tol);
     fc_free(b);
@@ -350,11 +354,30 @@ static FcStatus block_cpu_program(FcBlock *b, const KirProgram **out) {
         FcStatus s = pass_pipeline(b->src, &po, &b->res_cpu, &b->err);
         if (s != FC_OK) {
             pass_result_free(&b->res_cpu);
+    pass_result_free(&b->res_gen);
             return block_fail(b, s);
         }
         b->have_cpu = true;
     }
     *out = b->res_cpu.prog;
+    return FC_OK;
+}
+
+/* The program the CUDA device runs: GPU-shaped, every kernel generated (the device runs
+ * no library call yet). */
+static FcStatus block_gen_program(FcBlock *b, const KirProgram **out) {
+    if (!b->have_gen) {
+        PassOptions po = b->popt;
+        po.cpu = false;
+        po.library_gemm = false;
+        FcStatus s = pass_pipeline(b->src, &po, &b->res_gen, &b->err);
+        if (s != FC_OK) {
+            pass_result_free(&b->res_gen);
+            return block_fail(b, s);
+        }
+        b->have_gen = true;
+    }
+    *out = b->res_gen.prog;
     return FC_OK;
 }
 
@@ -474,6 +497,7 @@ struct FcDevice {
     FcErr err;
     int nthreads;
     char desc[256];
+    RtCuda *cuda;          /* FC_DEVICE_CUDA */
 };
 
 static int cpu_threads(void) {
@@ -508,25 +532,6 @@ static void cpu_model(char *buf, size_t n) {
     fclose(f);
 }
 
-/* The CUDA driver: present only where libcuda loads and cuInit finds a device. */
-static FcStatus cuda_probe(FcErr *err) {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return fc_err_set(err, FC_ERR_UNAVAILABLE, "no CUDA driver on this machine (libcuda.so.1 not found): use --device cpu");
-    typedef int (*InitFn)(unsigned);
-    typedef int (*CountFn)(int *);
-    InitFn init = (InitFn)(uintptr_t)dlsym(h, "cuInit");
-    CountFn count = (CountFn)(uintptr_t)dlsym(h, "cuDeviceGetCount");
-    int n = 0;
-    FcStatus s;
-    if (!init || !count || init(0) != 0 || count(&n) != 0 || n < 1)
-        s = fc_err_set(err, FC_ERR_UNAVAILABLE, "no usable CUDA GPU on this machine (cuInit failed or found none): use --device cpu");
-    else
-        s = fc_err_set(err, FC_ERR_UNAVAILABLE, "found %d CUDA GPU(s), but running on CUDA devices is not implemented yet in this version: use --device cpu",
-                       n);
-    dlclose(h);
-    return s;
-}
-
 FcStatus fc_device_open(FcDeviceKind kind, int ordinal, FcDevice **out) {
     if (!out) return FC_ERR_USAGE;
     FcDevice *d = fc_calloc(1, sizeof *d);
@@ -549,18 +554,27 @@ FcStatus fc_device_open(FcDeviceKind kind, int ordinal, FcDevice **out) {
     case FC_DEVICE_REFERENCE:
         snprintf(d->desc, sizeof d->desc, "reference interpreter (f64)");
         return FC_OK;
-    case FC_DEVICE_CUDA:
-        return cuda_probe(&d->err);
+    case FC_DEVICE_CUDA: {
+        FcStatus s = rt_cuda_open(ordinal, &d->cuda, &d->err);
+        if (s != FC_OK) return s;
+        snprintf(d->desc, sizeof d->desc, "%s", rt_cuda_description(d->cuda));
+        return FC_OK;
+    }
     }
     return fc_err_set(&d->err, FC_ERR_USAGE, "unknown device kind %d", (int)kind);
 }
-void fc_device_free(FcDevice *d) { fc_free(d); }
+void fc_device_free(FcDevice *d) {
+    if (!d) return;
+    rt_cuda_close(d->cuda);
+    fc_free(d);
+}
 const char *fc_device_last_error(const FcDevice *d) { return d ? d->err.msg : "no device handle"; }
 const char *fc_device_description(const FcDevice *d) { return d ? d->desc : ""; }
 FcStatus fc_device_stream_bandwidth(FcDevice *d, double *gbps) {
     if (!d || !gbps) return FC_ERR_USAGE;
+    if (d->kind == FC_DEVICE_CUDA) return rt_cuda_copy_gbps(d->cuda, gbps, &d->err);
     if (d->kind != FC_DEVICE_CPU)
-        return fc_err_set(&d->err, FC_ERR_USAGE, "stream bandwidth is measured on the CPU device only");
+        return fc_err_set(&d->err, FC_ERR_USAGE, "stream bandwidth is measured on the CPU and CUDA devices only");
     *gbps = rt_cpu_stream_gbps(d->nthreads);
     if (!(*gbps > 0)) return fc_err_set(&d->err, FC_ERR_NOMEM, "could not allocate the STREAM arrays");
     return FC_OK;
@@ -585,7 +599,7 @@ static FcStatus tensor_make(FcDevice *d, FcDtype dtype, int rank, const int64_t 
     if ((unsigned)dtype >= FC_DTYPE_COUNT) return fc_err_set(&d->err, FC_ERR_USAGE, "bad dtype %d", (int)dtype);
     if (rank < 0 || rank > FC_MAX_RANK || (rank > 0 && !dims))
         return fc_err_set(&d->err, FC_ERR_USAGE, "bad rank %d (0..%d)", rank, FC_MAX_RANK);
-    if (d->kind == FC_DEVICE_CUDA) return fc_err_set(&d->err, FC_ERR_UNAVAILABLE, "no CUDA device");
+    if (d->kind == FC_DEVICE_CUDA && !d->cuda) return fc_err_set(&d->err, FC_ERR_UNAVAILABLE, "no CUDA device");
     FcTensor *t = fc_calloc(1, sizeof *t);
     if (!t) return FC_OOM(&d->err);
     t->dev = d;
@@ -609,6 +623,16 @@ static FcStatus tensor_make(FcDevice *d, FcDtype dtype, int rank, const int64_t 
 FcStatus fc_tensor_new(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out) {
     FC_TRY(tensor_make(d, dtype, rank, dims, out));
     FcTensor *t = *out;
+    if (d->kind == FC_DEVICE_CUDA) {
+        FcStatus s = rt_cuda_alloc(d->cuda, (size_t)t->nbytes, &t->data, &d->err);
+        if (s != FC_OK) {
+            fc_free(t);
+            *out = NULL;
+            return s;
+        }
+        t->owned = true;
+        return FC_OK;
+    }
     if ((uint64_t)t->nbytes > SIZE_MAX - 128 || !(t->raw = fc_alloc((size_t)t->nbytes + 64))) {
         long long nb = (long long)t->nbytes;
         fc_free(t);
@@ -630,7 +654,8 @@ FcStatus fc_tensor_wrap(FcDevice *d, FcDtype dtype, int rank, const int64_t *dim
 }
 void fc_tensor_free(FcTensor *t) {
     if (!t) return;
-    if (t->owned) fc_free(t->raw);
+    if (t->owned && t->dev->kind == FC_DEVICE_CUDA) rt_cuda_free(t->dev->cuda, t->data);
+    else if (t->owned) fc_free(t->raw);
     fc_free(t);
 }
 size_t fc_tensor_nbytes(const FcTensor *t) { return t ? (size_t)t->nbytes : 0; }
@@ -639,6 +664,7 @@ FcStatus fc_tensor_copy_from_host(FcTensor *t, const void *src, size_t nbytes) {
     if (!t) return FC_ERR_USAGE;
     if (!src || nbytes != (size_t)t->nbytes)
         return fc_err_set(&t->err, FC_ERR_USAGE, "copy of %zu bytes into a tensor of %lld bytes", nbytes, (long long)t->nbytes);
+    if (t->dev->kind == FC_DEVICE_CUDA) return rt_cuda_copy_htod(t->dev->cuda, t->data, src, nbytes, &t->err);
     memcpy(t->data, src, nbytes);
     return FC_OK;
 }
@@ -647,21 +673,51 @@ FcStatus fc_tensor_copy_to_host(const FcTensor *t, void *dst, size_t nbytes) {
     if (!dst || nbytes != (size_t)t->nbytes)
         return fc_err_set((FcErr *)&t->err, FC_ERR_USAGE, "copy of %zu bytes from a tensor of %lld bytes", nbytes,
                           (long long)t->nbytes);
+    if (t->dev->kind == FC_DEVICE_CUDA)
+        return rt_cuda_copy_dtoh(t->dev->cuda, dst, t->data, nbytes, (FcErr *)&t->err);
     memcpy(dst, t->data, nbytes);
     return FC_OK;
 }
+/* Host memory holding t's data: t's own for host devices; a staged copy (fc_alloc'd) for a
+ * CUDA tensor, read from the device when `fetch`. Release with host_end (writing back when
+ * `store`). */
+static FcStatus host_begin(const FcTensor *t, bool fetch, void **host) {
+    if (t->dev->kind != FC_DEVICE_CUDA) {
+        *host = t->data;
+        return FC_OK;
+    }
+    void *h = fc_alloc((size_t)t->nbytes + 1);
+    if (!h) return FC_OOM((FcErr *)&t->err);
+    if (fetch) {
+        FcStatus s = rt_cuda_copy_dtoh(t->dev->cuda, h, t->data, (size_t)t->nbytes, (FcErr *)&t->err);
+        if (s != FC_OK) { fc_free(h); return s; }
+    }
+    *host = h;
+    return FC_OK;
+}
+static FcStatus host_end(FcTensor *t, void *host, bool store) {
+    if (t->dev->kind != FC_DEVICE_CUDA) return FC_OK;
+    FcStatus s = store ? rt_cuda_copy_htod(t->dev->cuda, t->data, host, (size_t)t->nbytes, &t->err) : FC_OK;
+    fc_free(host);
+    return s;
+}
+
 FcStatus fc_tensor_load_npy(FcTensor *t, const char *path) {
     if (!t || !path) return FC_ERR_USAGE;
     void *data = NULL;
     FcStatus s = rt_npy_read(path, t->dtype, &t->shape, &data, &t->err);
     if (s != FC_OK) return s;
-    memcpy(t->data, data, (size_t)t->nbytes);
+    s = fc_tensor_copy_from_host(t, data, (size_t)t->nbytes);
     fc_free(data);
-    return FC_OK;
+    return s;
 }
 FcStatus fc_tensor_save_npy(const FcTensor *t, const char *path) {
     if (!t || !path) return FC_ERR_USAGE;
-    return rt_npy_write(path, t->dtype, &t->shape, t->data, (FcErr *)&t->err);
+    void *h = NULL;
+    FC_TRY(host_begin(t, true, &h));
+    FcStatus s = rt_npy_write(path, t->dtype, &t->shape, h, (FcErr *)&t->err);
+    host_end((FcTensor *)t, h, false);
+    return s;
 }
 FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max_abs, double *max_rel) {
     if (!got || !ref || !max_abs || !max_rel) return FC_ERR_USAGE;
@@ -669,8 +725,15 @@ FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max
         return fc_err_set((FcErr *)&got->err, FC_ERR_USAGE, "fc_tensor_compare: tensors differ in dtype or shape");
     int64_t n = 1;
     ir_shape_numel(&got->shape, &n);
-    rt_host_compare(got->dtype, got->data, ref->data, n, max_abs, max_rel);
-    return FC_OK;
+    void *hg = NULL, *hr = NULL;
+    FC_TRY(host_begin(got, true, &hg));
+    FcStatus s = host_begin(ref, true, &hr);
+    if (s == FC_OK) {
+        rt_host_compare(got->dtype, hg, hr, n, max_abs, max_rel);
+        host_end((FcTensor *)ref, hr, false);
+    }
+    host_end((FcTensor *)got, hg, false);
+    return s;
 }
 
 /* ids of a gather: the rows of its table bound the random values */
@@ -685,6 +748,8 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
     ir_shape_numel(&x->shape, &n);
     /* a distinct stream per input */
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + (uint64_t)i * 0xBF58476D1CE4E5B9ull + 1;
+    void *h = NULL;
+    FC_TRY(host_begin(t, false, &h));
     if (ir_dtype_is_int(x->dtype)) {
         int64_t hi = 16;
         for (int k = 0; k < g->nodes.len; k++) {
@@ -694,17 +759,17 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
                 if (rows < hi) hi = rows;
             }
         }
-        rt_host_fill_uniform_int(x->dtype, t->data, n, 0, hi, s);
+        rt_host_fill_uniform_int(x->dtype, h, n, 0, hi, s);
     } else {
-        rt_host_fill_normal(x->dtype, t->data, n, s);
+        rt_host_fill_normal(x->dtype, h, n, s);
         /* a weight matrix [.., in, out] declared `param` gets variance 1/in (realistic scales,
          * so that products keep unit variance); everything else N(0, 1) */
         if (g->is_param.data[i] && x->shape.rank >= 2) {
             double sc = 1.0 / sqrt((double)x->shape.dims[x->shape.rank - 2]);
-            for (int64_t k = 0; k < n; k++) rt_host_store(x->dtype, t->data, k, rt_host_load(x->dtype, t->data, k) * sc);
+            for (int64_t k = 0; k < n; k++) rt_host_store(x->dtype, h, k, rt_host_load(x->dtype, h, k) * sc);
         }
     }
-    return FC_OK;
+    return host_end(t, h, true);
 }
 
 /* ---- programs ------------------------------------------------------------------------------------------ */
@@ -714,6 +779,7 @@ struct FcProgram {
     const KirProgram *prog;  /* what runs (the block owns it) */
     FcDevice *dev;
     RtCpuProgram *cpu;
+    RtCudaProgram *cuda;
     bool unusable;
 };
 
@@ -736,12 +802,21 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
         if (s == FC_ERR_INTERNAL) p->unusable = true;
         return s;
     }
-    if (d->kind == FC_DEVICE_CUDA) return fc_err_set(&p->err, FC_ERR_UNAVAILABLE, "no CUDA device");
+    if (d->kind == FC_DEVICE_CUDA) {
+        const KirProgram *gp = NULL;
+        FcStatus s = block_gen_program(b, &gp);
+        if (s != FC_OK) return fc_err_set(&p->err, s, "%s", b->err.msg);
+        p->prog = gp;
+        s = rt_cuda_compile(d->cuda, gp, &p->cuda, NULL, &p->err);
+        if (s == FC_ERR_INTERNAL) p->unusable = true;
+        return s;
+    }
     return FC_OK;
 }
 void fc_program_free(FcProgram *p) {
     if (!p) return;
     rt_cpu_free(p->cpu);
+    rt_cuda_program_free(p->cuda);
     fc_free(p);
 }
 const char *fc_program_last_error(const FcProgram *p) { return p ? p->err.msg : "no program handle"; }
@@ -786,8 +861,12 @@ static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     case FC_DEVICE_REFERENCE:
         s = rt_interp_run(g, (const void *const *)in, out, &p->err);
         break;
+    case FC_DEVICE_CUDA:
+        s = launch < 0 ? rt_cuda_run(p->cuda, in, out, &p->err)
+                       : rt_cuda_run_launch(p->cuda, launch, in, out, NULL, &p->err);
+        break;
     default:
-        s = fc_err_set(&p->err, FC_ERR_UNAVAILABLE, "no CUDA device");
+        s = fc_err_set(&p->err, FC_ERR_USAGE, "unknown device");
     }
     if (s == FC_ERR_INTERNAL) p->unusable = true;
     return s;

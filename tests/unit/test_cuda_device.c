@@ -1,0 +1,629 @@
+/* test_cuda_device.c: the CUDA device (runtime/cuda.c).
+ *
+ * Without a GPU (always):
+ *   - the driver's absence is FC_ERR_UNAVAILABLE with a clear message, never a crash;
+ *   - a stub driver (FUSEC_LIBCUDA): a small C library written and compiled by this test
+ *     (with $CC or cc) whose cu* functions work on host memory and fail on request
+ *     (FAKECU_FAIL_<function>=<CUresult>, read at every call; a sticky code keeps being
+ *     returned, as the real driver does). Each scenario runs in its own process (the driver
+ *     is loaded once per process): cuInit failing, no devices, a missing entry point, device
+ *     properties, memory and copies, out-of-memory and other error messages (call, file:line,
+ *     the driver's name and text), programs (compiled by NVRTC when present: arguments of
+ *     every launch, the workspace and status words, a kernel's run-time check, the cache, a
+ *     grid over 2^31-1, overlapping arguments, events), and sticky errors: after
+ *     CUDA_ERROR_ILLEGAL_ADDRESS from cuLaunchKernel or CUDA_ERROR_LAUNCH_FAILED from
+ *     cuStreamSynchronize every call returns FC_ERR_DEVICE_LOST and the driver is not called.
+ * With a GPU: every sample of kir_samples.h runs on it against its reference (fresh random
+ * inputs, outputs poisoned), timings, and a real illegal address in a child process.
+ * Exit: 1 on any failure; else 77 when no real GPU was found (the GPU part skipped), else 0.
+ */
+#include "cuda.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kir_samples.h"
+#include "nvrtc.h"
+
+static int failures;
+#define EXPECT(cond, ...)                                                        \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            failures++;                                                          \
+            fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+        }                                                                        \
+    } while (0)
+
+/* ---- the stub driver ----------------------------------------------------------------------------- */
+static const char *const fake_src[] = {
+    "#include <stdlib.h>\n#include <string.h>\n#include <stdio.h>\n#include <stdint.h>\n",
+    "typedef int CUresult; typedef unsigned long long CUdeviceptr;\n",
+    "static int calls, poisoned, nlaunch; static CUdeviceptr last_alloc;\n",
+    "static struct { char name[128]; unsigned grid, block; int nargs; CUdeviceptr args[64]; } log_[256];\n",
+    "static char fnames[256][128]; static int nfn;\n",
+    "static int sticky(int r) { return r == 700 || r == 719 || r == 716 || r == 715 || r == 714; }\n",
+    "static int fail_code(const char *fn) { char v[160]; snprintf(v, sizeof v, \"FAKECU_FAIL_%s\", fn);\n",
+    "  const char *e = getenv(v); return e ? atoi(e) : 0; }\n",
+    "#define ENTER(fn) do { calls++; if (poisoned) return poisoned; int f_ = fail_code(#fn);\\\n",
+    "  if (f_) { if (sticky(f_)) poisoned = f_; return f_; } } while (0)\n",
+    "int fakecu_calls(void) { return calls; }\n",
+    "int fakecu_nlaunch(void) { return nlaunch; }\n",
+    "CUdeviceptr fakecu_last_alloc(void) { return last_alloc; }\n",
+    "int fakecu_launch(int i, char *name, unsigned *grid, unsigned *block, CUdeviceptr *args) {\n",
+    "  if (i < 0 || i >= nlaunch || i >= 256) return -1; strcpy(name, log_[i].name); *grid = log_[i].grid;\n",
+    "  *block = log_[i].block; memcpy(args, log_[i].args, sizeof log_[i].args); return log_[i].nargs; }\n",
+    "CUresult cuInit(unsigned f) { (void)f; calls++; const char *e = getenv(\"FAKECU_INIT\"); return e ? atoi(e) : 0; }\n",
+    "CUresult cuDeviceGetCount(int *n) { ENTER(cuDeviceGetCount); const char *e = getenv(\"FAKECU_COUNT\");\n",
+    "  *n = e ? atoi(e) : 1; return 0; }\n",
+    "CUresult cuDeviceGet(int *d, int o) { ENTER(cuDeviceGet); *d = o; return 0; }\n",
+    "CUresult cuDeviceGetName(char *s, int n, int d) { ENTER(cuDeviceGetName); (void)d; snprintf(s, (size_t)n, \"Fake GPU\"); return 0; }\n",
+    "CUresult cuDeviceGetAttribute(int *v, int a, int d) { ENTER(cuDeviceGetAttribute); (void)d;\n",
+    "  switch (a) { case 75: *v = 9; break; case 76: *v = 0; break; case 16: *v = 4; break; case 1: *v = 1024; break;\n",
+    "  case 5: *v = 2147483647; break; case 8: *v = 49152; break; default: *v = 0; } return 0; }\n",
+    "CUresult cuDeviceTotalMem_v2(size_t *b, int d) { ENTER(cuDeviceTotalMem_v2); (void)d; *b = (size_t)1 << 30; return 0; }\n",
+    "static void *allocs[4096]; static int nalloc, retained;\n",
+    "CUresult cuDevicePrimaryCtxRetain(void **c, int d) { ENTER(cuDevicePrimaryCtxRetain); (void)d; *c = (void *)16;\n",
+    "  retained++; return 0; }\n",
+    "/* the context goes with the last release, and its memory with it (as in the real driver) */\n",
+    "CUresult cuDevicePrimaryCtxRelease_v2(int d) { calls++; (void)d; if (--retained == 0) {\n",
+    "  for (int i = 0; i < nalloc; i++) free(allocs[i]); nalloc = 0; poisoned = 0; } return 0; }\n",
+    "CUresult cuCtxSetCurrent(void *c) { ENTER(cuCtxSetCurrent); return c == (void *)16 ? 0 : 201; }\n",
+    "CUresult cuStreamCreate(void **s, unsigned f) { ENTER(cuStreamCreate); (void)f; *s = (void *)32; return 0; }\n",
+    "CUresult cuStreamDestroy_v2(void *s) { ENTER(cuStreamDestroy_v2); (void)s; return 0; }\n",
+    "CUresult cuStreamSynchronize(void *s) { ENTER(cuStreamSynchronize); (void)s; return 0; }\n",
+    "CUresult cuModuleLoadData(void **m, const void *img) { ENTER(cuModuleLoadData);\n",
+    "  if (memcmp(img, \"\\x7f\" \"ELF\", 4) != 0) return 200; *m = (void *)64; return 0; }\n",
+    "CUresult cuModuleUnload(void *m) { ENTER(cuModuleUnload); return m == (void *)64 ? 0 : 400; }\n",
+    "CUresult cuModuleGetFunction(void **f, void *m, const char *name) { ENTER(cuModuleGetFunction); (void)m;\n",
+    "  if (nfn >= 256) return 2; snprintf(fnames[nfn], 128, \"%s\", name); *f = fnames[nfn++]; return 0; }\n",
+    "CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,\n",
+    "  unsigned sh, void *s, void **params, void **extra) { ENTER(cuLaunchKernel); (void)s; (void)extra; (void)sh;\n",
+    "  if (gy != 1 || gz != 1 || by != 1 || bz != 1 || !params) return 1;\n",
+    "  int n = 0; CUdeviceptr a[64]; while (n < 64 && params[n]) { a[n] = *(CUdeviceptr *)params[n]; n++; }\n",
+    "  if (nlaunch < 256) { snprintf(log_[nlaunch].name, 128, \"%s\", (const char *)f); log_[nlaunch].grid = gx;\n",
+    "    log_[nlaunch].block = bx; log_[nlaunch].nargs = n; memcpy(log_[nlaunch].args, a, sizeof a); }\n",
+    "  nlaunch++;\n",
+    "  const char *st = getenv(\"FAKECU_STATUS\"); size_t ln = strlen((const char *)f);\n",
+    "  if (st && n > 0 && strncmp(st, (const char *)f, ln) == 0 && st[ln] == ':') *(int *)(uintptr_t)a[n - 1] = atoi(st + ln + 1);\n",
+    "  return 0; }\n",
+    "CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { ENTER(cuMemAlloc_v2); void *m = aligned_alloc(256, (n + 255) / 256 * 256);\n",
+    "  if (!m || nalloc >= 4096) { free(m); return 2; } allocs[nalloc++] = m;\n",
+    "  memset(m, 0xa5, n); *p = last_alloc = (CUdeviceptr)(uintptr_t)m; return 0; }\n",
+    "CUresult cuMemFree_v2(CUdeviceptr p) { ENTER(cuMemFree_v2); for (int i = 0; i < nalloc; i++)\n",
+    "  if (allocs[i] == (void *)(uintptr_t)p) { free(allocs[i]); allocs[i] = allocs[--nalloc]; return 0; } return 1; }\n",
+    "CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { ENTER(cuMemcpyHtoD_v2); memcpy((void *)(uintptr_t)d, s, n); return 0; }\n",
+    "CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { ENTER(cuMemcpyDtoH_v2); memcpy(d, (void *)(uintptr_t)s, n); return 0; }\n",
+    "CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { ENTER(cuMemcpyDtoD_v2); memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0; }\n",
+    "CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) { ENTER(cuMemcpyDtoHAsync_v2); (void)st; memcpy(d, (void *)(uintptr_t)s, n); return 0; }\n",
+    "CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { ENTER(cuMemsetD8_v2); memset((void *)(uintptr_t)d, v, n); return 0; }\n",
+    "CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, void *s) { ENTER(cuMemsetD8Async); (void)s; memset((void *)(uintptr_t)d, v, n); return 0; }\n",
+    "CUresult cuEventCreate(void **e, unsigned f) { ENTER(cuEventCreate); (void)f; *e = malloc(8); return 0; }\n",
+    "CUresult cuEventRecord(void *e, void *s) { ENTER(cuEventRecord); (void)e; (void)s; return 0; }\n",
+    "CUresult cuEventSynchronize(void *e) { ENTER(cuEventSynchronize); (void)e; return 0; }\n",
+    "CUresult cuEventElapsedTime(float *ms, void *a, void *b) { ENTER(cuEventElapsedTime); (void)a; (void)b; *ms = 0.5f; return 0; }\n",
+    "CUresult cuEventDestroy_v2(void *e) { ENTER(cuEventDestroy_v2); free(e); return 0; }\n",
+    "static const char *text(int r, int name) { switch (r) {\n",
+    "  case 1: return name ? \"CUDA_ERROR_INVALID_VALUE\" : \"invalid argument\";\n",
+    "  case 2: return name ? \"CUDA_ERROR_OUT_OF_MEMORY\" : \"out of memory\";\n",
+    "  case 100: return name ? \"CUDA_ERROR_NO_DEVICE\" : \"no CUDA-capable device is detected\";\n",
+    "  case 200: return name ? \"CUDA_ERROR_INVALID_IMAGE\" : \"device kernel image is invalid\";\n",
+    "  case 700: return name ? \"CUDA_ERROR_ILLEGAL_ADDRESS\" : \"an illegal memory access was encountered\";\n",
+    "  case 719: return name ? \"CUDA_ERROR_LAUNCH_FAILED\" : \"unspecified launch failure\";\n",
+    "  default: return 0; } }\n",
+    "CUresult cuGetErrorName(CUresult r, const char **s) { *s = text(r, 1); return *s ? 0 : 1; }\n",
+    "CUresult cuGetErrorString(CUresult r, const char **s) { *s = text(r, 0); return *s ? 0 : 1; }\n",
+    NULL,
+};
+
+static char root[256];
+static char fake_lib[600], fake_lib_nolaunch[600];
+
+/* Writes the stub and compiles it twice (the second without cuLaunchKernel); false if no
+ * compiler works here. */
+static bool build_fake(void) {
+    char src[600], cmd[2400];
+    snprintf(src, sizeof src, "%s/fakecuda.c", root);
+    FILE *f = fopen(src, "w");
+    if (!f) return false;
+    for (int i = 0; fake_src[i]; i++) fputs(fake_src[i], f);
+    fclose(f);
+    const char *cc = getenv("CC");
+    if (!cc || !cc[0]) cc = "cc";
+    snprintf(fake_lib, sizeof fake_lib, "%s/libfakecuda.so", root);
+    snprintf(fake_lib_nolaunch, sizeof fake_lib_nolaunch, "%s/libfakecuda_nolaunch.so", root);
+    snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O1 -o '%s' '%s' 2>&1", cc, fake_lib, src);
+    if (system(cmd) != 0) return false;
+    /* the same without cuLaunchKernel: rename it away */
+    snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O1 -DcuLaunchKernel=cuLaunchKernel_renamed -o '%s' '%s' 2>&1", cc,
+             fake_lib_nolaunch, src);
+    return system(cmd) == 0;
+}
+
+/* The stub's own functions, from the copy the runtime loaded (dlopen returns that handle). */
+static void *fake_sym(const char *name) {
+    const char *path = getenv("FUSEC_LIBCUDA");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    return h ? dlsym(h, name) : NULL;
+}
+static int fake_calls(void) {
+    int (*fn)(void);
+    void *s = fake_sym("fakecu_calls");
+    if (!s) return -1;
+    memcpy(&fn, &s, sizeof fn);
+    return fn();
+}
+static int fake_nlaunch(void) {
+    int (*fn)(void);
+    void *s = fake_sym("fakecu_nlaunch");
+    if (!s) return -1;
+    memcpy(&fn, &s, sizeof fn);
+    return fn();
+}
+static unsigned long long fake_last_alloc(void) {
+    unsigned long long (*fn)(void);
+    void *s = fake_sym("fakecu_last_alloc");
+    if (!s) return 0;
+    memcpy(&fn, &s, sizeof fn);
+    return fn();
+}
+static int fake_launch(int i, char *name, unsigned *grid, unsigned *block, unsigned long long *args) {
+    int (*fn)(int, char *, unsigned *, unsigned *, unsigned long long *);
+    void *s = fake_sym("fakecu_launch");
+    if (!s) return -1;
+    memcpy(&fn, &s, sizeof fn);
+    return fn(i, name, grid, block, args);
+}
+
+#define HAS(msg, needle) (strstr((msg), (needle)) != NULL)
+
+/* ---- scenarios (each in its own process) ------------------------------------------------------------ */
+static void scenario_unavailable(const char *needle) {
+    FcErr err = {0};
+    RtCuda *d = (RtCuda *)1;
+    FcStatus st = rt_cuda_open(0, &d, &err);
+    EXPECT(st == FC_ERR_UNAVAILABLE && d == NULL && HAS(err.msg, needle), "open: %d %s (want '%s')", (int)st, err.msg,
+           needle);
+    int n = -1;
+    st = rt_cuda_available(&n, &err);
+    EXPECT(st == FC_ERR_UNAVAILABLE && n == 0 && HAS(err.msg, needle), "available: %d %s", (int)st, err.msg);
+}
+
+static void scenario_basic(void) {
+    FcErr err = {0};
+    RtCuda *d = NULL;
+    FcStatus st = rt_cuda_open(0, &d, &err);
+    EXPECT(st == FC_OK && d, "open: %s", err.msg);
+    if (!d) return;
+    EXPECT(strcmp(rt_cuda_description(d), "cuda:0: Fake GPU, sm_90, 4 SMs, 1.0 GiB") == 0, "description: %s",
+           rt_cuda_description(d));
+    int ma = 0, mi = -1;
+    rt_cuda_compute_capability(d, &ma, &mi);
+    EXPECT(ma == 9 && mi == 0 && strcmp(rt_cuda_arch(d), "sm_90") == 0 && strcmp(rt_cuda_name(d), "Fake GPU") == 0,
+           "cc %d.%d arch %s", ma, mi, rt_cuda_arch(d));
+    EXPECT(rt_cuda_total_memory(d) == (int64_t)1 << 30 && rt_cuda_sm_count(d) == 4 && rt_cuda_ordinal(d) == 0 &&
+           !rt_cuda_lost(d), "properties");
+    RtCuda *d2 = (RtCuda *)1;
+    st = rt_cuda_open(1, &d2, &err);
+    EXPECT(st == FC_ERR_USAGE && !d2 && HAS(err.msg, "CUDA device 1 does not exist (this machine has 1: 0..0)"),
+           "ordinal 1: %d %s", (int)st, err.msg);
+    st = rt_cuda_open(-1, &d2, &err);
+    EXPECT(st == FC_ERR_USAGE, "ordinal -1: %d", (int)st);
+    /* a second handle on the same GPU works independently */
+    st = rt_cuda_open(0, &d2, &err);
+    EXPECT(st == FC_OK && d2, "second handle: %s", err.msg);
+    rt_cuda_close(d2);
+
+    /* memory round trip through the stub (its "device" memory is host memory) */
+    enum { N = 1001 };
+    unsigned char host[N], back[N];
+    for (int i = 0; i < N; i++) host[i] = (unsigned char)(i * 7 + 3);
+    void *a = NULL, *b = NULL, *z = (void *)1;
+    EXPECT(rt_cuda_alloc(d, N, &a, &err) == FC_OK && a && ((uintptr_t)a & 255) == 0, "alloc: %s", err.msg);
+    EXPECT(rt_cuda_alloc(d, N, &b, &err) == FC_OK && b, "alloc: %s", err.msg);
+    EXPECT(rt_cuda_alloc(d, 0, &z, &err) == FC_OK && z == NULL, "alloc 0");
+    EXPECT(rt_cuda_copy_htod(d, a, host, N, &err) == FC_OK, "htod: %s", err.msg);
+    EXPECT(rt_cuda_copy_dtod(d, b, a, N, &err) == FC_OK, "dtod: %s", err.msg);
+    memset(back, 0, N);
+    EXPECT(rt_cuda_copy_dtoh(d, back, b, N, &err) == FC_OK && memcmp(back, host, N) == 0, "dtoh: %s", err.msg);
+    EXPECT(rt_cuda_memset(d, b, 0x3c, N, &err) == FC_OK, "memset: %s", err.msg);
+    EXPECT(rt_cuda_copy_dtoh(d, back, b, N, &err) == FC_OK && back[0] == 0x3c && back[N - 1] == 0x3c, "memset result");
+    EXPECT(rt_cuda_copy_htod(d, NULL, host, N, &err) == FC_ERR_USAGE, "NULL dst");
+    EXPECT(rt_cuda_copy_htod(d, a, host, 0, &err) == FC_OK, "0 bytes");
+    EXPECT(rt_cuda_synchronize(d, &err) == FC_OK, "sync: %s", err.msg);
+    double gbps = 0;
+    EXPECT(rt_cuda_copy_gbps(d, &gbps, &err) == FC_OK && gbps > 0, "copy gbps: %s", err.msg);
+
+    /* driver errors: the call, file:line, the driver's name and text; not sticky */
+    setenv("FAKECU_FAIL_cuMemAlloc_v2", "2", 1);
+    void *c = (void *)1;
+    st = rt_cuda_alloc(d, 100, &c, &err);
+    EXPECT(st == FC_ERR_NOMEM && c == NULL &&
+               HAS(err.msg, "cuda:0: cuMemAlloc_v2 failed at cuda.c:") &&
+               HAS(err.msg, " while allocating 100 bytes: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory"),
+           "oom: %d %s", (int)st, err.msg);
+    unsetenv("FAKECU_FAIL_cuMemAlloc_v2");
+    setenv("FAKECU_FAIL_cuMemcpyHtoD_v2", "1", 1);
+    st = rt_cuda_copy_htod(d, a, host, N, &err);
+    EXPECT(st == FC_ERR_DEVICE && HAS(err.msg, "cuMemcpyHtoD_v2 failed at cuda.c:") &&
+               HAS(err.msg, "CUDA_ERROR_INVALID_VALUE (1): invalid argument"), "htod error: %d %s", (int)st, err.msg);
+    unsetenv("FAKECU_FAIL_cuMemcpyHtoD_v2");
+    setenv("FAKECU_FAIL_cuMemsetD8Async", "4242", 1);
+    st = rt_cuda_memset(d, a, 0, N, &err);
+    EXPECT(st == FC_ERR_DEVICE && HAS(err.msg, "CUDA_ERROR_UNKNOWN_CODE (4242): no description from the driver"),
+           "unknown code: %d %s", (int)st, err.msg);
+    unsetenv("FAKECU_FAIL_cuMemsetD8Async");
+    setenv("FAKECU_FAIL_cuCtxSetCurrent", "201", 1);
+    st = rt_cuda_synchronize(d, &err);
+    EXPECT(st == FC_ERR_DEVICE && HAS(err.msg, "cuCtxSetCurrent failed"), "ctx: %d %s", (int)st, err.msg);
+    unsetenv("FAKECU_FAIL_cuCtxSetCurrent");
+    EXPECT(!rt_cuda_lost(d) && rt_cuda_copy_htod(d, a, host, N, &err) == FC_OK, "a non-sticky error stuck: %s", err.msg);
+    /* failures while opening leave nothing behind */
+    setenv("FAKECU_FAIL_cuStreamCreate", "2", 1);
+    d2 = (RtCuda *)1;
+    st = rt_cuda_open(0, &d2, &err);
+    EXPECT(st == FC_ERR_NOMEM && !d2 && HAS(err.msg, "cuStreamCreate failed"), "open: %d %s", (int)st, err.msg);
+    unsetenv("FAKECU_FAIL_cuStreamCreate");
+    for (long n = 1; n <= 2; n++) {
+        fc_alloc_fail_at(n);
+        d2 = NULL;
+        st = rt_cuda_open(0, &d2, &err);
+        fc_alloc_fail_at(0);
+        EXPECT((st == FC_OK) == (d2 != NULL) && (st == FC_OK || st == FC_ERR_NOMEM), "alloc failure %ld: %d", n, (int)st);
+        rt_cuda_close(d2);
+    }
+
+    /* sticky: CUDA_ERROR_LAUNCH_FAILED from a synchronize, then nothing reaches the driver */
+    setenv("FAKECU_FAIL_cuStreamSynchronize", "719", 1);
+    st = rt_cuda_synchronize(d, &err);
+    EXPECT(st == FC_ERR_DEVICE_LOST && HAS(err.msg, "CUDA_ERROR_LAUNCH_FAILED (719): unspecified launch failure") &&
+               HAS(err.msg, "sticky"), "sticky: %d %s", (int)st, err.msg);
+    unsetenv("FAKECU_FAIL_cuStreamSynchronize");
+    int calls = fake_calls();
+    EXPECT(rt_cuda_lost(d), "not marked lost");
+    st = rt_cuda_copy_htod(d, a, host, N, &err);
+    EXPECT(st == FC_ERR_DEVICE_LOST && HAS(err.msg, "was lost earlier") && HAS(err.msg, "CUDA_ERROR_LAUNCH_FAILED"),
+           "after loss: %d %s", (int)st, err.msg);
+    EXPECT(rt_cuda_alloc(d, 10, &c, &err) == FC_ERR_DEVICE_LOST, "alloc after loss");
+    EXPECT(rt_cuda_synchronize(d, &err) == FC_ERR_DEVICE_LOST, "sync after loss");
+    EXPECT(rt_cuda_open(0, &d2, &err) == FC_ERR_DEVICE_LOST && !d2, "open after loss: %s", err.msg);
+    rt_cuda_free(d, a);
+    rt_cuda_free(d, b);
+    EXPECT(fake_calls() == calls, "the driver was called %d times after the loss", fake_calls() - calls);
+    rt_cuda_close(d);
+}
+
+/* Device buffers for the block inputs/outputs of p (temps live in the program's workspace). */
+typedef struct DevBufs { void *in[8], *out[8]; } DevBufs;
+static bool dev_bufs(RtCuda *d, const KirProgram *p, DevBufs *b, FcErr *err) {
+    memset(b, 0, sizeof *b);
+    for (int i = 0; i < p->buffers.len; i++) {
+        const KirBuffer *kb = &p->buffers.data[i];
+        if (kb->kind == KIR_BUF_TEMP) continue;
+        void **slot = kb->kind == KIR_BUF_INPUT ? &b->in[kb->index] : &b->out[kb->index];
+        if (rt_cuda_alloc(d, (size_t)kb->numel * fc_dtype_size(kb->dtype), slot, err) != FC_OK) return false;
+    }
+    return true;
+}
+static void dev_bufs_free(RtCuda *d, DevBufs *b) {
+    for (int i = 0; i < 8; i++) {
+        rt_cuda_free(d, b->in[i]);
+        rt_cuda_free(d, b->out[i]);
+    }
+}
+
+static void scenario_program(void) {
+    FcErr err = {0};
+    if (rt_nvrtc_available(&err) != FC_OK) {
+        printf("NVRTC absent: the program scenario is skipped\n");
+        return;
+    }
+    RtCuda *d = NULL;
+    if (rt_cuda_open(0, &d, &err) != FC_OK) {
+        EXPECT(0, "open: %s", err.msg);
+        return;
+    }
+    KsSample ga, ts;
+    if (!ks_sample(6, &ga) || !ks_sample(8, &ts)) {
+        EXPECT(0, "out of memory");
+        return;
+    }
+    /* two_stage: two launches through a temp at a workspace offset */
+    RtCudaProgram *cp = NULL;
+    bool hit = true;
+    FcStatus st = rt_cuda_compile(d, ts.prog, &cp, &hit, &err);
+    EXPECT(st == FC_OK && cp && !hit && rt_cuda_program_device(cp) == d, "compile: %d %s", (int)st, err.msg);
+    EXPECT(strcmp(rt_cuda_cache_note(d), "") == 0, "cache note: %s", rt_cuda_cache_note(d));
+    unsigned long long ws = fake_last_alloc();
+    DevBufs b;
+    EXPECT(dev_bufs(d, ts.prog, &b, &err), "buffers: %s", err.msg);
+    int n0 = fake_nlaunch();
+    st = cp ? rt_cuda_run(cp, b.in, b.out, &err) : FC_ERR_INTERNAL;
+    EXPECT(st == FC_OK, "run: %s", err.msg);
+    EXPECT(fake_nlaunch() == n0 + 2, "launches: %d", fake_nlaunch() - n0);
+    for (int li = 0; li < 2 && st == FC_OK; li++) {
+        const KirLaunch *l = &ts.prog->launches.data[li];
+        const KirKernel *k = ts.prog->kernels.data[l->kernel];
+        char name[128];
+        unsigned grid = 0, block = 0;
+        unsigned long long args[64];
+        int nargs = fake_launch(n0 + li, name, &grid, &block, args);
+        EXPECT(nargs == l->nargs && strcmp(name, k->name) == 0 && grid == (unsigned)k->grid &&
+                   block == (unsigned)k->block, "launch %d: %s grid %u block %u nargs %d", li, name, grid, block, nargs);
+        for (int a = 0; a < l->nargs && a < nargs; a++) {
+            const KirBuffer *kb = &ts.prog->buffers.data[l->args[a]];
+            unsigned long long want = kb->kind == KIR_BUF_TEMP ? ws + (unsigned long long)kb->offset
+                                      : (unsigned long long)(uintptr_t)(kb->kind == KIR_BUF_INPUT ? b.in[kb->index]
+                                                                                                  : b.out[kb->index]);
+            EXPECT(args[a] == want, "launch %d arg %d: %llx, want %llx", li, a, args[a], want);
+        }
+    }
+    /* per-launch and whole-run timing through events */
+    double ms = -1;
+    EXPECT(cp && rt_cuda_run_launch(cp, 1, b.in, b.out, &ms, &err) == FC_OK && ms == 0.5, "run_launch: %g %s", ms,
+           err.msg);
+    EXPECT(cp && rt_cuda_run_launch(cp, 2, b.in, b.out, &ms, &err) == FC_ERR_USAGE && HAS(err.msg, "launch 2 does not exist"),
+           "bad launch: %s", err.msg);
+    EXPECT(cp && rt_cuda_time_run(cp, b.in, b.out, &ms, &err) == FC_OK && ms == 0.5, "time_run: %s", err.msg);
+    /* arguments: NULL, overlapping, too large a grid (nothing launched) */
+    int n1 = fake_nlaunch();
+    void *null_in[8] = {0};
+    st = cp ? rt_cuda_run(cp, null_in, b.out, &err) : FC_ERR_INTERNAL;
+    EXPECT(st == FC_ERR_USAGE && HAS(err.msg, "input 0 of the block is a NULL pointer"), "NULL input: %d %s", (int)st,
+           err.msg);
+    void *alias_out[8] = {b.in[0]};
+    st = cp ? rt_cuda_run(cp, b.in, alias_out, &err) : FC_ERR_INTERNAL;
+    EXPECT(st == FC_ERR_USAGE && HAS(err.msg, "overlaps"), "aliasing: %d %s", (int)st, err.msg);
+    KirKernel *k1 = ts.prog->kernels.data[1];
+    int64_t grid = k1->grid;
+    k1->grid = (int64_t)1 << 31;
+    st = cp ? rt_cuda_run(cp, b.in, b.out, &err) : FC_ERR_INTERNAL;
+    EXPECT(st == FC_ERR_UNSUPPORTED && HAS(err.msg, "has a grid of 2147483648 blocks; CUDA launches at most 2147483647 "
+                                                    "(nothing was launched)"), "grid: %d %s", (int)st, err.msg);
+    k1->grid = grid;
+    EXPECT(fake_nlaunch() == n1, "something was launched by a refused run");
+    /* the second compile of the same program comes from the cache */
+    RtCudaProgram *cp2 = NULL;
+    EXPECT(rt_cuda_compile(d, ts.prog, &cp2, &hit, &err) == FC_OK && hit, "no cache hit: %s", err.msg);
+    rt_cuda_program_free(cp2);
+    cp2 = NULL;
+    /* a module the driver refuses */
+    setenv("FAKECU_FAIL_cuModuleLoadData", "200", 1);
+    st = rt_cuda_compile(d, ts.prog, &cp2, &hit, &err);
+    EXPECT(st == FC_ERR_DEVICE && !cp2 && HAS(err.msg, "cuModuleLoadData failed at cuda.c:") &&
+               HAS(err.msg, "CUDA_ERROR_INVALID_IMAGE (200): device kernel image is invalid"), "module: %d %s", (int)st,
+           err.msg);
+    unsetenv("FAKECU_FAIL_cuModuleLoadData");
+    setenv("FAKECU_FAIL_cuMemAlloc_v2", "2", 1);
+    st = rt_cuda_compile(d, ts.prog, &cp2, &hit, &err);
+    EXPECT(st == FC_ERR_NOMEM && !cp2 && HAS(err.msg, "while allocating the 2048-byte workspace"), "workspace: %d %s",
+           (int)st, err.msg);
+    unsetenv("FAKECU_FAIL_cuMemAlloc_v2");
+
+    /* gather: a status word; a kernel's run-time check fails the run and names the kernel */
+    RtCudaProgram *gp = NULL;
+    st = rt_cuda_compile(d, ga.prog, &gp, NULL, &err);
+    EXPECT(st == FC_OK && gp, "compile gather: %s", err.msg);
+    unsigned long long gws = fake_last_alloc();
+    DevBufs g;
+    EXPECT(dev_bufs(d, ga.prog, &g, &err), "buffers: %s", err.msg);
+    int n2 = fake_nlaunch();
+    EXPECT(gp && rt_cuda_run(gp, g.in, g.out, &err) == FC_OK, "gather run: %s", err.msg);
+    char name[128];
+    unsigned gr, bl;
+    unsigned long long args[64];
+    int nargs = fake_launch(n2, name, &gr, &bl, args);
+    EXPECT(nargs == 4 && args[3] == gws, "status word: nargs %d, %llx want %llx", nargs, args[3], gws);
+    setenv("FAKECU_STATUS", "k0_gather:9", 1);
+    st = gp ? rt_cuda_run(gp, g.in, g.out, &err) : FC_ERR_INTERNAL;
+    EXPECT(st == FC_ERR_RUNTIME_DATA && strcmp(err.msg, "cuda: kernel k0_gather: a run-time check failed (run-time "
+                                                        "data error)") == 0, "status: %d %s", (int)st, err.msg);
+    setenv("FAKECU_STATUS", "k0_gather:12345", 1);
+    st = gp ? rt_cuda_run(gp, g.in, g.out, &err) : FC_ERR_INTERNAL;
+    EXPECT(st == FC_ERR_INTERNAL && HAS(err.msg, "reported status 12345"), "bad status: %d %s", (int)st, err.msg);
+    unsetenv("FAKECU_STATUS");
+    EXPECT(gp && rt_cuda_run(gp, g.in, g.out, &err) == FC_OK, "status not zeroed before a run: %s", err.msg);
+
+    /* sticky: CUDA_ERROR_ILLEGAL_ADDRESS from cuLaunchKernel; afterwards no call reaches the driver */
+    setenv("FAKECU_FAIL_cuLaunchKernel", "700", 1);
+    st = cp ? rt_cuda_run(cp, b.in, b.out, &err) : FC_ERR_INTERNAL;
+    EXPECT(st == FC_ERR_DEVICE_LOST && HAS(err.msg, "cuLaunchKernel failed at cuda.c:") &&
+               HAS(err.msg, "while launching kernel k0_scale (grid 4, block 256)") &&
+               HAS(err.msg, "CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal memory access was encountered") &&
+               HAS(err.msg, "sticky"), "illegal address: %d %s", (int)st, err.msg);
+    unsetenv("FAKECU_FAIL_cuLaunchKernel");
+    int calls = fake_calls();
+    EXPECT(rt_cuda_lost(d), "not lost");
+    st = cp ? rt_cuda_run(cp, b.in, b.out, &err) : FC_ERR_INTERNAL;
+    EXPECT(st == FC_ERR_DEVICE_LOST && HAS(err.msg, "CUDA_ERROR_ILLEGAL_ADDRESS"), "run after loss: %d %s", (int)st,
+           err.msg);
+    EXPECT(gp && rt_cuda_run_launch(gp, 0, g.in, g.out, NULL, &err) == FC_ERR_DEVICE_LOST, "run_launch after loss");
+    EXPECT(rt_cuda_compile(d, ts.prog, &cp2, &hit, &err) == FC_ERR_DEVICE_LOST && !cp2, "compile after loss: %s", err.msg);
+    unsigned char host[16] = {1};
+    EXPECT(rt_cuda_copy_dtoh(d, host, b.out[0], 16, &err) == FC_ERR_DEVICE_LOST, "copy after loss");
+    double gbps;
+    EXPECT(rt_cuda_copy_gbps(d, &gbps, &err) == FC_ERR_DEVICE_LOST, "gbps after loss");
+    rt_cuda_program_free(cp);
+    rt_cuda_program_free(gp);
+    dev_bufs_free(d, &b);
+    dev_bufs_free(d, &g);
+    EXPECT(fake_calls() == calls, "the driver was called %d times after the loss", fake_calls() - calls);
+    rt_cuda_close(d);
+    ks_sample_free(&ga);
+    ks_sample_free(&ts);
+}
+
+/* ---- a real GPU ------------------------------------------------------------------------------------- */
+static void real_samples(RtCuda *d) {
+    for (int si = 0; si < KS_NUM_SAMPLES; si++) {
+        KsSample s;
+        if (!ks_sample(si, &s)) { EXPECT(0, "sample %d: out of memory", si); continue; }
+        FcErr err = {0};
+        RtCudaProgram *cp = NULL;
+        FcStatus st = rt_cuda_compile(d, s.prog, &cp, NULL, &err);
+        EXPECT(st == FC_OK, "%s: compile: %s", s.name, err.msg);
+        void **got = ks_alloc_buffers(s.prog), **want = ks_alloc_buffers(s.prog);
+        DevBufs b;
+        bool ok = cp && got && want && dev_bufs(d, s.prog, &b, &err);
+        EXPECT(ok, "%s: buffers: %s", s.name, err.msg);
+        for (int rep = 0; rep < 2 && ok; rep++) {
+            s.fill(got, s.prog, 1234 + (uint64_t)rep);
+            ks_copy_inputs(s.prog, got, want);
+            ks_poison_outputs(s.prog, got);
+            for (int i = 0; i < s.prog->buffers.len; i++) {
+                const KirBuffer *kb = &s.prog->buffers.data[i];
+                size_t n = (size_t)kb->numel * fc_dtype_size(kb->dtype);
+                if (kb->kind != KIR_BUF_TEMP)
+                    rt_cuda_copy_htod(d, kb->kind == KIR_BUF_INPUT ? b.in[kb->index] : b.out[kb->index], got[i], n, &err);
+            }
+            st = rt_cuda_run(cp, b.in, b.out, &err);
+            int want_status = s.reference(want, s.prog);
+            EXPECT((int)st == want_status, "%s: status %d (%s), want %d", s.name, (int)st, err.msg, want_status);
+            if (want_status != 0) continue;   /* outputs are unspecified then */
+            for (int i = 0; i < s.prog->buffers.len; i++) {
+                const KirBuffer *kb = &s.prog->buffers.data[i];
+                if (kb->kind == KIR_BUF_OUTPUT)
+                    rt_cuda_copy_dtoh(d, got[i], b.out[kb->index], (size_t)kb->numel * fc_dtype_size(kb->dtype), &err);
+            }
+            char msg[256];
+            long bad = ks_compare(s.prog, got, want, s.rtol, msg, sizeof msg);
+            EXPECT(bad == 0, "%s: %ld mismatches: %s", s.name, bad, msg);
+        }
+        if (ok) {
+            double ms = 0;
+            EXPECT(rt_cuda_time_run(cp, b.in, b.out, &ms, &err) == FC_OK || s.prog->launches.len == 0, "%s: time: %s",
+                   s.name, err.msg);
+            EXPECT(rt_cuda_run_launch(cp, 0, b.in, b.out, &ms, &err) == (si == 7 ? FC_ERR_RUNTIME_DATA : FC_OK) && ms > 0,
+                   "%s: run_launch: %s", s.name, err.msg);
+            dev_bufs_free(d, &b);
+        }
+        rt_cuda_program_free(cp);
+        ks_free_buffers(s.prog, got);
+        ks_free_buffers(s.prog, want);
+        ks_sample_free(&s);
+    }
+}
+
+/* A kernel that stores far outside its buffer: the GPU reports an illegal address. */
+static int child_real_illegal(void) {
+    FcErr err = {0};
+    RtCuda *d = NULL;
+    if (rt_cuda_open(0, &d, &err) != FC_OK) return 2;
+    KirProgram *p = kir_program_new("illegal");
+    KirKernel *k = p ? kir_kernel_new(p, "k0_wild", 1, 32) : NULL;
+    if (!k) return 3;
+    kir_param(k, FC_F32, 1, true);
+    kir_store(k, 0, kir_const_i(k, KT_I64, (int64_t)1 << 40), kir_const_f(k, KT_F32, 1.0));
+    ks_buffer(p, KIR_BUF_OUTPUT, 0, FC_F32, 1, 0);
+    if (!kir_kernel_ok(k) || !ks_launch_identity(p, 1)) return 4;
+    RtCudaProgram *cp = NULL;
+    if (rt_cuda_compile(d, p, &cp, NULL, &err) != FC_OK) { fprintf(stderr, "%s\n", err.msg); return 5; }
+    void *out[1] = {NULL};
+    if (rt_cuda_alloc(d, 4, &out[0], &err) != FC_OK) return 6;
+    FcStatus st = rt_cuda_run(cp, NULL, out, &err);
+    int rc = st == FC_ERR_DEVICE_LOST && HAS(err.msg, "CUDA_ERROR_ILLEGAL_ADDRESS") ? 0 : 7;
+    if (rc) fprintf(stderr, "illegal: %d %s\n", (int)st, err.msg);
+    if (rc == 0 && rt_cuda_synchronize(d, &err) != FC_ERR_DEVICE_LOST) rc = 8;
+    rt_cuda_program_free(cp);
+    rt_cuda_free(d, out[0]);
+    rt_cuda_close(d);
+    kir_program_free(p);
+    return rc;
+}
+
+/* ---- driver ------------------------------------------------------------------------------------------ */
+/* Runs this program again as `argv1` with the given environment additions; its exit status. */
+static int run_child(const char *argv1, const char *const *env) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
+        char *argv[] = {"test_cuda_device", (char *)argv1, NULL};
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid) return -1;
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + (WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+}
+
+static int child_main(const char *what) {
+    if (!strcmp(what, "--absent")) scenario_unavailable("no CUDA driver: FUSEC_LIBCUDA=/nonexistent/libcuda.so.1 cannot be loaded");
+    else if (!strcmp(what, "--init-fails"))
+        scenario_unavailable("no usable CUDA GPU: cuInit failed: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected");
+    else if (!strcmp(what, "--no-devices")) scenario_unavailable("no CUDA GPU on this machine (the driver found none)");
+    else if (!strcmp(what, "--missing-symbol")) scenario_unavailable("lacks the entry point cuLaunchKernel (driver too old?)");
+    else if (!strcmp(what, "--basic")) scenario_basic();
+    else if (!strcmp(what, "--program")) scenario_program();
+    else if (!strcmp(what, "--real-illegal")) return child_real_illegal();
+    else return 99;
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) return child_main(argv[1]);
+    snprintf(root, sizeof root, "/tmp/fusec-test-cuda-XXXXXX");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char cache[400];
+    snprintf(cache, sizeof cache, "%s/cache", root);
+
+    /* the real driver, whatever this machine has: a GPU, or a clean FC_ERR_UNAVAILABLE */
+    FcErr err = {0};
+    RtCuda *d = NULL;
+    FcStatus st = rt_cuda_open(0, &d, &err);
+    bool have_gpu = st == FC_OK;
+    EXPECT(st == FC_OK || st == FC_ERR_UNAVAILABLE, "open: %d %s", (int)st, err.msg);
+    if (st == FC_ERR_UNAVAILABLE) {
+        EXPECT(err.msg[0] != 0 && d == NULL, "no message");
+        printf("no GPU: %s\n", err.msg);
+    }
+
+    const char *absent[] = {"FUSEC_LIBCUDA", "/nonexistent/libcuda.so.1", NULL};
+    EXPECT(run_child("--absent", absent) == 0, "absent driver");
+    if (build_fake()) {
+        const char *init[] = {"FUSEC_LIBCUDA", fake_lib, "FAKECU_INIT", "100", NULL};
+        const char *none[] = {"FUSEC_LIBCUDA", fake_lib, "FAKECU_COUNT", "0", NULL};
+        const char *nolaunch[] = {"FUSEC_LIBCUDA", fake_lib_nolaunch, NULL};
+        const char *fake[] = {"FUSEC_LIBCUDA", fake_lib, "FUSEC_CACHE_DIR", cache, NULL};
+        EXPECT(run_child("--init-fails", init) == 0, "cuInit failing");
+        EXPECT(run_child("--no-devices", none) == 0, "no devices");
+        EXPECT(run_child("--missing-symbol", nolaunch) == 0, "missing entry point");
+        EXPECT(run_child("--basic", fake) == 0, "stub driver: basics and errors");
+        EXPECT(run_child("--program", fake) == 0, "stub driver: programs");
+    } else {
+        printf("no C compiler: the stub-driver scenarios are skipped\n");
+    }
+
+    if (d) {
+        printf("GPU: %s\n", rt_cuda_description(d));
+        real_samples(d);
+        double gbps = 0;
+        EXPECT(rt_cuda_copy_gbps(d, &gbps, &err) == FC_OK && gbps > 0, "copy bandwidth: %s", err.msg);
+        printf("device copy: %.0f GB/s\n", gbps);
+        rt_cuda_close(d);
+        EXPECT(run_child("--real-illegal", NULL) == 0, "a real illegal address");
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    if (failures) {
+        fprintf(stderr, "test_cuda_device: %d failure(s)\n", failures);
+        return 1;
+    }
+    if (!have_gpu) {
+        printf("test_cuda_device: no-GPU checks passed; the GPU checks are skipped\n");
+        return 77;
+    }
+    printf("test_cuda_device: ok\n");
+    return 0;
+}
