@@ -26,6 +26,8 @@
  */
 #include "passes.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct Fuse {
@@ -159,33 +161,35 @@ static const char *schedulable(Fuse *f, int a, int b) {
     return NULL;
 }
 
-/* Would merging groups a and b make a cycle? True if a path from one leaves both and
- * reaches the other. */
-static bool makes_cycle(Fuse *f, int a, int b) {
+/* Would merging groups a and b make a cycle? True if a path of groups leaves one of them
+ * and reaches the other through a third group. The walk is over groups, not nodes: a path
+ * that enters a group at one node may leave it from any other (they run as one kernel). */
+static bool reaches(Fuse *f, int from, int to, int a, int b) {
     const IrGraph *g = f->g;
-    for (int dir = 0; dir < 2; dir++) {
-        int from = dir ? b : a, to = dir ? a : b;
-        memset(f->mark, 0, sizeof(int) * (size_t)f->n);
-        /* nodes are in topological order: one forward sweep marks every node outside the
-         * pair that a path from `from` reaches */
+    memset(f->mark, 0, sizeof(int) * (size_t)f->n);   /* mark[group id]: reached */
+    for (bool changed = true; changed;) {
+        changed = false;
         for (int i = 0; i < f->n; i++) {
             const IrNode *n = &g->nodes.data[i];
-            bool from_marked = false, from_group = false;
+            int gi = f->grp[i];
             for (int j = 0; j < n->nin; j++) {
                 int p = V(f, n->in[j])->node;
                 if (p < 0) continue;
-                if (f->mark[p]) from_marked = true;
-                if (f->grp[p] == from) from_group = true;
-            }
-            if (f->grp[i] == to) {
-                if (from_marked) return true;
-            } else if (!in_cand(f, i, a, b) && (from_marked || from_group)) {
-                f->mark[i] = 1;
+                int gp = f->grp[p];
+                if (gp == gi) continue;
+                bool via_other = f->mark[gp] && gp != a && gp != b;
+                if (gp != from && !via_other) continue;
+                if (gi == to && via_other) return true;
+                if (gi != a && gi != b && !f->mark[gi]) {
+                    f->mark[gi] = 1;
+                    changed = true;
+                }
             }
         }
     }
     return false;
 }
+static bool makes_cycle(Fuse *f, int a, int b) { return reaches(f, a, b, a, b) || reaches(f, b, a, a, b); }
 
 static void merge(Fuse *f, int a, int b) {
     int keep = a < b ? a : b, drop = a < b ? b : a;
@@ -257,6 +261,8 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
             }
         }
     }
+    if (getenv("FUSEC_DEBUG_FUSE"))
+        for (int i = 0; i < f.n; i++) fprintf(stderr, "node %d %s -> group %d\n", i, ir_ops[g->nodes.data[i].op].name, f.grp[i]);
     /* the reasons for the edges left */
     FcStatus s = FC_OK;
     if (edges) {

@@ -1212,7 +1212,8 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
         if (!count) { fail_oom(&L); goto done; }
         for (int i = 0; i < nn; i++) count[L.group_of_node[i]]++;
         for (int gr = 0; gr < L.ngroups; gr++)
-            L.group_is_view[gr] = count[gr] == 1 && g->nodes.data[L.group_first[gr]].op == IR_OP_RESHAPE;
+            L.group_is_view[gr] = count[gr] == 1 && g->nodes.data[L.group_first[gr]].op == IR_OP_RESHAPE &&
+                                  !is_generated(&L, g->nodes.data[L.group_first[gr]].in[0]);
         fc_free(count);
     }
     if (failed(&L)) goto done;
