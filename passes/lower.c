@@ -110,6 +110,7 @@ static KirType acc_type(FcDtype t) {
 
 /* ---- expression helpers with hash-consing and folding of index math ---------------------- */
 static int hc(Lower *L, KirExpr e, int (*make)(Lower *, const KirExpr *)) {
+    if (failed(L)) return -1;
     for (int i = L->hc_keys.len - 1; i >= 0; i--) {
         const KirExpr *q = &L->hc_keys.data[i];
         if (q->kind == e.kind && q->type == e.type && q->a == e.a && q->b == e.b && q->c == e.c &&
@@ -119,7 +120,12 @@ static int hc(Lower *L, KirExpr e, int (*make)(Lower *, const KirExpr *)) {
     }
     int id = make(L, &e);
     if (id < 0) { fail_oom(L); return -1; }
-    if (!FC_VEC_PUSH(&L->hc_keys, e) || !FC_VEC_PUSH(&L->hc_ids, id)) { fail_oom(L); return -1; }
+    if (!FC_VEC_PUSH(&L->hc_keys, e)) { fail_oom(L); return -1; }
+    if (!FC_VEC_PUSH(&L->hc_ids, id)) {
+        L->hc_keys.len--;   /* keep the two arrays in step */
+        fail_oom(L);
+        return -1;
+    }
     return id;
 }
 static int mk_const_i(Lower *L, const KirExpr *e) { return kir_const_i(L->k, e->type, e->ival); }
@@ -524,13 +530,9 @@ static void kernel_end(Lower *L, const char *ops) {
     }
     if (!FC_VEC_PUSH(&L->p->launches, la)) { fail_oom(L); return; }
     FcErr e2 = {0};
-    if (kir_verify(k, &e2) != FC_OK) {
-        StrBuf dbg = {0};
-        kir_print_kernel(k, &dbg);
-        fprintf(stderr, "%s\n", dbg.data);
-        sb_free(&dbg);
-        L->st = fc_err_set(L->err, FC_ERR_INTERNAL, "internal error: kernel %s: %s", k->name, e2.msg);
-    }
+    FcStatus vs = kir_verify(k, &e2);
+    if (vs == FC_ERR_NOMEM) L->st = fc_err_set(L->err, FC_ERR_NOMEM, "%s", e2.msg);
+    else if (vs != FC_OK) L->st = fc_err_set(L->err, FC_ERR_INTERNAL, "internal error: kernel %s: %s", k->name, e2.msg);
 }
 
 /* The group's outputs: values produced in it that another group or the block reads. */
