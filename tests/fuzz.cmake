@@ -25,5 +25,5 @@ if(FUSEC_FUZZ)
                    "rm -rf fuzz-corpus && mkdir -p fuzz-corpus && cp \"$@\" fuzz-corpus/ && exec \"${CMAKE_CURRENT_BINARY_DIR}/fuzz_frontend\" -max_total_time=60 -max_len=8192 -timeout=10 -rss_limit_mb=2048 fuzz-corpus"
                    sh ${FUZZ_SEEDS}
            WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
-  set_tests_properties(fuzz_frontend PROPERTIES TIMEOUT 180)
+  set_tests_properties(fuzz_frontend PROPERTIES TIMEOUT 180 LABELS fuzz)
 endif()
