@@ -14,6 +14,9 @@
  *     Text from the user (block and tensor names) appears only inside comments, filtered.
  *   - Warning-free under nvcc -Werror all-warnings: variables, shared and thread arrays
  *     that are never read are not declared (their defining expressions become (void)(...)).
+ *   - A vec thread loop (KirStmt.vec) runs groups of W iterations a thread: a full group
+ *     whose vec accesses are 16-byte aligned moves them as 16-byte vectors around W unrolled
+ *     lanes; any other group runs one iteration at a time (put_vec_for).
  *   - A block reduction's order is a fixed function of the kernel: per-thread strided
  *     partials, a halving tree over the 32 lanes of each warp, then a halving tree over the
  *     warps' results (missing lanes and warps count as the identity).
@@ -225,7 +228,23 @@ typedef struct Cg {
     long nodes;                /* expression nodes printed in this kernel */
     int in_threads;            /* > 0 inside a thread loop or a reduction body */
     bool red_type[KT_COUNT];   /* reductions of this type need __shared__ scratch */
+    /* the vec thread loop being printed (KirStmt.vec; see put_vec_for) */
+    int vec_var;               /* its variable, or -1 outside a vec loop */
+    int vec_w;                 /* its width */
+    bool vec_subst;            /* print vec_var as fc_g (a group's first iteration) */
+    bool in_lanes;             /* printing the lanes of the full-vector path */
+    long vec_var_prints;       /* times vec_var was printed (to declare it only when read) */
+    struct VecSlot *slots;     /* the loop's vec accesses */
+    int nslots;
 } Cg;
+
+/* One vec access of a vec loop: W elements of a param or shared array at index idx (the
+ * index at the group's first iteration), read before the lanes run (loads) or written after
+ * them (stores), through the local array fc_v<slot>[W]. */
+typedef struct VecSlot {
+    bool shared, store;
+    int ref, idx;
+} VecSlot;
 
 static void cg_fail(Cg *c, FcStatus s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void cg_fail(Cg *c, FcStatus s, const char *fmt, ...) {
@@ -408,6 +427,16 @@ static KirType expr_type(const Cg *c, int id) { return c->k->exprs.data[id].type
 
 static void put_expr(Cg *c, int id, int parent, int depth);
 
+/* The slot of a vec access of the loop being printed, or -1 (and a failure). */
+static int vec_slot(Cg *c, bool shared, bool store, int ref, int idx) {
+    for (int i = 0; i < c->nslots; i++) {
+        const VecSlot *v = &c->slots[i];
+        if (v->shared == shared && v->store == store && v->ref == ref && v->idx == idx) return i;
+    }
+    cg_fail(c, FC_ERR_INTERNAL, "vec access of %s%d without a slot", shared ? "sh" : "p", ref);
+    return -1;
+}
+
 static bool operand_ok(Cg *c, int id, int parent) {
     if (id < 0 || id >= c->k->exprs.len || (parent >= 0 && id >= parent)) {
         cg_fail(c, FC_ERR_INTERNAL, "expression e%d: bad operand e%d", parent, id);
@@ -453,6 +482,8 @@ static void put_expr(Cg *c, int id, int parent, int depth) {
         else put_int_lit(c, e->type, e->ival);
         break;
     case KE_VAR:
+        if (c->vec_subst && e->ref == c->vec_var) { sb_puts(o, "fc_g"); break; }
+        if (e->ref == c->vec_var) c->vec_var_prints++;
         if (e->ref < 0 || e->ref >= k->vars.len || !c->visible[e->ref]) {
             cg_fail(c, FC_ERR_INTERNAL, "expression e%d reads v%d outside the scope that declares it", id, e->ref);
             return;
@@ -463,6 +494,15 @@ static void put_expr(Cg *c, int id, int parent, int depth) {
         if (e->ref < 0 || e->ref >= k->params.len) { cg_fail(c, FC_ERR_INTERNAL, "load of bad param p%d", e->ref); return; }
         FcDtype dt = k->params.data[e->ref].dtype;
         int h = narrow_helper(dt, false);
+        if (e->vec && c->vec_var < 0) { cg_fail(c, FC_ERR_INTERNAL, "vec load e%d outside a vec thread loop", id); return; }
+        if (e->vec && c->in_lanes) {   /* the lane's element of the group's vector */
+            int sl = vec_slot(c, false, false, e->ref, e->a);
+            if (sl < 0) return;
+            if (h >= 0) { use(c, h); sb_printf(o, "%s(fc_v%d[fc_j])", helper_name(h), sl); }
+            else if (dt == FC_BOOL) sb_printf(o, "(fc_v%d[fc_j] != 0)", sl);
+            else sb_printf(o, "fc_v%d[fc_j]", sl);
+            break;
+        }
         if (h >= 0) { use(c, h); sb_printf(o, "%s(p%d[", helper_name(h), e->ref); }
         else if (dt == FC_BOOL) sb_printf(o, "(p%d[", e->ref);
         else sb_printf(o, "p%d[", e->ref);
@@ -472,6 +512,12 @@ static void put_expr(Cg *c, int id, int parent, int depth) {
     }
     case KE_SHLOAD:
         if (e->ref < 0 || e->ref >= k->shared.len) { cg_fail(c, FC_ERR_INTERNAL, "load of bad shared sh%d", e->ref); return; }
+        if (e->vec && c->vec_var < 0) { cg_fail(c, FC_ERR_INTERNAL, "vec load e%d outside a vec thread loop", id); return; }
+        if (e->vec && c->in_lanes) {
+            int sl = vec_slot(c, true, false, e->ref, e->a);
+            if (sl >= 0) sb_printf(o, "fc_v%d[fc_j]", sl);
+            break;
+        }
         sb_printf(o, "sh%d[", e->ref); put_index(c, e->a, id, depth); sb_putc(o, ']');
         break;
     case KE_TLOAD:
@@ -723,6 +769,238 @@ static void put_accumulate(Cg *c, const KirStmt *st, int d) {
     sb_puts(o, ";\n");
 }
 
+/* ---- vec thread loops ------------------------------------------------------------------------ */
+static bool vec_add(Cg *c, bool shared, bool store, int ref, int idx) {
+    for (int i = 0; i < c->nslots; i++) {
+        const VecSlot *v = &c->slots[i];
+        if (v->shared == shared && v->ref == ref) {
+            if (v->store != store) {
+                cg_fail(c, FC_ERR_INTERNAL, "vec loop both reads and writes %s%d", shared ? "sh" : "p", ref);
+                return false;
+            }
+            if (v->idx == idx) return true;
+        }
+    }
+    VecSlot *grown = fc_realloc(c->slots, (size_t)(c->nslots + 1) * sizeof *grown);
+    if (!grown) { if (c->st == FC_OK) c->st = FC_OOM(c->err); return false; }
+    c->slots = grown;
+    c->slots[c->nslots++] = (VecSlot){.shared = shared, .store = store, .ref = ref, .idx = idx};
+    return true;
+}
+
+static void vec_collect_expr(Cg *c, int id, unsigned char *seen, int depth) {
+    const KirKernel *k = c->k;
+    if (id < 0 || id >= k->exprs.len || depth > CG_MAX_EXPR_DEPTH || seen[id] || c->st != FC_OK) return;
+    seen[id] = 1;
+    const KirExpr *e = &k->exprs.data[id];
+    if (e->vec && e->kind == KE_LOAD && e->ref >= 0 && e->ref < k->params.len) vec_add(c, false, false, e->ref, e->a);
+    else if (e->vec && e->kind == KE_SHLOAD && e->ref >= 0 && e->ref < k->shared.len) vec_add(c, true, false, e->ref, e->a);
+    else if (e->vec) { cg_fail(c, FC_ERR_INTERNAL, "vec flag on expression e%d", id); return; }
+    if (e->a >= 0 && e->a < id) vec_collect_expr(c, e->a, seen, depth + 1);
+    if (e->b >= 0 && e->b < id) vec_collect_expr(c, e->b, seen, depth + 1);
+    if (e->c >= 0 && e->c < id) vec_collect_expr(c, e->c, seen, depth + 1);
+}
+
+/* The vec accesses of a vec loop's body (stores only in the body itself, not nested). */
+static void vec_collect(Cg *c, int s, bool top, unsigned char *seen, int depth) {
+    const KirKernel *k = c->k;
+    long guard = 0;
+    for (; s >= 0 && s < k->stmts.len && depth < 64 && guard <= k->stmts.len && c->st == FC_OK;
+         s = k->stmts.data[s].next, guard++) {
+        const KirStmt *st = &k->stmts.data[s];
+        vec_collect_expr(c, st->a, seen, 0);
+        vec_collect_expr(c, st->b, seen, 0);
+        vec_collect_expr(c, st->c, seen, 0);
+        if ((st->kind == KS_STORE || st->kind == KS_SHSTORE) && st->vec) {
+            bool sh = st->kind == KS_SHSTORE;
+            if (!top || st->ref < 0 || st->ref >= (sh ? k->shared.len : k->params.len)) {
+                cg_fail(c, FC_ERR_INTERNAL, "vec store not in its vec loop's body");
+                return;
+            }
+            if (!sh || c->sh_read[st->ref]) vec_add(c, sh, true, st->ref, st->a);   /* else (void) */
+        } else if (st->vec && st->kind != KS_FOR) {
+            cg_fail(c, FC_ERR_INTERNAL, "vec flag on a statement that is not a store");
+            return;
+        }
+        if (st->kind == KS_FOR || st->kind == KS_IF || st->kind == KS_REDUCE) {
+            vec_collect(c, st->body, false, seen, depth + 1);
+            vec_collect(c, st->body2, false, seen, depth + 1);
+        }
+    }
+}
+
+/* A slot's element: C type, size, and the 16-byte vector type that carries it. */
+static bool slot_types(Cg *c, const VecSlot *v, const char **elem, int *size, const char **vt) {
+    const KirKernel *k = c->k;
+    if (v->shared) {
+        KirType t = k->shared.data[v->ref].type;
+        if (t == KT_BOOL || (unsigned)t >= KT_COUNT) { cg_fail(c, FC_ERR_INTERNAL, "vec access of a bool shared array"); return false; }
+        *elem = ctype_names[t];
+        *size = t == KT_F32 || t == KT_I32 ? 4 : 8;
+        *vt = t == KT_F32 ? "float4" : t == KT_I32 ? "int4" : t == KT_F64 ? "double2" : "longlong2";
+    } else {
+        FcDtype dt = k->params.data[v->ref].dtype;
+        *elem = storage_ctype(dt);
+        *size = (int)fc_dtype_size(dt);
+        *vt = dt == FC_F32 ? "float4" : dt == FC_I32 ? "int4" : dt == FC_F64 ? "double2" : dt == FC_I64 ? "longlong2" : "uint4";
+    }
+    if ((c->vec_w * *size) % 16 != 0) {
+        cg_fail(c, FC_ERR_INTERNAL, "vec access of %s%d: %d x %d bytes is not a multiple of 16", v->shared ? "sh" : "p",
+                v->ref, c->vec_w, *size);
+        return false;
+    }
+    return true;
+}
+
+/* The address of a slot's first element: (pN + index at fc_g). */
+static void put_slot_addr(Cg *c, const VecSlot *v) {
+    sb_printf(c->o, "(%s%d + ", v->shared ? "sh" : "p", v->ref);
+    c->vec_subst = true;
+    put_index(c, v->idx, -1, 0);
+    c->vec_subst = false;
+    sb_putc(c->o, ')');
+}
+
+/* Element e of a 16-byte vector fc_q of type vt whose elements have `size` bytes. */
+static void put_vec_elem(StrBuf *o, const char *vt, int size, int e, const char *elem) {
+    static const char comp[] = "xyzw";
+    if (size >= 4 || strcmp(vt, "uint4") != 0) { sb_printf(o, "fc_q.%c", comp[e]); return; }
+    int per = 4 / size;   /* elements per 32-bit component */
+    int shift = (e % per) * size * 8;
+    if (shift) sb_printf(o, "(%s)(fc_q.%c >> %d)", elem, comp[e / per], shift);
+    else sb_printf(o, "(%s)fc_q.%c", elem, comp[e / per]);
+}
+
+/* A thread loop with vec W (KirStmt.vec): each thread takes groups of W consecutive
+ * iterations. A whole group whose vec accesses are all 16-byte aligned (the lowering makes
+ * them so for buffers at 256-byte boundaries; the check keeps other pointers correct) reads
+ * its vec loads as 16-byte vectors, runs the W lanes (unrolled), and writes its vec stores as
+ * 16-byte vectors; the last partial group, or a misaligned one, runs iteration by iteration. */
+static void put_vec_for(Cg *c, const KirStmt *st, int d) {
+    const KirKernel *k = c->k;
+    StrBuf *o = c->o;
+    KirType lt = k->vars.data[st->var].type;
+    const char *T = ctype_names[lt];
+    int W = st->vec;
+    if (c->vec_var >= 0) { cg_fail(c, FC_ERR_INTERNAL, "nested vec loops"); return; }
+    unsigned char *seen = fc_calloc((size_t)k->exprs.len + 1, 1);
+    if (!seen) { if (c->st == FC_OK) c->st = FC_OOM(c->err); return; }
+    c->vec_var = st->var;
+    c->vec_w = W;
+    c->nslots = 0;
+    vec_collect(c, st->body, true, seen, 0);
+    fc_free(seen);
+    const char *elem[64], *vt[64];
+    int size[64];
+    if (c->nslots > 64) cg_fail(c, FC_ERR_UNSUPPORTED, "a vec loop with more than 64 vector accesses");
+    for (int i = 0; i < c->nslots && c->st == FC_OK; i++) slot_types(c, &c->slots[i], &elem[i], &size[i], &vt[i]);
+    if (c->st != FC_OK) goto done;
+
+    ind(c, d); sb_printf(o, "{ /* v%d: %d consecutive iterations a thread; 16-byte accesses when aligned */\n", st->var, W);
+    ind(c, d + 1); sb_printf(o, "const %s fc_lo = ", T); put_typed(c, st->a, lt, "loop bound"); sb_puts(o, ";\n");
+    ind(c, d + 1); sb_printf(o, "const %s fc_hi = ", T); put_typed(c, st->b, lt, "loop bound"); sb_puts(o, ";\n");
+    ind(c, d + 1);
+    sb_printf(o, "for (%s fc_g = fc_lo + (%s)threadIdx.x * %d; fc_g < fc_hi; fc_g += %d) {\n", T, T, W, k->block * W);
+    /* the iteration-by-iteration path first: a partial or misaligned group */
+    ind(c, d + 2); sb_printf(o, "if (fc_g + %d > fc_hi", W);
+    if (c->nslots) {
+        sb_puts(o, " || ((");
+        for (int i = 0; i < c->nslots; i++) {
+            if (i) sb_puts(o, " | ");
+            sb_puts(o, "(unsigned long long)");
+            put_slot_addr(c, &c->slots[i]);
+        }
+        sb_puts(o, ") & 15ull) != 0ull");
+    }
+    sb_puts(o, ") {\n");
+    ind(c, d + 3);
+    sb_printf(o, "for (%s v%d = fc_g; v%d < fc_hi && v%d < fc_g + %d; v%d++) {\n", T, st->var, st->var, st->var, W, st->var);
+    c->visible[st->var] = 1;
+    c->in_threads++;
+    put_list(c, st->body, d + 4, NULL);
+    c->in_threads--;
+    c->visible[st->var] = 0;
+    ind(c, d + 3); sb_puts(o, "}\n");
+    ind(c, d + 2); sb_puts(o, "} else {\n");
+    /* the vec loads, 16 bytes at a time */
+    for (int i = 0; i < c->nslots; i++) {
+        const VecSlot *v = &c->slots[i];
+        ind(c, d + 3); sb_printf(o, "%s fc_v%d[%d];\n", elem[i], i, W);
+        if (v->store) continue;
+        ind(c, d + 3); sb_printf(o, "{\n");
+        ind(c, d + 4); sb_printf(o, "const %s *fc_a = reinterpret_cast<const %s *>", vt[i], vt[i]);
+        put_slot_addr(c, v); sb_puts(o, ";\n");
+        int per = 16 / size[i];
+        for (int q = 0; q < W / per; q++) {
+            ind(c, d + 4); sb_printf(o, "{ const %s fc_q = fc_a[%d];", vt[i], q);
+            for (int e = 0; e < per; e++) {
+                sb_printf(o, " fc_v%d[%d] = ", i, q * per + e);
+                put_vec_elem(o, vt[i], size[i], e, elem[i]);
+                sb_putc(o, ';');
+            }
+            sb_puts(o, " }\n");
+        }
+        ind(c, d + 3); sb_puts(o, "}\n");
+    }
+    /* the lanes: printed first into their own buffer, to declare the variable only if read */
+    {
+        StrBuf lanes = {0};
+        c->o = &lanes;
+        c->in_lanes = true;
+        c->vec_var_prints = 0;
+        c->visible[st->var] = 1;
+        c->in_threads++;
+        put_list(c, st->body, d + 4, NULL);
+        c->in_threads--;
+        c->visible[st->var] = 0;
+        c->in_lanes = false;
+        c->o = o;
+        ind(c, d + 3); sb_puts(o, "#pragma unroll\n");
+        ind(c, d + 3); sb_printf(o, "for (int fc_j = 0; fc_j < %d; fc_j++) {\n", W);
+        if (c->vec_var_prints) { ind(c, d + 4); sb_printf(o, "const %s v%d = fc_g + (%s)fc_j;\n", T, st->var, T); }
+        if (lanes.failed) { if (c->st == FC_OK) c->st = FC_OOM(c->err); }
+        else if (lanes.data) sb_puts(o, lanes.data);
+        sb_free(&lanes);
+        ind(c, d + 3); sb_puts(o, "}\n");
+    }
+    /* the vec stores */
+    for (int i = 0; i < c->nslots; i++) {
+        const VecSlot *v = &c->slots[i];
+        if (!v->store) continue;
+        ind(c, d + 3); sb_printf(o, "{\n");
+        ind(c, d + 4); sb_printf(o, "%s *fc_a = reinterpret_cast<%s *>", vt[i], vt[i]);
+        put_slot_addr(c, v); sb_puts(o, ";\n");
+        int per = 16 / size[i];
+        for (int q = 0; q < W / per; q++) {
+            ind(c, d + 4); sb_printf(o, "{ %s fc_q;", vt[i]);
+            if (size[i] >= 4 || strcmp(vt[i], "uint4") != 0) {
+                for (int e = 0; e < per; e++) sb_printf(o, " fc_q.%c = fc_v%d[%d];", "xyzw"[e], i, q * per + e);
+            } else {
+                int pc = 4 / size[i];
+                for (int comp = 0; comp < 4; comp++) {
+                    sb_printf(o, " fc_q.%c = ", "xyzw"[comp]);
+                    for (int e = 0; e < pc; e++) {
+                        int shift = e * size[i] * 8;
+                        if (e) sb_puts(o, " | ");
+                        if (shift) sb_printf(o, "((unsigned int)fc_v%d[%d] << %d)", i, q * per + comp * pc + e, shift);
+                        else sb_printf(o, "(unsigned int)fc_v%d[%d]", i, q * per + comp * pc + e);
+                    }
+                    sb_putc(o, ';');
+                }
+            }
+            sb_printf(o, " fc_a[%d] = fc_q; }\n", q);
+        }
+        ind(c, d + 3); sb_puts(o, "}\n");
+    }
+    ind(c, d + 2); sb_puts(o, "}\n");
+    ind(c, d + 1); sb_puts(o, "}\n");
+    ind(c, d); sb_puts(o, "}\n");
+done:
+    c->vec_var = -1;
+    c->vec_w = 0;
+    c->nslots = 0;
+}
+
 /* Prints a statement list at depth d; `red`, when not NULL, is the reduction whose body this
  * is: its accumulation ends the list. */
 static void put_list(Cg *c, int s, int d, const KirStmt *red) {
@@ -762,10 +1040,17 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
             const KirParam *prm = &k->params.data[st->ref];
             if (!prm->written) { cg_fail(c, FC_ERR_INTERNAL, "store to p%d, a param not marked written", st->ref); break; }
             int h = narrow_helper(prm->dtype, true);
+            if (st->vec && c->vec_var < 0) { cg_fail(c, FC_ERR_INTERNAL, "vec store to p%d outside a vec thread loop", st->ref); break; }
             ind(c, d);
-            sb_printf(o, "p%d[", st->ref);
-            put_index(c, st->a, -1, 0);
-            sb_puts(o, "] = ");
+            if (st->vec && c->in_lanes) {   /* the lane's element of the group's vector */
+                int sl = vec_slot(c, false, true, st->ref, st->a);
+                if (sl < 0) break;
+                sb_printf(o, "fc_v%d[fc_j] = ", sl);
+            } else {
+                sb_printf(o, "p%d[", st->ref);
+                put_index(c, st->a, -1, 0);
+                sb_puts(o, "] = ");
+            }
             if (h >= 0) { use(c, h); sb_printf(o, "%s(", helper_name(h)); }
             else if (prm->dtype == FC_BOOL) sb_puts(o, "(unsigned char)(");
             put_typed(c, st->b, kir_compute_type(prm->dtype), "stored value");
@@ -779,8 +1064,15 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
             if (st->ref < 0 || st->ref >= n) { cg_fail(c, FC_ERR_INTERNAL, "store to bad %s %d", sh ? "shared" : "thread array", st->ref); break; }
             if (!sh && !c->in_threads) { cg_fail(c, FC_ERR_INTERNAL, "thread array ta%d written outside a thread loop", st->ref); break; }
             KirType t = sh ? k->shared.data[st->ref].type : k->tarrays.data[st->ref].type;
+            if (st->vec && (!sh || c->vec_var < 0)) { cg_fail(c, FC_ERR_INTERNAL, "vec store outside a vec thread loop"); break; }
             ind(c, d);
-            if (!(sh ? c->sh_read : c->ta_read)[st->ref]) {
+            if (st->vec && c->in_lanes && c->sh_read[st->ref]) {
+                int sl = vec_slot(c, true, true, st->ref, st->a);
+                if (sl < 0) break;
+                sb_printf(o, "fc_v%d[fc_j] = ", sl);
+                put_typed(c, st->b, t, "stored value");
+                sb_puts(o, ";\n");
+            } else if (!(sh ? c->sh_read : c->ta_read)[st->ref]) {
                 sb_puts(o, "(void)(");
                 put_index(c, st->a, -1, 0);
                 sb_puts(o, "); (void)(");
@@ -802,6 +1094,11 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
             if (c->visible[st->var]) { cg_fail(c, FC_ERR_INTERNAL, "loop variable v%d already declared", st->var); break; }
             bool thr = st->loop == KIR_LOOP_THREADS;
             if (thr && c->in_threads) { cg_fail(c, FC_ERR_INTERNAL, "nested thread loops"); break; }
+            if (st->vec < 0 || (st->vec > 1 && !(thr && (st->vec == 2 || st->vec == 4 || st->vec == 8 || st->vec == 16)))) {
+                cg_fail(c, FC_ERR_INTERNAL, "loop v%d: vec width %d", st->var, st->vec);
+                break;
+            }
+            if (thr && st->vec > 1) { put_vec_for(c, st, d); break; }
             ind(c, d);
             sb_printf(o, "for (%s v%d = ", ctype_names[lt], st->var);
             put_typed(c, st->a, lt, "loop bound");
@@ -877,10 +1174,19 @@ static FcStatus check_kernel_header(const KirKernel *k, FcErr *err) {
     return FC_OK;
 }
 
+/* Shared array i has vec accesses (its storage must be 16-byte aligned). */
+static bool shared_vec(const KirKernel *k, int i) {
+    for (int e = 0; e < k->exprs.len; e++)
+        if (k->exprs.data[e].kind == KE_SHLOAD && k->exprs.data[e].vec && k->exprs.data[e].ref == i) return true;
+    for (int s = 0; s < k->stmts.len; s++)
+        if (k->stmts.data[s].kind == KS_SHSTORE && k->stmts.data[s].vec && k->stmts.data[s].ref == i) return true;
+    return false;
+}
+
 /* Prints kernel k (its text into `body`, helpers it needs into `helpers`). */
 static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr *err) {
     FC_TRY(check_kernel_header(k, err));
-    Cg c = {.k = k, .o = out, .err = err, .st = FC_OK, .helpers = helpers};
+    Cg c = {.k = k, .o = out, .err = err, .st = FC_OK, .helpers = helpers, .vec_var = -1};
     int nv = k->vars.len, ne = k->exprs.len;
     c.visible = fc_calloc((size_t)nv + 1, 1);
     c.var_read = fc_calloc((size_t)nv + 1, sizeof(bool));
@@ -948,10 +1254,19 @@ static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr
     if (k->uses_status) sb_printf(out, "%sint* status", k->params.len ? ", " : "");
     if (!k->params.len && !k->uses_status) sb_puts(out, "void");
     sb_puts(out, ")\n{\n");
-    for (int i = 0; i < k->shared.len; i++)
-        if (c.sh_read[i])
-            sb_printf(out, "    __shared__ %s sh%d[%lld];\n", ctype_names[k->shared.data[i].type], i,
-                      (long long)k->shared.data[i].count);
+    for (int i = 0; i < k->shared.len; i++) {
+        if (!c.sh_read[i]) continue;
+        const KirShared *sa = &k->shared.data[i];
+        if (shared_vec(k, i)) {
+            /* 16-byte vector accesses: 16-byte aligned storage, used through a typed pointer */
+            int64_t bytes = sa->count * (sa->type == KT_F32 || sa->type == KT_I32 ? 4 : 8);
+            sb_printf(out, "    __shared__ uint4 fc_sh%d[%lld];\n", i, (long long)((bytes + 15) / 16));
+            sb_printf(out, "    %s *const sh%d = reinterpret_cast<%s *>(fc_sh%d);\n", ctype_names[sa->type], i,
+                      ctype_names[sa->type], i);
+        } else {
+            sb_printf(out, "    __shared__ %s sh%d[%lld];\n", ctype_names[sa->type], i, (long long)sa->count);
+        }
+    }
     for (int t = 0; t < KT_COUNT; t++)
         if (c.red_type[t])
             sb_printf(out, "    __shared__ %s fc_red_%s[%d]; /* one slot per warp */\n", ctype_names[t],
@@ -979,6 +1294,7 @@ done:
     fc_free(c.sh_read);
     fc_free(c.ta_read);
     fc_free(c.expr_seen);
+    fc_free(c.slots);
     return st;
 }
 

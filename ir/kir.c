@@ -305,6 +305,34 @@ void kir_end(KirKernel *k) {
 }
 bool kir_kernel_ok(const KirKernel *k) { return k && !k->failed && k->nscope == 0; }
 
+/* ---- vectorization hints ---------------------------------------------------------------- */
+void kir_for_vec(KirKernel *k, int var, int lo, int hi, int width) {
+    if (bad(k, lo) || bad(k, hi)) return;
+    KirStmt s = stmt0(KS_FOR); s.var = var; s.a = lo; s.b = hi; s.loop = KIR_LOOP_THREADS;
+    s.vec = width > 1 ? width : 0;
+    open_scope(k, add_stmt(k, s));
+}
+int kir_load_vec(KirKernel *k, int param, int idx) {
+    int e = kir_load(k, param, idx);
+    if (e >= 0) k->exprs.data[e].vec = true;
+    return e;
+}
+int kir_shload_vec(KirKernel *k, int shared, int idx) {
+    int e = kir_shload(k, shared, idx);
+    if (e >= 0) k->exprs.data[e].vec = true;
+    return e;
+}
+void kir_store_vec(KirKernel *k, int param, int idx, int value) {
+    if (bad(k, idx) || bad(k, value)) return;
+    KirStmt s = stmt0(KS_STORE); s.ref = param; s.a = idx; s.b = value; s.vec = 1;
+    add_stmt(k, s);
+}
+void kir_shstore_vec(KirKernel *k, int shared, int idx, int value) {
+    if (bad(k, idx) || bad(k, value)) return;
+    KirStmt s = stmt0(KS_SHSTORE); s.ref = shared; s.a = idx; s.b = value; s.vec = 1;
+    add_stmt(k, s);
+}
+
 /* ---- printer ----------------------------------------------------------------------------- */
 static void print_expr(const KirKernel *k, int id, StrBuf *o) {
     if (id < 0 || id >= k->exprs.len) { sb_puts(o, "<bad>"); return; }
@@ -323,8 +351,12 @@ static void print_expr(const KirKernel *k, int id, StrBuf *o) {
         }
         break;
     case KE_VAR: sb_printf(o, "v%d", e->ref); break;
-    case KE_LOAD: sb_printf(o, "p%d[", e->ref); print_expr(k, e->a, o); sb_putc(o, ']'); break;
-    case KE_SHLOAD: sb_printf(o, "sh%d[", e->ref); print_expr(k, e->a, o); sb_putc(o, ']'); break;
+    case KE_LOAD:
+        sb_printf(o, "p%d[%s", e->ref, e->vec ? "vec " : ""); print_expr(k, e->a, o); sb_putc(o, ']');
+        break;
+    case KE_SHLOAD:
+        sb_printf(o, "sh%d[%s", e->ref, e->vec ? "vec " : ""); print_expr(k, e->a, o); sb_putc(o, ']');
+        break;
     case KE_TLOAD: sb_printf(o, "ta%d[", e->ref); print_expr(k, e->a, o); sb_putc(o, ']'); break;
     case KE_UNARY:
         sb_printf(o, "%s(", unop_names[e->op]); print_expr(k, e->a, o); sb_putc(o, ')');
@@ -359,11 +391,11 @@ static void print_list(const KirKernel *k, int s, int d, StrBuf *o) {
             break;
         case KS_ASSIGN: sb_printf(o, "v%d = ", st->var); print_expr(k, st->a, o); sb_putc(o, '\n'); break;
         case KS_STORE:
-            sb_printf(o, "p%d[", st->ref); print_expr(k, st->a, o); sb_puts(o, "] = ");
+            sb_printf(o, "p%d[%s", st->ref, st->vec ? "vec " : ""); print_expr(k, st->a, o); sb_puts(o, "] = ");
             print_expr(k, st->b, o); sb_putc(o, '\n');
             break;
         case KS_SHSTORE:
-            sb_printf(o, "sh%d[", st->ref); print_expr(k, st->a, o); sb_puts(o, "] = ");
+            sb_printf(o, "sh%d[%s", st->ref, st->vec ? "vec " : ""); print_expr(k, st->a, o); sb_puts(o, "] = ");
             print_expr(k, st->b, o); sb_putc(o, '\n');
             break;
         case KS_TSTORE:
@@ -372,7 +404,9 @@ static void print_list(const KirKernel *k, int s, int d, StrBuf *o) {
             break;
         case KS_FOR:
             sb_printf(o, "for%s v%d in [", st->loop == KIR_LOOP_THREADS ? " threads" : "", st->var);
-            print_expr(k, st->a, o); sb_puts(o, ", "); print_expr(k, st->b, o); sb_puts(o, ") {\n");
+            print_expr(k, st->a, o); sb_puts(o, ", "); print_expr(k, st->b, o); sb_putc(o, ')');
+            if (st->loop == KIR_LOOP_THREADS && st->vec > 1) sb_printf(o, " vec %d", st->vec);
+            sb_puts(o, " {\n");
             print_list(k, st->body, d + 1, o);
             indent(o, d); sb_puts(o, "}\n");
             break;
@@ -466,10 +500,45 @@ typedef struct Verify {
     int *stamp;          /* [exprs] visit stamp */
     int cur_stamp;
     int in_threads;      /* inside a thread loop or a reduce body */
+    int vec_var;         /* the loop variable of the enclosing vec thread loop, or -1 */
+    int vec_w;           /* its width */
+    int vec_depth;       /* the nesting depth of its body's statement list */
 } Verify;
 
 static FcStatus vfail(Verify *v, const char *what, int id) {
     return fc_err_set(v->err, FC_ERR_INTERNAL, "kernel IR of %s is malformed: %s (id %d)", v->k->name, what, id);
+}
+
+/* e reads only constants, block_idx and block-uniform variables. */
+static bool vuniform(const Verify *v, int e, int depth) {
+    const KirKernel *k = v->k;
+    if (e < 0 || e >= k->exprs.len || depth > 64) return false;
+    const KirExpr *x = &k->exprs.data[e];
+    switch (x->kind) {
+    case KE_CONST: case KE_BLOCK_IDX: return true;
+    case KE_VAR: return x->ref >= 0 && x->ref < k->vars.len && v->var_state[x->ref] == 1;
+    case KE_UNARY: case KE_CAST: return vuniform(v, x->a, depth + 1);
+    case KE_BINARY: return vuniform(v, x->a, depth + 1) && vuniform(v, x->b, depth + 1);
+    default: return false;
+    }
+}
+static int type_bytes(KirType t) { return t == KT_BOOL ? 1 : (t == KT_I32 || t == KT_F32) ? 4 : 8; }
+/* A vec access of elements of `size` bytes at index idx (see KirExpr.vec). */
+static FcStatus vvec(Verify *v, int idx, int size, int id) {
+    const KirKernel *k = v->k;
+    if (v->vec_var < 0) return vfail(v, "vec access outside a vec thread loop", id);
+    if ((v->vec_w * size) % 16 != 0) return vfail(v, "vec access not a multiple of 16 bytes", id);
+    if (idx < 0 || idx >= k->exprs.len) return vfail(v, "bad expression id", idx);
+    const KirExpr *x = &k->exprs.data[idx];
+    bool isv = x->kind == KE_VAR && x->ref == v->vec_var;
+    if (!isv && x->kind == KE_BINARY && x->op == KB_ADD && x->a >= 0 && x->b >= 0 && x->a < k->exprs.len &&
+        x->b < k->exprs.len) {
+        const KirExpr *a = &k->exprs.data[x->a], *b = &k->exprs.data[x->b];
+        if (b->kind == KE_VAR && b->ref == v->vec_var) isv = vuniform(v, x->a, 0);
+        else if (a->kind == KE_VAR && a->ref == v->vec_var) isv = vuniform(v, x->b, 0);
+    }
+    if (!isv) return vfail(v, "vec access whose index is not v or add(block-uniform, v)", id);
+    return FC_OK;
 }
 
 static FcStatus vexpr(Verify *v, int id, int limit) {
@@ -486,9 +555,12 @@ static FcStatus vexpr(Verify *v, int id, int limit) {
         return FC_OK;
     case KE_LOAD:
         if (e->ref < 0 || e->ref >= k->params.len) return vfail(v, "bad param", e->ref);
+        if (e->vec && k->params.data[e->ref].written) return vfail(v, "vec load of a written param", id);
+        if (e->vec) FC_TRY(vvec(v, e->a, (int)fc_dtype_size(k->params.data[e->ref].dtype), id));
         return vexpr(v, e->a, id);
     case KE_SHLOAD:
         if (e->ref < 0 || e->ref >= k->shared.len) return vfail(v, "bad shared array", e->ref);
+        if (e->vec) FC_TRY(vvec(v, e->a, type_bytes(k->shared.data[e->ref].type), id));
         return vexpr(v, e->a, id);
     case KE_TLOAD:
         if (e->ref < 0 || e->ref >= k->tarrays.len) return vfail(v, "bad thread array", e->ref);
@@ -557,11 +629,15 @@ static FcStatus vlist_open(Verify *v, int s, int depth) {
         case KS_STORE:
             if (st->ref < 0 || st->ref >= k->params.len || !k->params.data[st->ref].written)
                 return vfail(v, "store to a param not marked written", s);
+            if (st->vec && depth != v->vec_depth) return vfail(v, "vec store not in its vec loop's body", s);
+            if (st->vec) FC_TRY(vvec(v, st->a, (int)fc_dtype_size(k->params.data[st->ref].dtype), s));
             FC_TRY(vuse(v, st->a));
             FC_TRY(vuse(v, st->b));
             break;
         case KS_SHSTORE:
             if (st->ref < 0 || st->ref >= k->shared.len) return vfail(v, "bad shared array", s);
+            if (st->vec && depth != v->vec_depth) return vfail(v, "vec store not in its vec loop's body", s);
+            if (st->vec) FC_TRY(vvec(v, st->a, type_bytes(k->shared.data[st->ref].type), s));
             FC_TRY(vuse(v, st->a));
             FC_TRY(vuse(v, st->b));
             break;
@@ -577,9 +653,14 @@ static FcStatus vlist_open(Verify *v, int s, int depth) {
             int m = v->ndecl;
             bool threads = st->loop == KIR_LOOP_THREADS;
             if (threads && v->in_threads) return vfail(v, "nested thread loops", s);
+            bool vec = threads && st->vec > 1;
+            if (st->vec < 0 || (st->vec > 1 && !(vec && (st->vec == 2 || st->vec == 4 || st->vec == 8 || st->vec == 16))))
+                return vfail(v, "vec width not 2, 4, 8 or 16 on a thread loop", s);
             if (threads) v->in_threads = 1;
             FC_TRY(vdeclare(v, st->var));
+            if (vec) { v->vec_var = st->var; v->vec_w = st->vec; v->vec_depth = depth + 1; }
             FC_TRY(vlist(v, st->body, depth + 1));
+            if (vec) { v->vec_var = -1; v->vec_w = 0; v->vec_depth = -1; }
             if (threads) v->in_threads = 0;
             vpop(v, m);
             break;
@@ -626,7 +707,7 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     if (k->block < 1 || k->block > 1024 || k->grid < 1)
         return fc_err_set(err, FC_ERR_INTERNAL, "kernel %s: launch shape %lld x %d out of range", k->name,
                           (long long)k->grid, k->block);
-    Verify v = {.k = k, .err = err};
+    Verify v = {.k = k, .err = err, .vec_var = -1, .vec_depth = -1};
     v.var_state = fc_calloc((size_t)k->vars.len + 1, sizeof(int));
     v.decl_stack = fc_calloc((size_t)k->vars.len + 1, sizeof(int));
     v.stamp = fc_calloc((size_t)k->exprs.len + 1, sizeof(int));

@@ -81,6 +81,10 @@ typedef struct KirExpr {
     FcDtype dtype;       /* KE_ROUND */
     int64_t ival;
     double fval;
+    bool vec;            /* KE_LOAD/KE_SHLOAD inside a thread loop with vec W > 1 (see KirStmt.vec):
+                          * the index is the loop variable v, or add(B, v) with B block-uniform, so
+                          * iteration v + j reads element index(v) + j; a backend may read the W
+                          * elements of one thread's group at once. false: an ordinary access */
 } KirExpr;
 
 typedef enum KirLoopKind { KIR_LOOP_SERIAL, KIR_LOOP_THREADS } KirLoopKind;
@@ -112,6 +116,13 @@ typedef struct KirStmt {
     int code;            /* ERROR: an FcStatus */
     int body, body2;     /* first statement of the body / else-body, -1 if empty */
     int next;            /* next statement in the list, -1 at the end */
+    int vec;             /* FOR threads: 0 (or 1) an ordinary thread loop; W in {2, 4, 8, 16}: each
+                          * thread takes W consecutive iterations at a time (iterations are
+                          * independent; the result is that of the ordinary loop), and the loop's
+                          * vec accesses may be done as 16-byte vectors (W x element size is a
+                          * multiple of 16). STORE/SHSTORE: nonzero marks a vec store, written
+                          * like a vec load's read (a statement of the vec loop's own body, not
+                          * nested). Builders that never set it get ordinary loops. */
 } KirStmt;
 
 typedef struct KirVar { KirType type; } KirVar;
@@ -227,13 +238,21 @@ void kir_else(KirKernel *k);                  /* switches the open if to its els
 void kir_reduce(KirKernel *k, KirRedOp op, int result_var, int loop_var, int lo, int hi);
 void kir_end_reduce(KirKernel *k, int value);
 void kir_end(KirKernel *k);                   /* closes the innermost for/if */
+/* Vectorization hints (KirStmt.vec, KirExpr.vec); a backend may ignore them. */
+void kir_for_vec(KirKernel *k, int var, int lo, int hi, int width);  /* a thread loop, vec width */
+int kir_load_vec(KirKernel *k, int param, int idx);
+int kir_shload_vec(KirKernel *k, int shared, int idx);
+void kir_store_vec(KirKernel *k, int param, int idx, int value);
+void kir_shstore_vec(KirKernel *k, int shared, int idx, int value);
 bool kir_kernel_ok(const KirKernel *k);       /* no allocation failed, scopes balanced */
 
 /* ---- printing and checking ------------------------------------------------------------- */
 void kir_print_kernel(const KirKernel *k, StrBuf *out);
 void kir_print_program(const KirProgram *p, StrBuf *out);
 /* Structural checks: types agree, vars defined before use, thread arrays only inside
- * thread loops, thread loops not nested, barriers only at block level. */
+ * thread loops, thread loops not nested, barriers only at block level; vec accesses only in
+ * a vec loop, with an index of the form v or add(B, v), 16-byte multiples, vec stores in the
+ * loop's own body and vec loads not of a written param. */
 FcStatus kir_verify(const KirKernel *k, FcErr *err);
 
 #endif

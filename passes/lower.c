@@ -26,6 +26,10 @@
  *      consumers (reshape, elementwise of the same size) applied before the store.
  *    Within a kernel, `emit` caches each (value, index) it computed in a variable of the
  *    current scope, and index expressions are hash-consed so equal indices share ids.
+ *    GPU-shaped programs only: the flat pointwise loop, the row staging loops and the row
+ *    output loop are vec thread loops (KirStmt.vec, docs/kir.md) where alignment allows
+ *    (chunk starts and, for rows, N multiples of the width), with the accesses at the loop's
+ *    own index marked vec; CPU-shaped schedules never get widths.
  * 4. Cost: bytes read (each external input once) and written (each output once), flops
  *    from the op table.
  */
@@ -82,6 +86,15 @@ typedef struct Lower {
     IrShape row_red;         /* the reduced dims */
     FC_VEC(Memo) memo;
     int depth;
+    /* GPU vectorization (KirStmt.vec): while a vec thread loop is built, its variable and
+     * width; loads and stores whose index is the variable (plus a multiple of the width) are
+     * marked vec. fold_*: the multi-index that delinearizing the loop variable gave for the
+     * trailing fold_rank dims of fold_shape, so that a value of that shape read at it is
+     * read at the loop variable again instead of at linearize(delinearize(v)). */
+    int vec_var, vec_w;
+    const IrShape *fold_shape;
+    int fold_rank, fold_lin;
+    int fold_idx[IR_MAX_RANK];
     FC_VEC(KirExpr) hc_keys; /* hash-consing: parallel to hc_ids */
     FC_VEC(int) hc_ids;
 } Lower;
@@ -374,16 +387,105 @@ static int emit_binary(Lower *L, IrOp op, int a, int b) {
     return kir_bin(L->k, map[op], a, b);
 }
 
+/* ---- vectorization (GPU) -------------------------------------------------------------------- */
+/* e is a block-uniform multiple of m: a constant multiple, a product with one, a sum of two. */
+static bool aligned_uniform(Lower *L, int e, int64_t m, int depth) {
+    if (e < 0 || depth > 32) return false;
+    const KirExpr *x = &L->k->exprs.data[e];
+    if (x->kind == KE_CONST) return x->type == KT_I64 && x->ival % m == 0;
+    if (x->kind != KE_BINARY || x->type != KT_I64) return false;
+    if (x->op == KB_ADD) return aligned_uniform(L, x->a, m, depth + 1) && aligned_uniform(L, x->b, m, depth + 1);
+    if (x->op != KB_MUL) return false;
+    const KirExpr *a = &L->k->exprs.data[x->a], *b = &L->k->exprs.data[x->b];
+    int other = -1;
+    if (b->kind == KE_CONST && b->type == KT_I64 && b->ival % m == 0) other = x->a;
+    else if (a->kind == KE_CONST && a->type == KT_I64 && a->ival % m == 0) other = x->b;
+    if (other < 0) return false;
+    /* the other factor: block-uniform (variables declared before the vec loop's) */
+    int stack[64], n = 0;
+    stack[n++] = other;
+    while (n > 0) {
+        const KirExpr *y = &L->k->exprs.data[stack[--n]];
+        if (y->kind == KE_VAR && y->ref >= L->vec_var) return false;
+        if (y->kind != KE_VAR && y->kind != KE_CONST && y->kind != KE_BLOCK_IDX && y->kind != KE_BINARY) return false;
+        if (y->kind == KE_BINARY) {
+            if (n + 2 > 64) return false;
+            stack[n++] = y->a;
+            stack[n++] = y->b;
+        }
+    }
+    return true;
+}
+/* An access of elements of `size` bytes at index e can be a vec access of the loop being
+ * built: e is its variable v or add(B, v), B a block-uniform multiple of the width, and the
+ * width's bytes are 16, 32 or 64 (one to four 16-byte vectors). */
+static bool vec_index(Lower *L, int e, int size) {
+    if (L->vec_var < 0 || e < 0 || (L->vec_w * size) % 16 != 0 || L->vec_w * size > 64) return false;
+    int v = vref(L, L->vec_var);
+    if (e == v) return true;
+    const KirExpr *x = &L->k->exprs.data[e];
+    if (x->kind != KE_BINARY || x->op != KB_ADD) return false;
+    if (x->b == v) return aligned_uniform(L, x->a, L->vec_w, 0);
+    if (x->a == v) return aligned_uniform(L, x->b, L->vec_w, 0);
+    return false;
+}
+/* Opens a thread loop, a vec loop of width w when w > 1 (the caller ends it with vec_end). */
+static void vec_for(Lower *L, int var, int lo, int hi, int w) {
+    if (w > 1) {
+        kir_for_vec(L->k, var, lo, hi, w);
+        scope_open(L);
+        L->vec_var = var;
+        L->vec_w = w;
+    } else {
+        k_for(L, KIR_LOOP_THREADS, var, lo, hi);
+    }
+}
+static void vec_end(Lower *L) {
+    k_end(L);
+    L->vec_var = -1;
+    L->vec_w = 0;
+    L->fold_shape = NULL;
+    L->fold_rank = 0;
+}
+/* Records that idx (rank r, the trailing dims of shape s) was delinearized from lin. */
+static void fold_set(Lower *L, const IrShape *s, int r, const int *idx, int lin) {
+    if (L->opt->cpu) return;
+    L->fold_shape = s;
+    L->fold_rank = r;
+    L->fold_lin = lin;
+    memcpy(L->fold_idx, idx, sizeof(int) * (size_t)r);
+}
+
 /* Loads a value that lives in a buffer (computed by an earlier kernel, or a block input). */
 static int emit_load(Lower *L, int v, const int *idx) {
     if (L->row_shared[v] >= 0) {   /* this row of v was staged in shared memory */
         int off = linearize(L, &L->row_red, idx + L->row_lead);
+        if (L->fold_shape && L->fold_rank == L->row_red.rank &&
+            !memcmp(idx + L->row_lead, L->fold_idx, sizeof(int) * (size_t)L->fold_rank))
+            off = L->fold_lin;
+        KirType t = L->k->shared.data[L->row_shared[v]].type;
+        if (t != KT_BOOL && vec_index(L, off, t == KT_F32 || t == KT_I32 ? 4 : 8))
+            return kir_shload_vec(L->k, L->row_shared[v], off);
         return kir_shload(L->k, L->row_shared[v], off);
     }
     int buf = L->buf_of_val[v];
     LCHECK(L, buf >= 0);
     int prm = param_for_buf(L, buf, false);
-    return kir_load(L->k, prm, linearize(L, &val(L, v)->shape, idx));
+    const IrShape *s = &val(L, v)->shape;
+    int lin = -1;
+    if (L->fold_shape && ir_shape_eq(s, L->fold_shape) &&
+        !memcmp(idx + s->rank - L->fold_rank, L->fold_idx, sizeof(int) * (size_t)L->fold_rank)) {
+        IrShape lead = *s, tail = *s;
+        lead.rank = s->rank - L->fold_rank;
+        int64_t tn = 1;
+        for (int d = lead.rank; d < s->rank; d++) tn *= tail.dims[d];
+        lin = ib(L, KB_ADD, ib(L, KB_MUL, linearize(L, &lead, idx), ci(L, tn)), L->fold_lin);
+    } else {
+        lin = linearize(L, s, idx);
+    }
+    if (prm >= 0 && !L->k->params.data[prm].written && vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype)))
+        return kir_load_vec(L->k, prm, lin);
+    return kir_load(L->k, prm, lin);
 }
 
 /* Constants and iotas are computed where they are used, in every kernel: never loaded. */
@@ -508,6 +610,10 @@ static void kernel_begin(Lower *L, int group, const char *kind, int64_t grid, in
     for (int v = 0; v < L->g->values.len; v++) L->bound[v] = L->row_shared[v] = -1;
     L->memo.len = 0;
     L->depth = 0;
+    L->vec_var = -1;
+    L->vec_w = 0;
+    L->fold_shape = NULL;
+    L->fold_rank = 0;
     hc_reset(L);
 }
 
@@ -557,7 +663,8 @@ static int64_t numel_of(const Lower *L, int v) {
 static void store_value(Lower *L, int v, int lin, const int *idx) {
     int e = emit(L, v, idx);
     int prm = param_for_buf(L, L->buf_of_val[v], true);
-    kir_store(L->k, prm, lin, e);
+    if (vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype))) kir_store_vec(L->k, prm, lin, e);
+    else kir_store(L->k, prm, lin, e);
 }
 
 /* pointwise: outputs grouped by element count, a thread loop per count. */
@@ -601,6 +708,27 @@ static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int no
     return true;
 }
 
+/* The vec width of a GPU thread loop over n elements that stores outputs outs[] of n
+ * elements: 16 bytes of the narrowest of those outputs and of the group's inputs of n
+ * elements (the operands that can be read at the loop's index); 0 on the CPU. */
+static int vec_width(Lower *L, int group, const int *outs, int nouts, int64_t n) {
+    if (L->opt->cpu) return 0;
+    int minsize = 16;
+    for (int i = 0; i < nouts; i++)
+        if (numel_of(L, outs[i]) == n && (int)fc_dtype_size(val(L, outs[i])->dtype) < minsize)
+            minsize = (int)fc_dtype_size(val(L, outs[i])->dtype);
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *nd = &L->g->nodes.data[i];
+        for (int j = 0; j < nd->nin; j++) {
+            int u = nd->in[j];
+            if ((in_group(L, u) && !L->force_load[u]) || L->buf_of_val[u] < 0 || numel_of(L, u) != n) continue;
+            if ((int)fc_dtype_size(val(L, u)->dtype) < minsize) minsize = (int)fc_dtype_size(val(L, u)->dtype);
+        }
+    }
+    return 16 / minsize >= 2 ? 16 / minsize : 0;
+}
+
 static void schedule_pointwise(Lower *L, int group, const int *outs, int nouts, const char *kind) {
     if (L->opt->cpu && schedule_pointwise_rows(L, group, outs, nouts, kind)) return;
     int64_t maxn = 1;
@@ -619,16 +747,20 @@ static void schedule_pointwise(Lower *L, int group, const int *outs, int nouts, 
         kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
         kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, n)));
         int it = kir_var(L->k, KT_I64);
-        k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
+        /* GPU: W consecutive elements a thread (chunk starts are multiples of W) */
+        int w = chunk % 16 == 0 ? vec_width(L, group, outs, nouts, n) : 0;
+        vec_for(L, it, vref(L, lo), vref(L, hi), w);
         for (int j = i; j < nouts; j++) {
             if (done[j] || numel_of(L, outs[j]) != n) continue;
             done[j] = true;
             int idx[IR_MAX_RANK];
             int lin = vref(L, it);
-            delinearize(L, &val(L, outs[j])->shape, lin, idx);
+            const IrShape *os = &val(L, outs[j])->shape;
+            delinearize(L, os, lin, idx);
+            fold_set(L, os, os->rank, idx, lin);
             store_value(L, outs[j], lin, idx);
         }
-        k_end(L);
+        vec_end(L);
         hc_reset(L);
     }
 }
@@ -696,12 +828,19 @@ static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const in
         used += bytes;
         int sh = kir_shared(L->k, t, N);
         int it = kir_var(L->k, KT_I64);
-        k_for(L, KIR_LOOP_THREADS, it, ci(L, 0), ci(L, N));
+        /* W consecutive elements a thread when rows start at multiples of W (N % W == 0) */
+        int w = 16 / (int)fc_dtype_size(x->dtype);
+        vec_for(L, it, ci(L, 0), ci(L, N), w >= 2 && N % w == 0 ? w : 0);
         int idx[IR_MAX_RANK];
         for (int d = 0; d < X->rank - nred; d++) idx[d] = vref(L, lead_vars[d]);
         delinearize(L, &L->row_red, vref(L, it), idx + (X->rank - nred));
-        kir_shstore(L->k, sh, vref(L, it), emit_load(L, v, idx));
-        k_end(L);
+        fold_set(L, X, nred, idx + (X->rank - nred), vref(L, it));
+        int e = emit_load(L, v, idx);
+        if (t != KT_BOOL && vec_index(L, vref(L, it), t == KT_F32 || t == KT_I32 ? 4 : 8))
+            kir_shstore_vec(L->k, sh, vref(L, it), e);
+        else
+            kir_shstore(L->k, sh, vref(L, it), e);
+        vec_end(L);
         hc_reset(L);
         L->row_shared[v] = sh;
     }
@@ -762,17 +901,20 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     }
     if (any_full) {
         int it = kir_var(L->k, KT_I64);
-        k_for(L, KIR_LOOP_THREADS, it, ci(L, 0), ci(L, N));
+        /* GPU: W consecutive elements a thread when rows start at multiples of W */
+        int w = vec_width(L, group, outs, nouts, R * N);
+        vec_for(L, it, ci(L, 0), ci(L, N), w >= 2 && N % w == 0 ? w : 0);
         for (int i = 0; i < nouts; i++) {
             if (!(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X))) continue;
             int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
             for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
             delinearize(L, &red, vref(L, it), ridx);
             memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
+            fold_set(L, X, nred, ridx, vref(L, it));
             int lin = ib(L, KB_ADD, ib(L, KB_MUL, vref(L, row), ci(L, N)), vref(L, it));
             store_value(L, outs[i], lin, idx);
         }
-        k_end(L);
+        vec_end(L);
         hc_reset(L);
     }
     if (any_red) {

@@ -7,6 +7,8 @@
  *   - the keywords: __global__ __device__ __host__ __forceinline__ __launch_bounds__(n)
  *     __align__(n) __restrict__ (native), __shared__ (see below);
  *   - threadIdx blockIdx blockDim gridDim warpSize, per fiber;
+ *   - the 16-byte vector types float4 int4 uint4 double2 longlong2 (alignas(16): a
+ *     misaligned vector access faults, as it does on a GPU);
  *   - __syncthreads() (a barrier among the block's fibers, checked: every live thread must
  *     reach the same __syncthreads), __syncwarp, __shfl_sync/_xor/_down/_up, __ballot_sync,
  *     __any_sync, __all_sync (the lanes named by the mask meet in a per-warp exchange area);
@@ -51,6 +53,12 @@
 
 /* ---- types of the CUDA runtime ---------------------------------------------------------- */
 struct uint3 { unsigned int x, y, z; };
+/* the vector types of 16-byte accesses (codegen/cuda.c's vec loops), aligned as on a GPU */
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) int4 { int x, y, z, w; };
+struct alignas(16) uint4 { unsigned int x, y, z, w; };
+struct alignas(16) double2 { double x, y; };
+struct alignas(16) longlong2 { long long x, y; };
 struct dim3 {
     unsigned int x, y, z;
     constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
