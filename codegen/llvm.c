@@ -222,6 +222,10 @@ static const char *const reserved_names[] = {
     "exp2", "exp2f", "ldexp", "ldexpf", "sincos", "sincosf", "__powisf2", "__powidf2"};
 
 /* ---- the emitter state --------------------------------------------------------------------- */
+/* Prefetch ranges (see "prefetching the next block" below): an access of the next block. */
+enum { PF_MAX_BYTES = 16384, PF_MAX = 32, PF_STRIP = 64, PF_DIST = 2 };
+typedef struct Aff { uint64_t a, b, c; } Aff;   /* wrapping: a wrong guess only prefetches the wrong line */
+typedef struct Pf { int param; bool write; Aff f; int64_t lo, hi; } Pf;
 typedef struct Cg {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
@@ -246,6 +250,11 @@ typedef struct Cg {
     LLVMValueRef slot;          /* alloca i64: the current thread slot (in split thread loops) */
     bool slot_valid;            /* inside a thread loop that was split into rounds */
     int level;                  /* 0 at block level, 1 inside a thread loop or reduction */
+    Pf pf[PF_MAX];              /* prefetch ranges of the next block */
+    int pf_n;
+    int pf_loop;                /* the thread loop that issues them, strip by strip (-1: at block start) */
+    int64_t pf_trips;           /* its iterations (constant bounds) */
+    LLVMValueRef pf_base[PF_MAX]; /* per range: its first byte in the next block */
 } Cg;
 
 static bool failf(Cg *g, FcStatus s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -572,31 +581,82 @@ static LLVMValueRef vtanh(Cg *g, LLVMValueRef x) {
     return r ? vkeep_nan(g, x, r) : NULL;
 }
 
-/* erf x: x + x P(x^2) for |x| < 1; else sign(x) (1 - e^(-x^2) R(|x| - 2.46)) where R fits
- * erfc(t) e^(t^2) on [1, 3.92]; +-1 from |x| = 3.92 on (erf rounds to 1 there). */
+/* A lookup in a 16-entry f32 table (an internal constant global `name`, created on first use):
+ * table[k] for an i32 k in [0, 16) that the caller guarantees. Vectorized, it is a gather from
+ * the table; the CPU runtime turns such gathers into register permutes (runtime/cpu.c,
+ * `permute_tables`), which is what makes per-lane coefficient tables cheap. */
+static LLVMValueRef vtable16(Cg *g, const char *name, const float *vals, LLVMValueRef k) {
+    LLVMTypeRef at = LLVMArrayType2(g->tf, 16);
+    LLVMValueRef gv = LLVMGetNamedGlobal(g->mod, name);
+    if (!gv) {
+        LLVMValueRef el[16];
+        for (int i = 0; i < 16; i++) el[i] = vf(g, vals[i]);
+        gv = LLVMAddGlobal(g->mod, at, name);
+        LLVMSetInitializer(gv, LLVMConstArray2(g->tf, el, 16));
+        LLVMSetGlobalConstant(gv, 1);
+        LLVMSetLinkage(gv, LLVMInternalLinkage);
+        LLVMSetUnnamedAddress(gv, LLVMGlobalUnnamedAddr);
+        LLVMSetAlignment(gv, 64);
+    }
+    LLVMValueRef idx[2] = {ci(g->t32, 0), k};
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, at, gv, idx, 2, "");
+    return LLVMBuildLoad2(g->b, g->tf, p, "");
+}
+
+/* erf x on 16 pieces of |x|: a = min(|x|, 3.92) (NaN gives 3.92, restored at the end),
+ * k = (int)(4 a) in [0, 15], t = a - centre[k]; piece 0 ([0, 0.25)) is erf = a + a P0(t) with
+ * P0 fitting erf(a)/a - 1 (relative accuracy for tiny |x|); pieces 1..15 are erf = Pk(t)
+ * directly (values in [0.27, 1]); each Pk has 6 coefficients, looked up per lane. erf rounds
+ * to 1 from |x| = 3.84 on; the last piece gives exactly 1 at the clamp 3.92. Coefficients:
+ * weighted least squares towards minimax of the error in ulps, rounded to f32 one at a time
+ * (each fit after rounding the previous ones). */
+static const float ERF_TAB[7][16] = {
+    /* centres */
+    {0.0f, 0.375f, 0.625f, 0.875f, 1.125f, 1.375f, 1.625f, 1.875f, 2.125f, 2.375f, 2.625f, 2.875f,
+      3.125f, 3.375f, 3.625f, 3.875f},
+    /* c0 */
+    {0.128379166f, 0.404116899f, 0.623240888f, 0.784075081f, 0.888388216f, 0.948170066f,
+      0.978443742f, 0.99199003f, 0.997345984f, 0.999217033f, 0.999794602f, 0.999952137f,
+      0.999990106f, 0.999998212f, 0.999999702f, 0.99999994f},
+    /* c1 */
+    {-5.01291993e-07f, 0.980352819f, 0.763499558f, 0.524745047f, 0.318273962f, 0.170359775f,
+      0.0804722607f, 0.0335458294f, 0.0123408204f, 0.004006478f, 0.0011478751f, 0.000290228287f,
+      6.47586858e-05f, 1.27517405e-05f, 2.21592018e-06f, 3.39829711e-07f},
+    /* c2 */
+    {-0.376094639f, -0.367622048f, -0.477184892f, -0.459160954f, -0.358052433f, -0.234244317f,
+      -0.13077338f, -0.0628847107f, -0.0262308381f, -0.00950050261f, -0.00300172763f,
+      -0.000830339559f, -0.000203522082f, -5.68843097e-05f, -6.55506392e-06f, 2.45970532e-05f},
+    /* c3 */
+    {-0.000610504299f, -0.234877154f, -0.0556776859f, 0.0929208696f, 0.162450477f, 0.157937646f,
+      0.114840858f, 0.0674415305f, 0.0330376811f, 0.0137304924f, 0.00489035016f, 0.00150247186f,
+      0.000399985933f, 9.25704517e-05f, 1.86698944e-05f, 9.8197539e-05f},
+    /* c4 */
+    {0.117890619f, 0.165128231f, 0.175677016f, 0.112812065f, 0.0278456174f, -0.0301790424f,
+      -0.0491125174f, -0.0430727452f, -0.0259671751f, -0.0141336685f, -0.00618143613f,
+      -0.00215973565f, -0.000491036801f, 0.000741520722f, -0.000126306448f, -0.00504585449f},
+    /* c5 */
+    {-0.0189777073f, 0.0452180952f, -0.0269131605f, -0.0667586699f, -0.0610672906f, -0.030630948f,
+      -0.00225342833f, 0.0113536995f, 0.0124493893f, 0.0083612632f, 0.00423347997f, 0.00172560872f,
+      0.000583287503f, 0.000166176833f, 4.03340782e-05f, -0.034233544f},
+};
 static LLVMValueRef verf(Cg *g, LLVMValueRef x) {
-    static const float P[7] = {0.1283791657f, -0.3761262582f, 0.1128358514f, -0.02685381168f,
-                               0.005188327195f, -0.0008010189311f, 7.853847109e-05f};
-    static const float R[11] = {0.2138206818f, -0.07638162999f, 0.02592228462f, -0.008406451127f,
-                                0.002618919394f, -0.0007911513081f, 0.0002288768039f,
-                                -5.910031728e-05f, 1.66070645e-05f, -6.936360947e-06f,
-                                1.710848457e-06f};
+    static const char *const names[7] = {"fc_erf_c", "fc_erf_p0", "fc_erf_p1", "fc_erf_p2",
+                                         "fc_erf_p3", "fc_erf_p4", "fc_erf_p5"};
     LLVMValueRef a = intr1(g, "llvm.fabs", x);
-    if (!a) return NULL;
-    LLVMValueRef p = vpoly(g, vfmul(g, x, x), P, 7);
+    LLVMValueRef ac = a ? intr2(g, "llvm.minnum", a, vf(g, 3.92f)) : NULL;
+    if (!ac) return NULL;
+    LLVMValueRef k = LLVMBuildFPToSI(g->b, vfmul(g, ac, vf(g, 4.0f)), g->t32, "");
+    LLVMValueRef t = vfsub(g, ac, vtable16(g, names[0], ERF_TAB[0], k));
+    LLVMValueRef p = vtable16(g, names[6], ERF_TAB[6], k);
+    for (int j = 5; j >= 1 && p; j--) p = vmadd(g, p, t, vtable16(g, names[j], ERF_TAB[j], k));
     if (!p) return NULL;
-    LLVMValueRef small = vmadd(g, x, p, x); /* x + x (P(x^2) - 1): the rounding of P hardly shows */
-    LLVMValueRef t = vclamp(g, a, 1.0f, 3.92f);
-    LLVMValueRef rr = t ? vpoly(g, vfsub(g, t, vf(g, 2.46f)), R, 11) : NULL;
-    LLVMValueRef e = rr ? vexp_core(g, LLVMBuildFNeg(g->b, vfmul(g, t, t), "")) : NULL;
-    if (!e) return NULL;
-    LLVMValueRef big = vfsub(g, vf(g, 1.0f), vfmul(g, e, rr));
-    big = vsel(g, vcmp(g, LLVMRealOGE, a, vf(g, 3.92f)), vf(g, 1.0f), big);
+    /* piece 0: a + a p; else p (fma(1, p, 0) is p exactly) */
+    LLVMValueRef p0 = LLVMBuildICmp(g->b, LLVMIntEQ, k, ci(g->t32, 0), "");
+    LLVMValueRef r = vmadd(g, vsel(g, p0, ac, vf(g, 1.0f)), p, vsel(g, p0, ac, vf(g, 0.0f)));
     LLVMTypeRef ty = g->tf;
-    LLVMValueRef args[2] = {big, x};
-    big = call_intr(g, "llvm.copysign", &ty, 1, args, 2);
-    if (!big) return NULL;
-    return vkeep_nan(g, x, vsel(g, vcmp(g, LLVMRealOLT, a, vf(g, 1.0f)), small, big));
+    LLVMValueRef args[2] = {r, x}; /* erf(-x) = -erf(x), erf(-0) = -0 */
+    r = r ? call_intr(g, "llvm.copysign", &ty, 1, args, 2) : NULL;
+    return r ? vkeep_nan(g, x, r) : NULL;
 }
 
 /* sin x, cos x: j = rint(x 2/pi) and r = x - j pi/2 in f64 (pi/2 in two parts, fused
@@ -901,11 +961,27 @@ static LLVMValueRef loop_close(Cg *g, Loop *L, int64_t step) {
 /* !llvm.loop !{self, !{"llvm.loop.unroll.disable"}} on a loop's back edge. The inner loop of
  * a split thread loop has at most `block` iterations; fully unrolled (odd block sizes) it
  * makes the SLP vectorizer take seconds. The loop vectorizer still vectorizes it. */
-static void no_unroll(Cg *g, LLVMValueRef latch) {
+static LLVMMetadataRef md_str_node(Cg *g, const char *s) {
+    LLVMMetadataRef str = LLVMMDStringInContext2(g->ctx, s, strlen(s));
+    return LLVMMDNodeInContext2(g->ctx, &str, 1);
+}
+/* `unroll_vectorized`: the loop the vectorizer makes of it (a few vector iterations when the
+ * block is small) gets no attributes, so the default unroller unrolls it fully when its trip
+ * count is a small constant; the reduction partials indexed by the thread slot then have
+ * constant offsets and SROA keeps them in vector registers. Its scalar epilogue stays rolled.
+ * (`llvm.loop.unroll.full` would warn on stderr wherever the trip count is not constant.) */
+static void no_unroll(Cg *g, LLVMValueRef latch, bool unroll_vectorized) {
     LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-    LLVMMetadataRef str = LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.disable", 24);
-    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(g->ctx, &str, 1)};
-    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 2);
+    LLVMMetadataRef ops[4] = {tmp, md_str_node(g, "llvm.loop.unroll.disable"), NULL, NULL};
+    unsigned n = 2;
+    if (unroll_vectorized) {
+        LLVMMetadataRef v[1] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.followup_vectorized", 39)};
+        LLVMMetadataRef e[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.followup_epilogue", 37),
+                                md_str_node(g, "llvm.loop.unroll.disable")};
+        ops[n++] = LLVMMDNodeInContext2(g->ctx, v, 1);
+        ops[n++] = LLVMMDNodeInContext2(g->ctx, e, 2);
+    }
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, n);
     LLVMMetadataReplaceAllUsesWith(tmp, loop);
     LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
 }
@@ -930,6 +1006,173 @@ static bool list_uses_ta(const KirKernel *k, int s, int *budget) {
     return false;
 }
 
+/* ---- prefetching the next block (row kernels) ----------------------------------------------
+ * A block of a row-reduction kernel reads its rows, reduces, and only then computes and
+ * writes: while it computes, no load of the next row is in flight, and the hardware prefetchers
+ * (which stop at 4 KiB pages; a row is often exactly a page) do not fetch it either, so memory
+ * and arithmetic alternate instead of overlapping. In kernels with a block reduction, each
+ * block therefore prefetches what block + PF_DIST of its chunk will read (prefetch) and write
+ * (prefetchw) in its top-level thread loops and reductions. Every access whose index is affine,
+ * a*block + b*i + c with i the loop variable over constant bounds [lo, hi), b >= 0 and a != 0,
+ * gives a byte range of that block (ranges deduplicated, at most PF_MAX_BYTES each). The
+ * prefetches go to L2 (locality 2: next to the current rows of x, y, r and the result and the
+ * parameter rows, the next rows would overflow L1's 8 ways) and are spread over the strips of
+ * the last top-level thread loop (st_for), else issued when the block starts. A prefetch has
+ * no effect on results. */
+typedef struct PfScan { const KirKernel *k; const int *defs; Pf pf[PF_MAX]; int n; } PfScan;
+
+/* expression id as a*block + b*var(lv) + c; false when it is not of that form */
+static bool aff_of(const KirKernel *k, const int *defs, int id, int lv, int depth, Aff *out) {
+    if (id < 0 || id >= k->exprs.len || depth > 64) return false;
+    const KirExpr *e = &k->exprs.data[id];
+    Aff x, y;
+    switch (e->kind) {
+    case KE_CONST:
+        if (!is_int(e->type)) return false;
+        *out = (Aff){0, 0, (uint64_t)e->ival};
+        return true;
+    case KE_BLOCK_IDX: *out = (Aff){1, 0, 0}; return true;
+    case KE_VAR:
+        if (e->ref == lv) { *out = (Aff){0, 1, 0}; return true; }
+        if (e->ref < 0 || e->ref >= k->vars.len || defs[e->ref] < 0) return false;
+        return aff_of(k, defs, defs[e->ref], lv, depth + 1, out);
+    case KE_CAST:
+        return is_int(e->type) && e->a >= 0 && e->a < k->exprs.len && is_int(k->exprs.data[e->a].type) &&
+               aff_of(k, defs, e->a, lv, depth + 1, out);
+    case KE_BINARY: {
+        int same = divrem_identity(k, e);
+        if (same >= 0) return aff_of(k, defs, same, lv, depth + 1, out);
+        if (!is_int(e->type) || !aff_of(k, defs, e->a, lv, depth + 1, &x) || !aff_of(k, defs, e->b, lv, depth + 1, &y))
+            return false;
+        if (e->op == KB_ADD) { *out = (Aff){x.a + y.a, x.b + y.b, x.c + y.c}; return true; }
+        if (e->op == KB_SUB) { *out = (Aff){x.a - y.a, x.b - y.b, x.c - y.c}; return true; }
+        if (e->op == KB_MUL) {
+            if (x.a == 0 && x.b == 0) { *out = (Aff){y.a * x.c, y.b * x.c, y.c * x.c}; return true; }
+            if (y.a == 0 && y.b == 0) { *out = (Aff){x.a * y.c, x.b * y.c, x.c * y.c}; return true; }
+        }
+        return false;
+    }
+    default: return false;
+    }
+}
+
+static void pf_add(PfScan *s, int param, bool write, int idx, int lv, int64_t lo, int64_t hi) {
+    Aff f;
+    if (param < 0 || param >= s->k->params.len || !aff_of(s->k, s->defs, idx, lv, 0, &f)) return;
+    if (f.a == 0 || (int64_t)f.b < 0 || (int64_t)f.b > PF_MAX_BYTES || hi - lo > PF_MAX_BYTES) return;
+    int64_t es = (int64_t)fc_dtype_size(s->k->params.data[param].dtype);
+    if (es <= 0 || (int64_t)f.b * (hi - 1 - lo) + 1 > PF_MAX_BYTES / es) return;
+    for (int i = 0; i < s->n; i++) {
+        Pf *q = &s->pf[i];
+        if (q->param == param && q->f.a == f.a && q->f.b == f.b && q->f.c == f.c && q->lo == lo && q->hi == hi) {
+            q->write = q->write || write;
+            return;
+        }
+    }
+    if (s->n < PF_MAX) s->pf[s->n++] = (Pf){param, write, f, lo, hi};
+}
+static void pf_expr(PfScan *s, int id, int lv, int64_t lo, int64_t hi, int depth) {
+    if (id < 0 || id >= s->k->exprs.len || depth > 256) return;
+    const KirExpr *e = &s->k->exprs.data[id];
+    if (e->kind == KE_LOAD) pf_add(s, e->ref, false, e->a, lv, lo, hi);
+    int ops[3] = {e->a, e->b, e->c};
+    for (int j = 0; j < 3; j++)
+        if (ops[j] >= 0 && ops[j] < id && e->kind != KE_CONST) pf_expr(s, ops[j], lv, lo, hi, depth + 1);
+}
+/* the accesses of one thread loop's body (lv over [lo, hi)) */
+static void pf_body(PfScan *s, int st, int lv, int64_t lo, int64_t hi, int *budget) {
+    for (; st >= 0 && st < s->k->stmts.len && (*budget)-- > 0; st = s->k->stmts.data[st].next) {
+        const KirStmt *x = &s->k->stmts.data[st];
+        if (x->kind == KS_STORE) pf_add(s, x->ref, true, x->a, lv, lo, hi);
+        pf_expr(s, x->a, lv, lo, hi, 0);
+        pf_expr(s, x->b, lv, lo, hi, 0);
+        pf_expr(s, x->c, lv, lo, hi, 0);
+        pf_body(s, x->body, lv, lo, hi, budget);
+        pf_body(s, x->body2, lv, lo, hi, budget);
+    }
+}
+/* Collects the prefetch ranges of a kernel with a block reduction (none otherwise). */
+static int pf_scan(const KirKernel *k, Pf *out, int *strip_loop, int64_t *trips) {
+    *strip_loop = -1;
+    bool red = false;
+    for (int i = 0; i < k->stmts.len; i++) red = red || k->stmts.data[i].kind == KS_REDUCE;
+    if (!red) return 0;
+    int *defs = fc_calloc((size_t)k->vars.len + 1, sizeof *defs);
+    if (!defs) return 0;   /* only an optimization */
+    for (int i = 0; i < k->vars.len; i++) defs[i] = -1;
+    for (int s = k->body, n = 0; s >= 0 && s < k->stmts.len && n < k->stmts.len; s = k->stmts.data[s].next, n++)
+        if (k->stmts.data[s].kind == KS_LET && k->stmts.data[s].var >= 0 && k->stmts.data[s].var < k->vars.len)
+            defs[k->stmts.data[s].var] = defs[k->stmts.data[s].var] == -1 ? k->stmts.data[s].a : -2;
+    for (int i = 0; i < k->stmts.len; i++)   /* reassigned variables are not affine facts */
+        if (k->stmts.data[i].kind == KS_ASSIGN && k->stmts.data[i].var >= 0 && k->stmts.data[i].var < k->vars.len)
+            defs[k->stmts.data[i].var] = -2;
+    PfScan s = {k, defs, {{0}}, 0};
+    int budget = k->stmts.len + 1;
+    for (int st = k->body, n = 0; st >= 0 && st < k->stmts.len && n < k->stmts.len; st = k->stmts.data[st].next, n++) {
+        const KirStmt *x = &k->stmts.data[st];
+        bool loop = (x->kind == KS_FOR && x->loop == KIR_LOOP_THREADS) || x->kind == KS_REDUCE;
+        int lv = x->kind == KS_REDUCE ? x->loop_var : x->var;
+        Aff lo, hi;
+        if (!loop || !aff_of(k, defs, x->a, -1, 0, &lo) || !aff_of(k, defs, x->b, -1, 0, &hi) || lo.a || hi.a ||
+            (int64_t)lo.c >= (int64_t)hi.c)
+            continue;
+        pf_body(&s, x->body, lv, (int64_t)lo.c, (int64_t)hi.c, &budget);
+        if (x->kind == KS_REDUCE) pf_expr(&s, x->c, lv, (int64_t)lo.c, (int64_t)hi.c, 0);
+        int tb = k->stmts.len + 1;
+        if (x->kind == KS_FOR && !list_uses_ta(k, x->body, &tb) && (int64_t)hi.c - (int64_t)lo.c >= 2 * PF_STRIP) {
+            *strip_loop = st;
+            *trips = (int64_t)hi.c - (int64_t)lo.c;
+        }
+    }
+    fc_free(defs);
+    memcpy(out, s.pf, sizeof(Pf) * (size_t)s.n);
+    return s.n;
+}
+static LLVMValueRef pf_call(Cg *g, LLVMValueRef p, bool write) {
+    LLVMTypeRef tp = g->tp;
+    LLVMValueRef args[4] = {p, ci(g->t32, write ? 1 : 0), ci(g->t32, 2), ci(g->t32, 1)};
+    return call_intr(g, "llvm.prefetch", &tp, 1, args, 4);
+}
+static int64_t pf_bytes(Cg *g, const Pf *p) {
+    return ((int64_t)p->f.b * (p->hi - 1 - p->lo) + 1) * (int64_t)fc_dtype_size(g->k->params.data[p->param].dtype);
+}
+/* At block start: the first byte of each range in block + PF_DIST; without a strip loop, all
+ * the prefetches at once (if that block is in this chunk). */
+static void pf_block_start(Cg *g, LLVMValueRef block_end) {
+    if (g->pf_n == 0) return;
+    LLVMValueRef nb = LLVMBuildAdd(g->b, LLVMBuildLoad2(g->b, g->t64, g->blk, ""), ci(g->t64, PF_DIST), "");
+    for (int i = 0; i < g->pf_n; i++) {
+        const Pf *p = &g->pf[i];
+        int64_t es = (int64_t)fc_dtype_size(g->k->params.data[p->param].dtype);
+        LLVMValueRef first = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, nb, ci(g->t64, (int64_t)p->f.a), ""),
+                                          ci(g->t64, (int64_t)(p->f.b * (uint64_t)p->lo + p->f.c)), "");
+        LLVMValueRef off = LLVMBuildMul(g->b, first, ci(g->t64, es), "");
+        g->pf_base[i] = LLVMBuildGEP2(g->b, g->t8, g->prm[p->param], &off, 1, "");
+    }
+    if (g->pf_loop >= 0) return;
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "pf");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "pf.end");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, nb, block_end, ""), yes, join);
+    LLVMPositionBuilderAtEnd(g->b, yes);
+    for (int i = 0; i < g->pf_n; i++)
+        for (int64_t off = 0; off < pf_bytes(g, &g->pf[i]); off += 64)
+            pf_call(g, LLVMBuildGEP2(g->b, g->t8, g->pf_base[i], (LLVMValueRef[]){ci(g->t64, off)}, 1, ""), g->pf[i].write);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+}
+/* Strip j of `nstrips` of the strip loop: lines [j q, (j + 1) q) of each range, q = its lines
+ * / nstrips rounded up (a few lines past a range's end may be prefetched: harmless). */
+static void pf_strip(Cg *g, LLVMValueRef j, int64_t nstrips) {
+    for (int i = 0; i < g->pf_n; i++) {
+        int64_t lines = (pf_bytes(g, &g->pf[i]) + 63) / 64, q = (lines + nstrips - 1) / nstrips;
+        LLVMValueRef first = LLVMBuildMul(g->b, j, ci(g->t64, q * 64), "");
+        for (int64_t m = 0; m < q; m++) {
+            LLVMValueRef off = LLVMBuildAdd(g->b, first, ci(g->t64, m * 64), "");
+            pf_call(g, LLVMBuildGEP2(g->b, g->t8, g->pf_base[i], &off, 1, ""), g->pf[i].write);
+        }
+    }
+}
+
 /* ---- statements ------------------------------------------------------------------------- */
 static bool st_list(Cg *g, int s);
 
@@ -945,6 +1188,7 @@ static bool declare(Cg *g, int var, KirType t) {
 /* A thread loop split into rounds of `block` iterations: slot t = (i - lo) % block.
  * `per_iter` runs for each iteration with var = base + t (and the slot set). */
 typedef bool (*IterFn)(Cg *g, const KirStmt *st, void *ctx);
+static bool iter_reduce(Cg *g, const KirStmt *st, void *ctx);
 static bool split_thread_loop(Cg *g, int var, LLVMValueRef lo, LLVMValueRef hi, IterFn fn,
                               const KirStmt *st, void *ctx) {
     LLVMTypeRef t = ktype(g, g->k->vars.data[var].type);
@@ -966,7 +1210,7 @@ static bool split_thread_loop(Cg *g, int var, LLVMValueRef lo, LLVMValueRef hi, 
     bool ok = fn(g, st, ctx);
     g->slot_valid = was;
     if (!ok) return false;
-    no_unroll(g, loop_close(g, &inner, 1));
+    no_unroll(g, loop_close(g, &inner, 1), fn == iter_reduce && block <= 64);
     loop_close(g, &outer, block);
     return true;
 }
@@ -996,7 +1240,27 @@ static bool st_for(Cg *g, const KirStmt *st) {
             return ok;
         }
     }
-    if (ok) {
+    if (ok && g->pf_n > 0 && g->pf_loop >= 0 && st == &k->stmts.data[g->pf_loop]) {
+        /* the loop that prefetches the next block: strips of PF_STRIP iterations, each
+         * issuing its share of the prefetches (a prefetch inside the vectorized loop would
+         * stop vectorization); the bounds are constants here (pf_scan) */
+        LLVMTypeRef t = ktype(g, vt);
+        int64_t nstrips = (g->pf_trips + PF_STRIP - 1) / PF_STRIP;
+        LLVMValueRef sv = entry_alloca(g, t, 1, "strip");
+        Loop O, L;
+        loop_open(g, &O, sv, t, lo, hi);
+        LLVMValueRef c = LLVMBuildLoad2(g->b, t, sv, "");
+        LLVMValueRef j = LLVMBuildUDiv(g->b, LLVMBuildSub(g->b, c, lo, ""), ci(t, PF_STRIP), "");
+        pf_strip(g, t == g->t64 ? j : LLVMBuildZExt(g->b, j, g->t64, ""), nstrips);
+        LLVMValueRef e = intr2(g, "llvm.smin", LLVMBuildNSWAdd(g->b, c, ci(t, PF_STRIP), ""), hi);
+        ok = e != NULL;
+        if (ok) {
+            loop_open(g, &L, g->var[st->var], t, c, e);
+            ok = st_list(g, st->body);
+            if (ok) loop_close(g, &L, 1);
+            if (ok) loop_close(g, &O, PF_STRIP);
+        }
+    } else if (ok) {
         Loop L;
         loop_open(g, &L, g->var[st->var], ktype(g, vt), lo, hi);
         ok = st_list(g, st->body);
@@ -1338,6 +1602,7 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
     g->gen = 0;
     g->slot_valid = false;
     g->level = 0;
+    g->pf_n = pf_scan(k, g->pf, &g->pf_loop, &g->pf_trips);
     g->prm = fc_calloc((size_t)np + 1, sizeof *g->prm);
     g->var = fc_calloc((size_t)k->vars.len + 1, sizeof *g->var);
     g->var_level = fc_calloc((size_t)k->vars.len + 1, 1);
@@ -1381,6 +1646,7 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
     /* for (block = begin; block < end; block++) body */
     Loop B;
     loop_open(g, &B, g->blk, g->t64, LLVMGetParam(body, (unsigned)np), LLVMGetParam(body, (unsigned)np + 1));
+    pf_block_start(g, LLVMGetParam(body, (unsigned)np + 1));
     if (!st_list(g, k->body)) {
         st = g->st != FC_OK ? g->st : fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s failed", k->name);
         goto done;

@@ -205,6 +205,30 @@ static void delinearize(Lower *L, const IrShape *s, int lin, int *idx) {
         lin = ib(L, KB_DIV, lin, ci(L, s->dims[d]));
     }
 }
+/* The index in shape `in` of the element at index `idx` of its reshape to `out`. The two
+ * shapes are cut into aligned blocks (runs of dims whose sizes multiply to the same number on
+ * both sides: a merge, a split or a one-to-one dim), and each block is linearized and
+ * delinearized on its own, so a reshape that only merges or splits dims costs no division of
+ * the whole linear index (a split costs one per split dim, a merge none). */
+static void reshape_index(Lower *L, const IrShape *out, const int *idx, const IrShape *in, int *res) {
+    int i = 0, o = 0;
+    while (i < in->rank || o < out->rank) {
+        /* size-1 dims on either side stand alone */
+        if (i < in->rank && in->dims[i] == 1) { res[i++] = ci(L, 0); continue; }
+        if (o < out->rank && out->dims[o] == 1) { o++; continue; }
+        int i0 = i, o0 = o;
+        int64_t pi = in->dims[i++], po = out->dims[o++];
+        while (pi != po) {
+            if (pi < po) pi *= in->dims[i++];
+            else po *= out->dims[o++];
+        }
+        IrShape ob = {.rank = o - o0}, ib2 = {.rank = i - i0};
+        memcpy(ob.dims, out->dims + o0, sizeof(int64_t) * (size_t)ob.rank);
+        memcpy(ib2.dims, in->dims + i0, sizeof(int64_t) * (size_t)ib2.rank);
+        delinearize(L, &ib2, linearize(L, &ob, idx + o0), res + i0);
+    }
+}
+
 /* Index into an operand of shape u broadcast to an element of shape o. */
 static void bcast_index(Lower *L, const IrShape *o, const IrShape *u, const int *idx, int *out) {
     int off = o->rank - u->rank;
@@ -537,7 +561,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
         const IrValue *x = val(L, n->in[0]);
         switch (n->op) {
         case IR_OP_RESHAPE:
-            delinearize(L, &x->shape, linearize(L, &o->shape, idx), ii);
+            reshape_index(L, &o->shape, idx, &x->shape, ii);
             return emit(L, n->in[0], ii);
         case IR_OP_TRANSPOSE:
             for (int d = 0; d < o->shape.rank; d++) ii[n->a.list[d]] = idx[d];

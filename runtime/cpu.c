@@ -6,9 +6,9 @@
  * rest of the process resolved from the process), looks up every kernel, allocates the
  * workspace (one 64-byte-aligned block) and starts a thread pool.
  * rt_cpu_run: for each launch, binds buffers (inputs/outputs from the caller, temps at
- * their workspace offsets), splits [0, grid) into min(grid, threads) contiguous chunks
- * (static: chunk c always covers the same blocks), runs them on the pool and checks the
- * launch's status word.
+ * their workspace offsets), splits [0, grid) into min(grid, 8 x threads) contiguous chunks
+ * (1 with one thread; chunk c always covers the same blocks), runs them on the pool (a free
+ * thread takes the next chunk) and checks the launch's status word.
  *
  * Invariants: blocks are independent, so results do not depend on which thread runs which
  * chunk or on the thread count; a handle is used by one thread at a time, different handles
@@ -40,6 +40,7 @@
 
 #define RT_CPU_MAX_THREADS 1024
 #define RT_CPU_WORKER_STACK ((size_t)16 << 20) /* > codegen's 4 MiB per-block scratch limit */
+#define RT_CPU_CHUNKS 8   /* chunks per thread of a launch (1 chunk with 1 thread) */
 
 typedef void (*KernelFn)(void **params, int64_t block_begin, int64_t block_end, int32_t *status);
 
@@ -199,6 +200,119 @@ static FcStatus check_program(const KirProgram *p, int *max_args, FcErr *err) {
 }
 
 /* ---- compile ----------------------------------------------------------------------------- */
+/* Does the comma-separated LLVM feature string enable `name` ("+name" as a whole token)? */
+static bool has_feature(const char *features, const char *name) {
+    size_t n = strlen(name);
+    for (const char *s = features; s && *s;) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len == n + 1 && s[0] == '+' && memcmp(s + 1, name, n) == 0) return true;
+        s = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+static LLVMValueRef call_x86(LLVMModuleRef mod, LLVMBuilderRef b, const char *name, LLVMValueRef *args, unsigned n) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    if (id == 0) return NULL;
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(mod, id, NULL, 0);
+    LLVMTypeRef ft = LLVMIntrinsicGetType(LLVMGetModuleContext(mod), id, NULL, 0);
+    return LLVMBuildCall2(b, ft, f, args, n, "");
+}
+
+/* The gathers the loop vectorizer makes from the emitter's per-lane coefficient tables
+ * (internal constant globals `fc_*` of at most 16 floats, codegen/llvm.c `vtable16`) become
+ * register permutes: vpermps (AVX-512: 16 lanes, 16 entries; AVX2: 8 lanes, two permutes and
+ * a blend for 16 entries). The result is the same (the indices are in range by
+ * construction); a gather of 16 lanes costs about as much as 16 loads. Gathers of other shapes,
+ * and hosts without AVX2, keep the gather. Returns the number rewritten. */
+static int permute_tables(LLVMModuleRef mod, const char *features) {
+    bool avx512 = has_feature(features, "avx512f"), avx512vl = avx512 && has_feature(features, "avx512vl");
+    bool avx2 = has_feature(features, "avx2");
+    if (!avx2 && !avx512) return 0;
+    LLVMContextRef ctx = LLVMGetModuleContext(mod);
+    LLVMTypeRef tf = LLVMFloatTypeInContext(ctx), t32 = LLVMInt32TypeInContext(ctx);
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+    int count = 0;
+    for (LLVMValueRef fn = LLVMGetFirstFunction(mod); fn; fn = LLVMGetNextFunction(fn))
+        for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+            for (LLVMValueRef in = LLVMGetFirstInstruction(bb), next; in; in = next) {
+                next = LLVMGetNextInstruction(in);
+                if (LLVMGetInstructionOpcode(in) != LLVMCall) continue;
+                LLVMValueRef callee = LLVMGetCalledValue(in);
+                size_t nl = 0;
+                const char *cn = callee ? LLVMGetValueName2(callee, &nl) : NULL;
+                if (!cn || strncmp(cn, "llvm.masked.gather.", 19) != 0 || LLVMGetNumArgOperands(in) != 4) continue;
+                LLVMTypeRef rt = LLVMTypeOf(in);
+                if (LLVMGetTypeKind(rt) != LLVMVectorTypeKind || LLVMGetElementType(rt) != tf) continue;
+                unsigned lanes = LLVMGetVectorSize(rt);
+                LLVMValueRef gep = LLVMGetOperand(in, 0);
+                if (!LLVMIsAGetElementPtrInst(gep)) continue;
+                LLVMValueRef gv = LLVMGetOperand(gep, 0);
+                if (!LLVMIsAGlobalVariable(gv) || !LLVMIsGlobalConstant(gv)) continue;
+                const char *gn = LLVMGetValueName2(gv, &nl);
+                LLVMValueRef init = LLVMGetInitializer(gv);
+                LLVMTypeRef gt = LLVMGlobalGetValueType(gv);
+                if (!gn || strncmp(gn, "fc_", 3) != 0 || !init || LLVMGetTypeKind(gt) != LLVMArrayTypeKind ||
+                    LLVMGetElementType(gt) != tf || LLVMGetArrayLength2(gt) > 16)
+                    continue;
+                unsigned entries = (unsigned)LLVMGetArrayLength2(gt);
+                /* gep [n x float], @table, 0, <lanes x iN> idx */
+                LLVMTypeRef st = LLVMGetGEPSourceElementType(gep);
+                if (st != gt || LLVMGetNumOperands(gep) != 3) continue;
+                LLVMValueRef z = LLVMGetOperand(gep, 1), idx = LLVMGetOperand(gep, 2);
+                if (!LLVMIsAConstantInt(z) || LLVMConstIntGetZExtValue(z) != 0) continue;
+                LLVMTypeRef it = LLVMTypeOf(idx);
+                if (LLVMGetTypeKind(it) != LLVMVectorTypeKind || LLVMGetVectorSize(it) != lanes ||
+                    LLVMGetTypeKind(LLVMGetElementType(it)) != LLVMIntegerTypeKind)
+                    continue;
+                bool v16 = lanes == 16 && avx512, v8 = lanes == 8 && (avx2 || avx512);
+                if (!v16 && !v8) continue;
+                LLVMValueRef el[16];
+                for (unsigned i = 0; i < 16; i++)
+                    el[i] = i < entries ? LLVMGetAggregateElement(init, i) : LLVMConstReal(tf, 0.0);
+                bool ok = true;
+                for (unsigned i = 0; i < 16; i++) ok = ok && el[i] != NULL;
+                if (!ok) continue;
+                LLVMPositionBuilderBefore(b, in);
+                LLVMTypeRef vi = LLVMVectorType(t32, lanes);
+                LLVMValueRef ix = LLVMGetIntTypeWidth(LLVMGetElementType(it)) == 32 ? idx
+                                  : LLVMBuildTrunc(b, idx, vi, "");
+                LLVMValueRef r = NULL;
+                if (v16) {
+                    LLVMValueRef args[2] = {LLVMConstVector(el, 16), ix};
+                    r = call_x86(mod, b, "llvm.x86.avx512.permvar.sf.512", args, 2);
+                } else if (entries <= 8) {
+                    LLVMValueRef args[2] = {LLVMConstVector(el, 8), ix};
+                    r = call_x86(mod, b, "llvm.x86.avx2.permps", args, 2);
+                } else if (avx512vl) {
+                    LLVMValueRef args[3] = {LLVMConstVector(el, 8), ix, LLVMConstVector(el + 8, 8)};
+                    r = call_x86(mod, b, "llvm.x86.avx512.vpermi2var.ps.256", args, 3);
+                } else {
+                    LLVMValueRef a1[2] = {LLVMConstVector(el, 8), ix}, a2[2] = {LLVMConstVector(el + 8, 8), ix};
+                    LLVMValueRef lo = call_x86(mod, b, "llvm.x86.avx2.permps", a1, 2);
+                    LLVMValueRef hi = lo ? call_x86(mod, b, "llvm.x86.avx2.permps", a2, 2) : NULL;
+                    LLVMValueRef seven[8];
+                    for (int i = 0; i < 8; i++) seven[i] = LLVMConstInt(t32, 7, 0);
+                    if (hi) r = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, ix, LLVMConstVector(seven, 8), ""), hi, lo, "");
+                }
+                if (!r) continue; /* an unknown intrinsic: keep the gather (dead code stays harmless) */
+                /* masked-off lanes take the pass-through value */
+                LLVMValueRef mask = LLVMGetOperand(in, 2), pass = LLVMGetOperand(in, 3);
+                if (mask != LLVMConstAllOnes(LLVMTypeOf(mask)))
+                    r = LLVMBuildSelect(b, mask, r, pass, "");
+                LLVMReplaceAllUsesWith(in, r);
+                LLVMInstructionEraseFromParent(in);
+                if (!LLVMGetFirstUse(gep)) {
+                    if (next == gep) next = LLVMGetNextInstruction(gep);
+                    LLVMInstructionEraseFromParent(gep);
+                }
+                count++;
+            }
+    LLVMDisposeBuilder(b);
+    return count;
+}
+
 static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     const KirProgram *p = cp->p;
     LLVMTargetMachineRef tm = NULL, tm_jit = NULL;
@@ -225,9 +339,12 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
     e = LLVMRunPasses(mod, "default<O3>", tm, opts);
     LLVMDisposePassBuilderOptions(opts);
+    char *features = LLVMGetTargetMachineFeatureString(tm);
     LLVMDisposeTargetMachine(tm);
     tm = NULL;
-    if (e) { st = llvm_error(err, e, "optimizing the module"); goto fail; }
+    if (e) { LLVMDisposeMessage(features); st = llvm_error(err, e, "optimizing the module"); goto fail; }
+    permute_tables(mod, features);
+    LLVMDisposeMessage(features);
     if (getenv("FUSEC_DUMP_LLVM_OPT")) { /* debugging: the optimized module, on stderr */
         char *text = LLVMPrintModuleToString(mod);
         fputs(text, stderr);
@@ -356,7 +473,10 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
         return FC_OK;
     }
     if (k->grid <= 0) return FC_OK;
-    LaunchCtx lc = {cp->fns[l->kernel], cp->args, k->grid, k->grid < cp->nthreads ? k->grid : cp->nthreads, 0};
+    /* RT_CPU_CHUNKS chunks per thread, taken in turn by whichever thread is free: when the
+     * machine is shared and one of our threads is descheduled, the others take its share */
+    int64_t nch = cp->nthreads > 1 ? (int64_t)cp->nthreads * RT_CPU_CHUNKS : 1;
+    LaunchCtx lc = {cp->fns[l->kernel], cp->args, k->grid, k->grid < nch ? k->grid : nch, 0};
     rt_pool_parallel_for(cp->pool, lc.nchunks, run_chunk, &lc);
     if (lc.status != 0) {
         const char *name = fc_status_name((FcStatus)lc.status);

@@ -1184,6 +1184,7 @@ static void test_text_and_vectorization(void) {
     CHECK(a.data && strstr(a.data, "define void @k0_axpy(ptr nocapture readonly %params, i64 %block_begin, i64 %block_end, ptr nocapture %status)"),
           "calling convention");
     CHECK(a.data && strstr(a.data, "noalias") && strstr(a.data, "!invariant.load"), "noalias params, invariant loads");
+    CHECK(a.data && !strstr(a.data, "llvm.prefetch"), "no prefetch in a pointwise kernel");
     sb_free(&a);
     sb_free(&b);
 
@@ -1218,6 +1219,55 @@ static void test_text_and_vectorization(void) {
         LLVMDisposeModule(mod);
     }
     LLVMContextDispose(ctx);
+    kir_program_free(g.p);
+
+    /* a row kernel prefetches the next row: read ranges (rw 0) and written ranges (rw 1) */
+    prog_init(&g, "text_rows");
+    build_softmax(&g, 37, 1000, 64);
+    StrBuf r = {0};
+    CHECK(cg_llvm_text(g.p, &r, &err) == FC_OK, "text: %s", err.msg);
+    int nread = 0, nwrite = 0;
+    for (const char *s = r.data; s && (s = strstr(s, "call void @llvm.prefetch.p0(")) != NULL; s++) {
+        const char *rw = strstr(s, ", i32 ");
+        if (rw && rw[6] == '0') nread++;
+        if (rw && rw[6] == '1') nwrite++;
+    }
+    /* 1000 floats = 63 lines of x read, 63 of y written; 16 strips of ceil(63/16) = 4 each */
+    CHECK(nread == 4 && nwrite == 4, "row prefetches per strip: %d read, %d write (want 4, 4)", nread, nwrite);
+    sb_free(&r);
+    kir_program_free(g.p);
+}
+
+/* erf's coefficient tables: the vectorized lookups become permutes, and the results are the
+ * same as those of the scalar loop (sizes not multiples of the vector width) */
+static void test_erf_tables(void) {
+    const int64_t n = 1037;
+    Prog g;
+    prog_init(&g, "erf_tables");
+    KirKernel *k = kir_kernel_new(g.p, "k0_erf", cdiv(n, 256), 256);
+    int px = kir_param(k, FC_F32, n, false), py = kir_param(k, FC_F32, n, true);
+    int vi = open_pointwise(k, n);
+    kir_store(k, py, VR(k, vi), kir_un(k, KU_ERF, kir_load(k, px, VR(k, vi))));
+    kir_end(k);
+    CHECK(kir_kernel_ok(k), "erf built");
+    int bufs[2] = {add_buf(&g, KIR_BUF_INPUT, FC_F32, n), add_buf(&g, KIR_BUF_OUTPUT, FC_F32, n)};
+    launch_all(&g, 0, bufs);
+    float *x = xalloc(4 * (size_t)n), *y = xalloc(4 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) x[i] = frand(-4.5f, 4.5f);
+    x[0] = NAN; x[1] = -0.0f; x[2] = 3.92f; x[3] = -INFINITY; x[4] = 0.25f; x[5] = 0.24999999f;
+    poison(y, FC_F32, n);
+    void *in[1] = {x}, *out[1] = {y};
+    int64_t bytes[1] = {4 * n};
+    RUN_OK(&g, 2, in, out, bytes);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double want = erf((double)x[i]);
+        bool ok = isnan(x[i]) ? isnan(y[i]) : fabs((double)y[i] - want) <= 2.5e-7 * fabs(want) + 1e-45;
+        if (!ok && bad++ < 3) fprintf(stderr, "  erf(%a) = %a, want %a\n", (double)x[i], (double)y[i], want);
+    }
+    CHECK(bad == 0, "erf through the tables");
+    CHECK(signbit(y[1]) && y[1] == 0.0f && y[2] == 1.0f && y[3] == -1.0f, "erf special values");
+    free(x); free(y);
     kir_program_free(g.p);
 }
 
@@ -1365,6 +1415,7 @@ int main(void) {
     T(test_inplace);
     T(test_threads_env);
     T(test_text_and_vectorization);
+    T(test_erf_tables);
     T(test_codegen_errors);
     T(test_fault_injection);
 #ifdef HAVE_KIR_SAMPLES

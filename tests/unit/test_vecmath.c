@@ -100,7 +100,10 @@ static const float specials[] = {
     9.02f, -9.02f, 20.0f, 1.0f, 0.99999994f, 1.00000012f, 3.92f, 3.9199998f, -3.92f, 3.9f, 10.0f,
     0.70710677f, 0.70710683f, 1.4142135f, 0.78539819f, 1.57079637f, 3.14159274f, -3.14159274f,
     6.28318548f, 100.0f, 1000.0f, 12345.678f, 16777216.0f, 67108864.0f, 1e10f, 1e30f, 1e-10f,
-    1e-20f, 1e-30f, 2.4e-4f, 1e-3f, -1e-3f};
+    1e-20f, 1e-30f, 2.4e-4f, 1e-3f, -1e-3f,
+    /* erf's piece boundaries (k / 4) and their neighbours, and where erf rounds to 1 */
+    0.24999999f, 0.25000003f, 0.75f, 1.25f, 1.5f, 1.75f, 2.25f, 2.5f, 2.75f, 3.0f, 3.25f, 3.5f,
+    3.75f, 3.7499998f, 3.7500002f, -3.75f, 3.8325f, 3.84f, 3.9199998f, 3.9200001f};
 
 static int64_t nspecials(void) { return (int64_t)(sizeof specials / sizeof specials[0]); }
 
