@@ -2,11 +2,14 @@
  *
  * Row-major throughout: C[m, n] = A[m, k] @ B[k, n] per product, A or B read transposed when
  * the kernel says so, products `stride` elements apart (0: shared). OpenBLAS runs its own
- * threads; fusec sets their number to the device's thread count before each call.
+ * threads spin for a while after each call, which slows the kernels fusec runs next; so
+ * OpenBLAS runs single-threaded and the CPU device splits each product's rows over its own
+ * thread pool (rt_blas_gemm_part).
  */
 #include "blas.h"
 
 #include <cblas.h>
+#include <pthread.h>
 
 /* OpenBLAS's thread control (not part of CBLAS proper). */
 void openblas_set_num_threads(int num_threads);
@@ -14,20 +17,37 @@ char *openblas_get_config(void);
 
 const char *rt_blas_name(void) { return openblas_get_config(); }
 
-void rt_blas_gemm(const KirGemm *g, const void *a, const void *b, void *c, int nthreads) {
-    openblas_set_num_threads(nthreads > 0 ? nthreads : 1);
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void single_threaded(void) { openblas_set_num_threads(1); }
+
+/* rows [r0, r1) of product i */
+static void gemm_rows(const KirGemm *g, const void *a, const void *b, void *c, int64_t i, int64_t r0, int64_t r1) {
     const int lda = (int)(g->trans_a ? g->m : g->k), ldb = (int)(g->trans_b ? g->k : g->n), ldc = (int)g->n;
     const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
-    for (int64_t i = 0; i < g->batch; i++) {
-        if (g->dtype == FC_F64) {
-            const double *pa = (const double *)a + i * g->stride_a, *pb = (const double *)b + i * g->stride_b;
-            double *pc = (double *)c + i * g->stride_c;
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0, pa, lda, pb, ldb, 0.0, pc, ldc);
-        } else {
-            const float *pa = (const float *)a + i * g->stride_a, *pb = (const float *)b + i * g->stride_b;
-            float *pc = (float *)c + i * g->stride_c;
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0f, pa, lda, pb, ldb, 0.0f, pc, ldc);
-        }
+    const int rows = (int)(r1 - r0);
+    /* row r of A is at r*lda (plain) or column r (transposed) */
+    const int64_t aoff = g->trans_a ? r0 : r0 * lda;
+    if (g->dtype == FC_F64) {
+        const double *pa = (const double *)a + i * g->stride_a + aoff, *pb = (const double *)b + i * g->stride_b;
+        double *pc = (double *)c + i * g->stride_c + r0 * ldc;
+        cblas_dgemm(CblasRowMajor, ta, tb, rows, (int)g->n, (int)g->k, 1.0, pa, lda, pb, ldb, 0.0, pc, ldc);
+    } else {
+        const float *pa = (const float *)a + i * g->stride_a + aoff, *pb = (const float *)b + i * g->stride_b;
+        float *pc = (float *)c + i * g->stride_c + r0 * ldc;
+        cblas_sgemm(CblasRowMajor, ta, tb, rows, (int)g->n, (int)g->k, 1.0f, pa, lda, pb, ldb, 0.0f, pc, ldc);
+    }
+}
+
+void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, int64_t part, int64_t nparts) {
+    pthread_once(&once, single_threaded);
+    /* the batch x rows, cut into nparts contiguous ranges of whole rows */
+    int64_t total = g->batch * g->m;
+    int64_t lo = total * part / nparts, hi = total * (part + 1) / nparts;
+    while (lo < hi) {
+        int64_t i = lo / g->m, r0 = lo % g->m, r1 = r0 + (hi - lo);
+        if (r1 > g->m) r1 = g->m;
+        gemm_rows(g, a, b, c, i, r0, r1);
+        lo += r1 - r0;
     }
 }

@@ -4,9 +4,11 @@
 
 #include "kir.h"
 
-/* C = A @ B as g describes (row-major, batched with strides). a, b, c are the buffers bound
- * to the kernel's params. Runs with the BLAS's own threads (set to nthreads). */
-void rt_blas_gemm(const KirGemm *g, const void *a, const void *b, void *c, int nthreads);
+/* Part `part` of `nparts` of C = A @ B as g describes (row-major, batched with strides): the
+ * parts split the batch x rows of C into contiguous slices, so callers run the parts on their
+ * own threads. a, b, c are the buffers bound to the kernel's params. The BLAS runs
+ * single-threaded (its own threads would spin after each call and slow fusec's kernels). */
+void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, int64_t part, int64_t nparts);
 /* "OpenBLAS 0.3.21 ..." or another description of the BLAS in use. */
 const char *rt_blas_name(void);
 

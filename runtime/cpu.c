@@ -453,6 +453,17 @@ static void run_chunk(void *arg, int64_t c) {
     lc->fn(lc->args, begin, end, &lc->status);
 }
 
+typedef struct GemmCtx {
+    const KirGemm *g;
+    const void *a, *b;
+    void *c;
+    int64_t nparts;
+} GemmCtx;
+static void run_gemm_part(void *arg, int64_t part) {
+    GemmCtx *gc = arg;
+    rt_blas_gemm_part(gc->g, gc->a, gc->b, gc->c, part, gc->nparts);
+}
+
 static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
     const KirProgram *p = cp->p;
     const KirLaunch *l = &p->launches.data[li];
@@ -468,8 +479,12 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
                               b->kind == KIR_BUF_INPUT ? "input" : "output", b->index);
         cp->args[a] = ptr;
     }
-    if (k->library) {   /* a matrix product through the BLAS */
-        rt_blas_gemm(&k->gemm, cp->args[0], cp->args[1], cp->args[2], cp->nthreads);
+    if (k->library) {   /* a matrix product through the BLAS, its rows split over the pool */
+        GemmCtx gc = {&k->gemm, cp->args[0], cp->args[1], cp->args[2], 0};
+        int64_t rows = k->gemm.batch * k->gemm.m;
+        /* parts of at least 16 rows, at most one per thread */
+        gc.nparts = rows / 16 < cp->nthreads ? (rows / 16 > 1 ? rows / 16 : 1) : cp->nthreads;
+        rt_pool_parallel_for(cp->pool, gc.nparts, run_gemm_part, &gc);
         return FC_OK;
     }
     if (k->grid <= 0) return FC_OK;
