@@ -7,7 +7,8 @@ For each examples/*.tf (or --only NAME):
   - `fusec X.tf --emit kir` without -o writes X.kir next to the input (CLI.md);
   - with NVRTC present (/usr/local/cuda/lib64/libnvrtc.so* or $CUDA_HOME/lib64):
     `fusec X.tf --emit ptx --arch sm_90 -o -` succeeds and prints PTX for sm_90 with at
-    least one .entry; the same for sm_80; each is assembled by ptxas where installed;
+    least one .entry; the same for sm_80; each is assembled by ptxas where installed, with no
+    register spills (ptxas -v); --emit cubin gives an ELF for sm_80 and sm_90;
     without NVRTC this part is skipped with a message;
   - with nvcc on PATH (or in $CUDA_HOME/bin, /usr/local/cuda/bin): `fusec X.tf -o X.cu` then
     `nvcc -arch=sm_90 -c X.cu -o X.o -Werror all-warnings` succeeds with no warning;
@@ -176,9 +177,17 @@ def check_example(r, fusec, tf, work, tools):
                 ptx = os.path.join(d, "%s.%s.ptx" % (name, arch))
                 with open(ptx, "wb") as f:
                     f.write(out)
-                rc, _, err = r.run([tools["ptxas"], "-arch=" + arch, ptx, "-o",
-                                    os.path.join(d, "%s.%s.cubin" % (name, arch))])
+                rc, out2, err = r.run([tools["ptxas"], "-v", "-arch=" + arch, ptx, "-o",
+                                       os.path.join(d, "%s.%s.cubin" % (name, arch))])
                 r.check("ptxas -arch=%s" % arch, rc == 0, err)
+                # ptxas -v reports, per kernel, "N bytes spill stores, M bytes spill loads"
+                report = out2.decode("utf-8", "replace") + err
+                spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
+                r.check("ptxas -v -arch=%s: no register spills" % arch,
+                        bool(spills) and all(a == "0" and b == "0" for a, b in spills), report[-2000:])
+            rc, out, err = r.run([fusec, tf, "--emit", "cubin", "--arch", arch, "-o", "-"])
+            r.check("--emit cubin --arch %s -o -" % arch, rc == 0 and out[:4] == b"\x7fELF",
+                    "fusec %s\n%s" % (describe(rc), err))
     if tools["nvcc"]:
         cu = os.path.join(d, name + ".cu")
         rc, _, err = r.run([fusec, tf, "-o", cu])
