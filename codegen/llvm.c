@@ -1091,14 +1091,15 @@ static void pf_body(PfScan *s, int st, int lv, int64_t lo, int64_t hi, int *budg
         pf_body(s, x->body2, lv, lo, hi, budget);
     }
 }
-/* Collects the prefetch ranges of a kernel with a block reduction (none otherwise). */
+/* Collects the prefetch ranges of a kernel with a block reduction (none otherwise); -1 when
+ * out of memory. */
 static int pf_scan(const KirKernel *k, Pf *out, int *strip_loop, int64_t *trips) {
     *strip_loop = -1;
     bool red = false;
     for (int i = 0; i < k->stmts.len; i++) red = red || k->stmts.data[i].kind == KS_REDUCE;
     if (!red) return 0;
     int *defs = fc_calloc((size_t)k->vars.len + 1, sizeof *defs);
-    if (!defs) return 0;   /* only an optimization */
+    if (!defs) return -1;   /* out of memory: fail, so the output never depends on it */
     for (int i = 0; i < k->vars.len; i++) defs[i] = -1;
     for (int s = k->body, n = 0; s >= 0 && s < k->stmts.len && n < k->stmts.len; s = k->stmts.data[s].next, n++)
         if (k->stmts.data[s].kind == KS_LET && k->stmts.data[s].var >= 0 && k->stmts.data[s].var < k->vars.len)
@@ -1613,7 +1614,9 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
     g->memo = fc_calloc((size_t)k->exprs.len + 1, sizeof *g->memo);
     g->memo_gen = fc_calloc((size_t)k->exprs.len + 1, sizeof *g->memo_gen);
     FcStatus st = FC_OK;
-    if (!g->prm || !g->var || !g->var_level || !g->sh || !g->ta || !g->flag || !g->seen || !g->memo || !g->memo_gen) {
+    if (g->pf_n < 0 || !g->prm || !g->var || !g->var_level || !g->sh || !g->ta || !g->flag || !g->seen || !g->memo ||
+        !g->memo_gen) {
+        g->pf_n = 0;
         st = FC_OOM(g->err);
         goto done;
     }
