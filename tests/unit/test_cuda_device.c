@@ -32,16 +32,7 @@
 #include "kir_samples.h"
 #include "nvrtc.h"
 
-static int failures;
-#define EXPECT(cond, ...)                                                        \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            failures++;                                                          \
-            fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 /* ---- the stub driver ----------------------------------------------------------------------------- */
 static const char *const fake_src[] = {

@@ -52,16 +52,7 @@
 #define CASES_PER_BATCH 6
 #define RUN_TIMEOUT_S 60
 
-static int failures;
-#define EXPECT(cond, ...)                                                        \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            failures++;                                                          \
-            fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 static char workdir[256];
 static const char *cxx;

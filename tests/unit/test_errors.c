@@ -13,16 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define EXPECT(c, ...)                                                                  \
-    do {                                                                                \
-        if (!(c)) {                                                                     \
-            fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #c);             \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fprintf(stderr, "\n");                                                      \
-            failures++;                                                                 \
-        }                                                                               \
-    } while (0)
+#include "check.h"
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");

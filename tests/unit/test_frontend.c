@@ -8,16 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
-#define EXPECT(c, ...)                                                                  \
-    do {                                                                                \
-        if (!(c)) {                                                                     \
-            fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #c);             \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fprintf(stderr, "\n");                                                      \
-            failures++;                                                                 \
-        }                                                                               \
-    } while (0)
+#include "check.h"
 
 static char diag_text[65536];
 

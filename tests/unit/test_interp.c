@@ -16,19 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
+#include "check.h"
 static bool covered[IR_OP_COUNT];
 static IrGraph *g;
 
-#define EXPECT(cond, ...)                                                                     \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            failures++;                                                                       \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);           \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fputc('\n', stderr);                                                              \
-        }                                                                                     \
-    } while (0)
 #define REQUIRE(cond)                                                                         \
     do {                                                                                      \
         if (!(cond)) {                                                                        \

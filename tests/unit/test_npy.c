@@ -10,17 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
+#include "check.h"
 static char dir[256];
-#define EXPECT(cond, ...)                                                                     \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            failures++;                                                                       \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);           \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fputc('\n', stderr);                                                              \
-        }                                                                                     \
-    } while (0)
 #define REQUIRE(cond)                                                                         \
     do {                                                                                      \
         if (!(cond)) {                                                                        \

@@ -14,16 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-#define EXPECT(cond, ...)                                                        \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            failures++;                                                          \
-            fprintf(stderr, "%s:%d: FAILED: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 static const char *good_src =
     "extern \"C\" __global__ void k0_add(const float* __restrict__ p0, float* __restrict__ p1)\n"
