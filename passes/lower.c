@@ -692,43 +692,55 @@ static void store_value(Lower *L, int v, int lin, const int *idx) {
 }
 
 /* pointwise: outputs grouped by element count, a thread loop per count. */
-/* The CPU-shaped pointwise schedule for outputs of one shape [.., C]: a block takes a range of
- * rows, a serial loop walks them and a thread loop (a vector loop on the CPU) walks the last
- * dim, so operands broadcast along the rows (a bias [C]) are read at the column index without
- * per-element division. Returns false when the outputs' shapes differ or rows are short. */
+/* The CPU-shaped pointwise schedule: outputs are grouped by shape [.., C]; for each shape a
+ * block takes a range of rows, a serial loop walks them and a thread loop (a vector loop on the
+ * CPU) walks the last dim, so operands broadcast along the rows (a bias [C]) are read at the
+ * column index without per-element division. Returns false (nothing emitted) when some output
+ * has rank < 2 or short rows. */
 static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int nouts, const char *kind) {
-    const IrShape *S = &val(L, outs[0])->shape;
-    for (int i = 1; i < nouts; i++)
-        if (!ir_shape_eq(&val(L, outs[i])->shape, S)) return false;
-    if (S->rank < 2 || S->dims[S->rank - 1] < 16) return false;
-    int64_t C = S->dims[S->rank - 1], R = numel_of(L, outs[0]) / C;
-    int64_t rpb = pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
-    IrShape lead = *S;
-    lead.rank--;
-    kernel_begin(L, group, kind, (R + rpb - 1) / rpb, PW_BLOCK);
+    int64_t grid = 1;
+    for (int i = 0; i < nouts; i++) {
+        const IrShape *S = &val(L, outs[i])->shape;
+        if (S->rank < 2 || S->dims[S->rank - 1] < 16) return false;
+        int64_t C = S->dims[S->rank - 1], R = numel_of(L, outs[i]) / C;
+        int64_t rpb = pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
+        if ((R + rpb - 1) / rpb > grid) grid = (R + rpb - 1) / rpb;
+    }
+    kernel_begin(L, group, kind, grid, PW_BLOCK);
     if (failed(L)) return true;
-    int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
-    kir_let(L->k, r0, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, rpb)));
-    kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, rpb)), ci(L, R)));
-    k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
-    int lidx[IR_MAX_RANK], lvars[IR_MAX_RANK];
-    delinearize(L, &lead, vref(L, r), lidx);
-    for (int d = 0; d < lead.rank; d++) {
-        lvars[d] = kir_var(L->k, KT_I64);
-        kir_let(L->k, lvars[d], lidx[d]);
+    bool done[64] = {0};
+    for (int i = 0; i < nouts && !failed(L); i++) {
+        if (done[i]) continue;
+        const IrShape *S = &val(L, outs[i])->shape;
+        int64_t C = S->dims[S->rank - 1], R = numel_of(L, outs[i]) / C;
+        int64_t rpb = pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
+        IrShape lead = *S;
+        lead.rank--;
+        int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
+        kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, rpb)), ci(L, R)));
+        kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, rpb)), ci(L, R)));
+        k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
+        int lidx[IR_MAX_RANK], lvars[IR_MAX_RANK];
+        delinearize(L, &lead, vref(L, r), lidx);
+        for (int d = 0; d < lead.rank; d++) {
+            lvars[d] = kir_var(L->k, KT_I64);
+            kir_let(L->k, lvars[d], lidx[d]);
+        }
+        int rowbase = kir_var(L->k, KT_I64);
+        kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, r), ci(L, C)));
+        k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, C));
+        for (int j = i; j < nouts; j++) {
+            if (done[j] || !ir_shape_eq(&val(L, outs[j])->shape, S)) continue;
+            done[j] = true;
+            int idx[IR_MAX_RANK];
+            for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lvars[d]);
+            idx[lead.rank] = vref(L, c);
+            store_value(L, outs[j], ib(L, KB_ADD, vref(L, rowbase), vref(L, c)), idx);
+        }
+        k_end(L);
+        k_end(L);
+        hc_reset(L);
     }
-    int rowbase = kir_var(L->k, KT_I64);
-    kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, r), ci(L, C)));
-    k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, C));
-    for (int j = 0; j < nouts; j++) {
-        int idx[IR_MAX_RANK];
-        for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lvars[d]);
-        idx[lead.rank] = vref(L, c);
-        store_value(L, outs[j], ib(L, KB_ADD, vref(L, rowbase), vref(L, c)), idx);
-    }
-    k_end(L);
-    k_end(L);
-    hc_reset(L);
     return true;
 }
 
