@@ -35,5 +35,9 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
  * void* so this header does not need LLVM's); cg_llvm_text prints it (--emit llvm). */
 FcStatus cg_llvm_module(const KirProgram *p, void *llvm_context, void **llvm_module, FcErr *err);
 FcStatus cg_llvm_text(const KirProgram *p, StrBuf *out, FcErr *err);
+/* After optimization: makes the stores of stream params (KirParam.stream) non-temporal where
+ * the optimizer proved them aligned (see llvm.c); returns how many. The module must have its
+ * data layout set. */
+int cg_llvm_stream_stores(void *llvm_module);
 
 #endif

@@ -33,6 +33,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/DebugInfo.h>
 #include <llvm-c/IRReader.h>
+#include <llvm-c/Target.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -222,6 +223,10 @@ static const char *const reserved_names[] = {
     "exp2", "exp2f", "ldexp", "ldexpf", "sincos", "sincosf", "__powisf2", "__powidf2"};
 
 /* ---- the emitter state --------------------------------------------------------------------- */
+/* Streaming stores (KirParam.stream, docs/cpu.md "Non-temporal stores"): the body's copy for
+ * aligned buffers marks its stream params with this attribute and `align NT_ALIGN`. */
+#define NT_ATTR "fusec-stream"
+enum { NT_ALIGN = 64 };
 /* Prefetch ranges (see "prefetching the next block" below): an access of the next block. */
 enum { PF_MAX_BYTES = 16384, PF_MAX = 32, PF_STRIP = 64, PF_DIST = 2 };
 typedef struct Aff { uint64_t a, b, c; } Aff;   /* wrapping: a wrong guess only prefetches the wrong line */
@@ -1093,7 +1098,7 @@ static void pf_body(PfScan *s, int st, int lv, int64_t lo, int64_t hi, int *budg
 }
 /* Collects the prefetch ranges of a kernel with a block reduction (none otherwise); -1 when
  * out of memory. */
-static int pf_scan(const KirKernel *k, Pf *out, int *strip_loop, int64_t *trips) {
+static int pf_scan(const KirKernel *k, bool nt, Pf *out, int *strip_loop, int64_t *trips) {
     *strip_loop = -1;
     bool red = false;
     for (int i = 0; i < k->stmts.len; i++) red = red || k->stmts.data[i].kind == KS_REDUCE;
@@ -1126,8 +1131,10 @@ static int pf_scan(const KirKernel *k, Pf *out, int *strip_loop, int64_t *trips)
         }
     }
     fc_free(defs);
-    memcpy(out, s.pf, sizeof(Pf) * (size_t)s.n);
-    return s.n;
+    int n = 0;
+    for (int i = 0; i < s.n; i++)   /* non-temporal stores do not want their lines in a cache */
+        if (!(nt && s.pf[i].write && k->params.data[s.pf[i].param].stream)) out[n++] = s.pf[i];
+    return n;
 }
 static LLVMValueRef pf_call(Cg *g, LLVMValueRef p, bool write) {
     LLVMTypeRef tp = g->tp;
@@ -1554,27 +1561,12 @@ static LLVMAttributeRef attr(Cg *g, const char *name) {
     return LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName(name, strlen(name)), 0);
 }
 
-static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
-    const KirKernel *k = p->kernels.data[ki];
-    g->k = k;
-    if (!valid_name(k->name) || LLVMGetNamedFunction(g->mod, k->name))
-        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel name '%.64s' is not a fresh identifier", k->name ? k->name : "");
-    if (k->block < 1 || k->block > 1024 || k->grid < 0)
-        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: bad grid/block", k->name);
-    if (!kir_kernel_ok(k)) return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s was not built completely", k->name);
-    int64_t scratch = scratch_bytes(k);
-    if (scratch < 0)
-        return fc_err_set(g->err, FC_ERR_UNSUPPORTED,
-                          "llvm codegen: kernel %s needs more than %lld bytes of per-block scratch "
-                          "(shared arrays, thread arrays, reductions), the CPU backend's limit",
-                          k->name, (long long)CG_SCRATCH_LIMIT);
+/* The body function of kernel g->k (see the top of this file); nt: the copy for buffers that
+ * are 64-byte aligned, whose stream params carry `align 64` and NT_ATTR (the stores that
+ * cg_llvm_stream_stores makes non-temporal after optimization). */
+static FcStatus emit_body(Cg *g, bool noalias, bool nt, LLVMValueRef *fn_out, LLVMTypeRef *ft_out) {
+    const KirKernel *k = g->k;
     int np = k->params.len;
-    for (int i = 0; i < np; i++)
-        if (!stype(g, k->params.data[i].dtype))
-            return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: param %d has a bad dtype", k->name, i);
-    bool noalias = launches_disjoint(p, ki);
-
-    /* the body function */
     LLVMTypeRef *pt = fc_calloc((size_t)np + 3, sizeof *pt);
     if (!pt) return FC_OOM(g->err);
     for (int i = 0; i < np; i++) pt[i] = g->tp;
@@ -1582,14 +1574,24 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
     LLVMTypeRef bft = LLVMFunctionType(g->tv, pt, (unsigned)np + 3, 0);
     fc_free(pt);
     char name[256];
-    snprintf(name, sizeof name, "%s.body", k->name);
+    snprintf(name, sizeof name, "%s.body%s", k->name, nt ? ".nt" : "");
     LLVMValueRef body = LLVMAddFunction(g->mod, name, bft);
+    *fn_out = body;
+    *ft_out = bft;
     LLVMSetLinkage(body, LLVMInternalLinkage);
     LLVMAddAttributeAtIndex(body, LLVMAttributeFunctionIndex, attr(g, "nounwind"));
+    /* the streaming copy stays a function of its own, so that its `align` facts survive
+     * until the vectorized stores get their alignment (inlining would drop them) */
+    if (nt) LLVMAddAttributeAtIndex(body, LLVMAttributeFunctionIndex, attr(g, "noinline"));
     for (int i = 0; i < np; i++) {
         if (noalias) LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "noalias"));
         LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "nocapture"));
         if (!k->params.data[i].written) LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "readonly"));
+        if (nt && k->params.data[i].stream) {
+            LLVMAddAttributeAtIndex(body, (unsigned)i + 1,
+                                    LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("align", 5), NT_ALIGN));
+            LLVMAddAttributeAtIndex(body, (unsigned)i + 1, LLVMCreateStringAttribute(g->ctx, NT_ATTR, (unsigned)strlen(NT_ATTR), "", 0));
+        }
         snprintf(name, sizeof name, "p%d", i);
         LLVMSetValueName2(LLVMGetParam(body, (unsigned)i), name, strlen(name));
     }
@@ -1603,7 +1605,7 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
     g->gen = 0;
     g->slot_valid = false;
     g->level = 0;
-    g->pf_n = pf_scan(k, g->pf, &g->pf_loop, &g->pf_trips);
+    g->pf_n = pf_scan(k, nt, g->pf, &g->pf_loop, &g->pf_trips);
     g->prm = fc_calloc((size_t)np + 1, sizeof *g->prm);
     g->var = fc_calloc((size_t)k->vars.len + 1, sizeof *g->var);
     g->var_level = fc_calloc((size_t)k->vars.len + 1, 1);
@@ -1668,9 +1670,47 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
         LLVMBuildBr(g->b, next);
         LLVMPositionBuilderAtEnd(g->b, next);
     }
+    /* non-temporal stores are weakly ordered: complete them before the chunk ends */
+    if (nt) LLVMBuildFence(g->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
     LLVMBuildRetVoid(g->b);
     LLVMPositionBuilderAtEnd(g->ab, entry);
     LLVMBuildBr(g->ab, start);
+
+done:
+    fc_free(g->prm); fc_free(g->var); fc_free(g->var_level); fc_free(g->sh); fc_free(g->ta);
+    fc_free(g->flag); fc_free(g->seen); fc_free(g->memo); fc_free(g->memo_gen);
+    g->prm = NULL; g->var = NULL; g->var_level = NULL; g->sh = NULL; g->ta = NULL;
+    g->flag = NULL; g->seen = NULL; g->memo = NULL; g->memo_gen = NULL;
+    return st;
+}
+
+static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
+    const KirKernel *k = p->kernels.data[ki];
+    g->k = k;
+    if (!valid_name(k->name) || LLVMGetNamedFunction(g->mod, k->name))
+        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel name '%.64s' is not a fresh identifier", k->name ? k->name : "");
+    if (k->block < 1 || k->block > 1024 || k->grid < 0)
+        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: bad grid/block", k->name);
+    if (!kir_kernel_ok(k)) return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s was not built completely", k->name);
+    int64_t scratch = scratch_bytes(k);
+    if (scratch < 0)
+        return fc_err_set(g->err, FC_ERR_UNSUPPORTED,
+                          "llvm codegen: kernel %s needs more than %lld bytes of per-block scratch "
+                          "(shared arrays, thread arrays, reductions), the CPU backend's limit",
+                          k->name, (long long)CG_SCRATCH_LIMIT);
+    int np = k->params.len;
+    for (int i = 0; i < np; i++)
+        if (!stype(g, k->params.data[i].dtype))
+            return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: param %d has a bad dtype", k->name, i);
+    bool noalias = launches_disjoint(p, ki);
+    bool stream = false;
+    for (int i = 0; i < np; i++) stream = stream || k->params.data[i].stream;
+    LLVMValueRef body = NULL, body_nt = NULL;
+    LLVMTypeRef bft = NULL;
+    FcStatus st = emit_body(g, noalias, false, &body, &bft);
+    if (st == FC_OK && stream) st = emit_body(g, noalias, true, &body_nt, &bft);
+    if (st != FC_OK) return st;
+    char name[256];
 
     /* the exported wrapper: void K(ptr params, i64 block_begin, i64 block_end, ptr status) */
     {
@@ -1686,7 +1726,7 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
         LLVMSetValueName2(LLVMGetParam(w, 3), "status", 6);
         LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, w, "entry"));
         LLVMValueRef *args = fc_calloc((size_t)np + 3, sizeof *args);
-        if (!args) { st = FC_OOM(g->err); goto done; }
+        if (!args) return FC_OOM(g->err);
         unsigned inv = LLVMGetMDKindIDInContext(g->ctx, "invariant.load", 14);
         LLVMValueRef empty = LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, NULL, 0));
         for (int i = 0; i < np; i++) {
@@ -1700,16 +1740,32 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
         args[np] = LLVMGetParam(w, 1);
         args[np + 1] = LLVMGetParam(w, 2);
         args[np + 2] = LLVMGetParam(w, 3);
-        LLVMBuildCall2(g->b, bft, body, args, (unsigned)np + 3, "");
+        if (!body_nt) {
+            LLVMBuildCall2(g->b, bft, body, args, (unsigned)np + 3, "");
+        } else {
+            /* every stream buffer 64-byte aligned: the streaming copy, else the plain one */
+            LLVMValueRef ok = LLVMConstInt(g->t1, 1, 0);
+            for (int i = 0; i < np; i++) {
+                if (!k->params.data[i].stream) continue;
+                LLVMValueRef lo = LLVMBuildAnd(g->b, LLVMBuildPtrToInt(g->b, args[i], g->t64, ""), ci(g->t64, NT_ALIGN - 1), "");
+                ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntEQ, lo, ci(g->t64, 0), ""), "");
+            }
+            LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ctx, w, "aligned");
+            LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(g->ctx, w, "unaligned");
+            LLVMBasicBlockRef out = LLVMAppendBasicBlockInContext(g->ctx, w, "ret");
+            LLVMBuildCondBr(g->b, ok, yes, no);
+            LLVMPositionBuilderAtEnd(g->b, yes);
+            LLVMBuildCall2(g->b, bft, body_nt, args, (unsigned)np + 3, "");
+            LLVMBuildBr(g->b, out);
+            LLVMPositionBuilderAtEnd(g->b, no);
+            LLVMBuildCall2(g->b, bft, body, args, (unsigned)np + 3, "");
+            LLVMBuildBr(g->b, out);
+            LLVMPositionBuilderAtEnd(g->b, out);
+        }
         LLVMBuildRetVoid(g->b);
         fc_free(args);
     }
-done:
-    fc_free(g->prm); fc_free(g->var); fc_free(g->var_level); fc_free(g->sh); fc_free(g->ta);
-    fc_free(g->flag); fc_free(g->seen); fc_free(g->memo); fc_free(g->memo_gen);
-    g->prm = NULL; g->var = NULL; g->var_level = NULL; g->sh = NULL; g->ta = NULL;
-    g->flag = NULL; g->seen = NULL; g->memo = NULL; g->memo_gen = NULL;
-    return st;
+    return FC_OK;
 }
 
 static bool program_needs_helpers(const KirProgram *p) {
@@ -1788,4 +1844,44 @@ FcStatus cg_llvm_text(const KirProgram *p, StrBuf *out, FcErr *err) {
     }
     LLVMContextDispose(ctx);
     return st;
+}
+
+/* Stores through a param marked NT_ATTR (directly or through GEPs) whose alignment is at least
+ * their size, 16 bytes or more: the vectorized stores of the streaming copy, once the
+ * optimizer has proven their alignment from `align NT_ALIGN`, become non-temporal. Done after
+ * optimization because the loop vectorizer does not vectorize loops with non-temporal scalar
+ * stores it cannot prove aligned; an under-aligned store is left as it is (the backend would
+ * split it into scalar non-temporal stores). */
+static int nt_mark_uses(LLVMValueRef v, unsigned kind, LLVMValueRef md, LLVMTargetDataRef dl, int depth) {
+    int n = 0;
+    if (depth > 8) return 0;
+    for (LLVMUseRef u = LLVMGetFirstUse(v); u; u = LLVMGetNextUse(u)) {
+        LLVMValueRef user = LLVMGetUser(u);
+        if (LLVMIsAGetElementPtrInst(user) && LLVMGetOperand(user, 0) == v) {
+            n += nt_mark_uses(user, kind, md, dl, depth + 1);
+        } else if (LLVMIsAStoreInst(user) && LLVMGetOperand(user, 1) == v) {
+            unsigned long long size = LLVMStoreSizeOfType(dl, LLVMTypeOf(LLVMGetOperand(user, 0)));
+            if (size >= 16 && LLVMGetAlignment(user) >= size) {
+                LLVMSetMetadata(user, kind, md);
+                n++;
+            }
+        }
+    }
+    return n;
+}
+int cg_llvm_stream_stores(void *llvm_module) {
+    LLVMModuleRef mod = (LLVMModuleRef)llvm_module;
+    LLVMContextRef ctx = LLVMGetModuleContext(mod);
+    LLVMTargetDataRef dl = LLVMGetModuleDataLayout(mod);
+    unsigned kind = LLVMGetMDKindIDInContext(ctx, "nontemporal", 11);
+    LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(ctx), 1, 0));
+    LLVMValueRef md = LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, &one, 1));
+    int n = 0;
+    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+        unsigned np = LLVMCountParams(f);
+        for (unsigned i = 0; i < np; i++)
+            if (LLVMGetStringAttributeAtIndex(f, i + 1, NT_ATTR, (unsigned)strlen(NT_ATTR)))
+                n += nt_mark_uses(LLVMGetParam(f, i), kind, md, dl, 0);
+    }
+    return n;
 }

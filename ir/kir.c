@@ -96,7 +96,7 @@ KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
 
 /* ---- declarations ---------------------------------------------------------------------- */
 int kir_param(KirKernel *k, FcDtype dtype, int64_t numel, bool written) {
-    KirParam prm = {dtype, numel, written};
+    KirParam prm = {dtype, numel, written, false};
     if (k->failed || !FC_VEC_PUSH(&k->params, prm)) { k->failed = true; return -1; }
     return k->params.len - 1;
 }
@@ -454,8 +454,9 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
     sb_printf(o, "  # bytes_read=%lld bytes_written=%lld flops=%lld\n", (long long)k->bytes_read,
               (long long)k->bytes_written, (long long)k->flops);
     for (int i = 0; i < k->params.len; i++)
-        sb_printf(o, "  param p%d: %s[%lld]%s\n", i, fc_dtype_name(k->params.data[i].dtype),
-                  (long long)k->params.data[i].numel, k->params.data[i].written ? " out" : "");
+        sb_printf(o, "  param p%d: %s[%lld]%s%s\n", i, fc_dtype_name(k->params.data[i].dtype),
+                  (long long)k->params.data[i].numel, k->params.data[i].written ? " out" : "",
+                  k->params.data[i].stream ? " stream" : "");
     for (int i = 0; i < k->shared.len; i++)
         sb_printf(o, "  shared sh%d: %s[%lld]\n", i, type_names[k->shared.data[i].type],
                   (long long)k->shared.data[i].count);
@@ -556,6 +557,7 @@ static FcStatus vexpr(Verify *v, int id, int limit) {
     case KE_LOAD:
         if (e->ref < 0 || e->ref >= k->params.len) return vfail(v, "bad param", e->ref);
         if (e->vec && k->params.data[e->ref].written) return vfail(v, "vec load of a written param", id);
+        if (k->params.data[e->ref].stream) return vfail(v, "load of a stream param", id);
         if (e->vec) FC_TRY(vvec(v, e->a, (int)fc_dtype_size(k->params.data[e->ref].dtype), id));
         return vexpr(v, e->a, id);
     case KE_SHLOAD:
@@ -707,6 +709,9 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     if (k->block < 1 || k->block > 1024 || k->grid < 1)
         return fc_err_set(err, FC_ERR_INTERNAL, "kernel %s: launch shape %lld x %d out of range", k->name,
                           (long long)k->grid, k->block);
+    for (int i = 0; i < k->params.len; i++)
+        if (k->params.data[i].stream && !k->params.data[i].written)
+            return fc_err_set(err, FC_ERR_INTERNAL, "kernel %s: p%d is stream but not written", k->name, i);
     Verify v = {.k = k, .err = err, .vec_var = -1, .vec_depth = -1};
     v.var_state = fc_calloc((size_t)k->vars.len + 1, sizeof(int));
     v.decl_stack = fc_calloc((size_t)k->vars.len + 1, sizeof(int));

@@ -133,6 +133,9 @@ typedef struct KirParam {
     FcDtype dtype;       /* storage dtype */
     int64_t numel;       /* elements the kernel may touch: [0, numel) */
     bool written;        /* the kernel stores to it */
+    bool stream;         /* written only, and more than the target's caches hold: stores may
+                          * bypass the caches (CPU: non-temporal stores, docs/cpu.md). A hint:
+                          * results do not depend on it */
 } KirParam;
 
 /* A matrix product done by a library (a CPU BLAS, cuBLASLt): C = A @ B for each of `batch`

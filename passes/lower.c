@@ -41,14 +41,46 @@
 
 enum { PW_BLOCK = 256, MM_TILE = 16, MAX_MEMO_IDX = IR_MAX_RANK };
 
-/* Elements per block of a pointwise kernel: 4 per thread on a GPU; on the CPU, where a
- * block is a task of one OS thread, larger chunks cut the per-task overhead. */
-static int64_t pw_chunk(const PassOptions *o) { return o->cpu ? 16384 : 1024; }
-/* Threads of a row-reduction block: on the CPU, the number of partial sums (vector lanes
- * times a few accumulators); on a GPU up to 256 threads, a multiple of the warp. */
+/* ---- budgets from the target ------------------------------------------------------------
+ * GPU (PassOptions.sm): the generated kernels declare their shared arrays statically, and
+ * every supported target (sm_80, sm_86, sm_89, sm_90) allows 48 KiB of static shared memory
+ * per block (the larger opt-in dynamic sizes, 163 KiB on sm_80 and 227 KiB on sm_90, need
+ * dynamic shared memory, which the code generators do not use yet). A row kernel stages rows
+ * in up to 40 KiB of it, leaving 8 KiB for the reductions' scratch.
+ * CPU (PassOptions.host, read off the machine by the runtime; zeros = unknown):
+ *  - a pointwise block (one task of an OS thread) covers L2 / 16 bytes of each operand,
+ *    16 KiB to 256 KiB (64 KiB with a 1 MiB L2: 16384 f32 elements), so the operands of a
+ *    few tasks in flight stay in L2 while cutting the per-task overhead;
+ *  - a row reduction keeps 4 vector registers of partial sums: 4 x lanes "threads" (64 f32
+ *    partials with 512-bit vectors, 32 with 256-bit, 16 with 128-bit);
+ *  - a kernel that writes more than half the last-level cache marks its written-only params
+ *    `stream` (KirParam): the next kernel cannot find such results in the cache anyway, and
+ *    non-temporal stores skip reading each line before writing it (a third of the traffic of
+ *    a kernel that reads two arrays and writes two). */
+static int64_t gpu_static_smem(int sm) { return sm >= 80 ? 48 * 1024 : 0; }   /* 80, 86, 89, 90 */
+static int64_t row_smem_budget(const PassOptions *o) {
+    int64_t b = gpu_static_smem(o->sm) - 8 * 1024;
+    return b > 0 ? b : 0;
+}
+
+/* Elements per block of a pointwise kernel: 4 per thread on a GPU; on the CPU, see above. */
+static int64_t pw_chunk(const PassOptions *o) {
+    if (!o->cpu) return 1024;
+    int64_t l2 = o->host.l2_bytes > 0 ? o->host.l2_bytes : 1 << 20;
+    int64_t bytes = l2 / 16 < 16384 ? 16384 : l2 / 16 > 262144 ? 262144 : l2 / 16;
+    return bytes / 4;
+}
+/* Threads of a row-reduction block: on the CPU, the number of partial sums (see above); on a
+ * GPU up to 256 threads, a multiple of the warp. */
 static int row_block(const PassOptions *o, int64_t N) {
-    int max = o->cpu ? 64 : 256;
+    int vb = o->host.vector_bytes == 16 || o->host.vector_bytes == 32 ? o->host.vector_bytes : 64;
+    int lanes = vb / 4;   /* f32 lanes of a vector register */
+    int max = o->cpu ? 4 * lanes : 256;
     return N >= max ? max : (int)((N + 31) / 32 * 32);
+}
+/* Bytes written by one launch above which its written-only params are `stream` (0: never). */
+static int64_t stream_threshold(const PassOptions *o) {
+    return o->cpu && o->host.llc_bytes > 0 ? o->host.llc_bytes / 2 : 0;
 }
 
 typedef struct Memo {
@@ -659,6 +691,13 @@ static void kernel_end(Lower *L, const char *ops) {
         else k->bytes_read += bytes;
     }
     if (!FC_VEC_PUSH(&L->p->launches, la)) { fail_oom(L); return; }
+    int64_t thr = stream_threshold(L->opt);
+    if (thr > 0 && k->bytes_written > thr) {
+        for (int prm = 0; prm < k->params.len; prm++) k->params.data[prm].stream = k->params.data[prm].written;
+        for (int e = 0; e < k->exprs.len; e++)   /* read as well as written: not stream */
+            if (k->exprs.data[e].kind == KE_LOAD && k->exprs.data[e].ref >= 0 && k->exprs.data[e].ref < k->params.len)
+                k->params.data[k->exprs.data[e].ref].stream = false;
+    }
     FcErr e2 = {0};
     FcStatus vs = kir_verify(k, &e2);
     if (vs == FC_ERR_NOMEM) L->st = fc_err_set(L->err, FC_ERR_NOMEM, "%s", e2.msg);
@@ -837,7 +876,6 @@ static bool row_shape(Lower *L, int group, const int *outs, int nouts, IrShape *
  * final writes) reads them there: one pass over memory. Only inputs that every reader in the
  * group reads at the element's own index (elementwise of shape X, or the reductions) are
  * staged. The CPU keeps the row in its caches instead. */
-enum { ROW_SMEM_BUDGET = 40 * 1024 };   /* of the 48 KiB of static shared memory per block */
 static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const int *lead_vars, int64_t N) {
     if (L->opt->cpu) return;
     const IrGraph *g = L->g;
@@ -860,7 +898,7 @@ static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const in
         }
         KirType t = ctype(x->dtype);
         int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
-        if (!read || !ok || used + bytes > ROW_SMEM_BUDGET) continue;
+        if (!read || !ok || used + bytes > row_smem_budget(L->opt)) continue;
         used += bytes;
         int sh = kir_shared(L->k, t, N);
         int it = kir_var(L->k, KT_I64);

@@ -13,6 +13,15 @@
  * IR_CAT_COMPOSITE op and no split; same inputs and outputs. */
 FcStatus pass_decompose(const IrGraph *in, IrGraph **out, FcErr *err);
 
+/* The CPU that CPU-shaped schedules are made for: its budgets. runtime/cpu.c fills it from
+ * the host (rt_cpu_host); zeros mean unknown and give the defaults of lower.c. */
+typedef struct PassCpu {
+    int64_t l1d_bytes;      /* data cache per core */
+    int64_t l2_bytes;       /* per core */
+    int64_t llc_bytes;      /* last level, shared */
+    int vector_bytes;       /* widest SIMD register LLVM uses for the host: 16, 32 or 64 */
+} PassCpu;
+
 /* Options that reach the kernel plan. */
 typedef struct PassOptions {
     bool fuse;              /* false: the eager plan of CLI.md's --no-fuse */
@@ -22,6 +31,7 @@ typedef struct PassOptions {
                              * else the generated tiled kernel */
     bool cpu;               /* CPU-shaped schedules (block sizes for the CPU backend); the
                              * GPU-shaped program also runs on the CPU, for testing */
+    PassCpu host;           /* with cpu: the machine's caches and vector width */
 } PassOptions;
 
 /* fuse.c: the grouping of nodes into kernels (eager: one group per source op; fused: the

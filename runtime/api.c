@@ -351,6 +351,7 @@ static FcStatus block_cpu_program(FcBlock *b, const KirProgram **out) {
         PassOptions po = b->popt;
         po.cpu = !gpu;
         po.library_gemm = !gpu;   /* the GPU's generated kernels, matrix products included */
+        if (po.cpu) rt_cpu_host(&po.host);
         FcStatus s = pass_pipeline(b->src, &po, &b->res_cpu, &b->err);
         if (s != FC_OK) {
             pass_result_free(&b->res_cpu);

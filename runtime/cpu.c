@@ -54,6 +54,7 @@ struct RtCpuProgram {
     char *ws;               /* workspace, p->workspace_bytes */
     void **args;            /* per-launch argument scratch, max nargs */
     int max_args;
+    int nt_stores;          /* stores made non-temporal (cg_llvm_stream_stores) */
 };
 
 /* ---- LLVM setup -------------------------------------------------------------------------- */
@@ -344,6 +345,7 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     tm = NULL;
     if (e) { LLVMDisposeMessage(features); st = llvm_error(err, e, "optimizing the module"); goto fail; }
     permute_tables(mod, features);
+    cp->nt_stores = cg_llvm_stream_stores(mod);
     LLVMDisposeMessage(features);
     if (getenv("FUSEC_DUMP_LLVM_OPT")) { /* debugging: the optimized module, on stderr */
         char *text = LLVMPrintModuleToString(mod);
@@ -514,19 +516,25 @@ FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *c
 }
 
 /* ---- STREAM copy --------------------------------------------------------------------------- */
-/* The last-level cache seen by cpu0 (sysfs), else sysconf's L3 (which on some parts reports
- * the whole package), else 32 MiB. */
-static int64_t llc_bytes(void) {
+/* Size of cpu0's cache of `level` (sysfs; level 0: the last level), skipping instruction
+ * caches; else sysconf's figure (which on some parts reports the whole package); 0 if none. */
+static int64_t cache_bytes(int level) {
     int64_t best = 0;
     int best_level = -1;
     for (int i = 0; i < 16; i++) {
         char path[128], buf[64];
-        int level = -1;
+        int lv = -1;
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
         FILE *f = fopen(path, "r");
         if (!f) continue;
-        if (fscanf(f, "%d", &level) != 1) level = -1;
+        if (fscanf(f, "%d", &lv) != 1) lv = -1;
         fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if ((f = fopen(path, "r"))) {
+            bool instr = fgets(buf, sizeof buf, f) && strncmp(buf, "Instruction", 11) == 0;
+            fclose(f);
+            if (instr) continue;
+        }
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
         f = fopen(path, "r");
         if (!f) continue;
@@ -535,13 +543,36 @@ static int64_t llc_bytes(void) {
             long long n = strtoll(buf, &end, 10);
             if (end && (*end == 'K' || *end == 'k')) n *= 1024;
             else if (end && (*end == 'M' || *end == 'm')) n *= 1024 * 1024;
-            if (n > 0 && level > best_level) { best_level = level; best = n; }
+            if (n > 0 && (level == 0 ? lv > best_level : lv == level)) { best_level = lv; best = n; }
         }
         fclose(f);
     }
     if (best > 0) return best;
-    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return v > 0 ? v : (int64_t)32 << 20;
+    long v = sysconf(level == 1 ? _SC_LEVEL1_DCACHE_SIZE : level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
+    return v > 0 ? v : 0;
+}
+/* The last-level cache, 32 MiB when unknown. */
+static int64_t llc_bytes(void) {
+    int64_t n = cache_bytes(0);
+    return n > 0 ? n : (int64_t)32 << 20;
+}
+
+static PassCpu host_cpu;
+static void host_init(void) {
+    host_cpu.l1d_bytes = cache_bytes(1);
+    host_cpu.l2_bytes = cache_bytes(2);
+    host_cpu.llc_bytes = cache_bytes(0);
+    host_cpu.vector_bytes = 16;
+    char *f = LLVMGetHostCPUFeatures();   /* "+avx2,-avx512f,..." */
+    if (f && strstr(f, "+avx512f")) host_cpu.vector_bytes = 64;
+    else if (f && strstr(f, "+avx")) host_cpu.vector_bytes = 32;
+    LLVMDisposeMessage(f);
+}
+int rt_cpu_stream_stores(const RtCpuProgram *cp) { return cp->nt_stores; }
+void rt_cpu_host(PassCpu *out) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, host_init);
+    *out = host_cpu;
 }
 
 typedef struct StreamCtx { char *a, *b; int64_t bytes, nchunks; int touch; } StreamCtx;

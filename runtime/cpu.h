@@ -5,6 +5,7 @@
 #define FUSEC_CPU_H
 
 #include "kir.h"
+#include "passes.h"
 
 typedef struct RtCpuProgram RtCpuProgram;
 /* nthreads <= 0: FUSEC_NUM_THREADS, else all cores. The KirProgram must outlive the result. */
@@ -19,5 +20,10 @@ FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *c
                            FcErr *err);
 /* STREAM copy bandwidth in GB/s (bytes read + written), best of several, with nthreads. */
 double rt_cpu_stream_gbps(int nthreads);
+/* The host's caches (cpu0's, from sysfs) and vector width (LLVM's host features), the budgets
+ * of CPU-shaped schedules (PassOptions.host); read once per process. */
+void rt_cpu_host(PassCpu *out);
+/* How many stores of cp's module were made non-temporal (KirParam.stream; for tests). */
+int rt_cpu_stream_stores(const RtCpuProgram *cp);
 
 #endif
