@@ -64,13 +64,25 @@ typedef struct PassResult {
 FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *out, FcErr *err);
 void pass_result_free(PassResult *r);
 
-/* report.c: --emit report and --emit dot, from the decomposed graph and its program. */
+/* report.c: --emit report, --emit roofline and --emit dot, from the decomposed graph and its
+ * program. A target is one roofline: bandwidth and f32 peak (both > 0), with where each
+ * figure comes from (static or caller-owned text, printed in the header and escaped in SVG). */
 typedef struct PassTarget {
     const char *name;        /* "sm_90", "cpu" */
     double gbps;             /* memory bandwidth, GB/s */
     double gflops;           /* f32 peak, GFLOP/s */
+    const char *gbps_src;    /* e.g. "datasheet, A100 80GB SXM", "measured: STREAM copy, 2 threads" */
+    const char *gflops_src;  /* e.g. "datasheet", "measured: FMA loop (AVX-512), 2 threads" */
 } PassTarget;
-FcStatus pass_report(const PassResult *r, const PassTarget *target, StrBuf *out, FcErr *err);
+/* The table: per launch, bytes, flops, intensity, shared memory and the predicted time
+ * max(bytes / bandwidth, flops / peak) on each of targets[0..ntargets), marked memory- or
+ * compute-bound; then totals and the unfused edges. chosen: the --arch target (marked). */
+FcStatus pass_report(const PassResult *r, const PassTarget *targets, int ntargets, int chosen,
+                     StrBuf *out, FcErr *err);
+/* An SVG roofline chart: log-log axes (flop/byte vs GFLOP/s), every target's roof, and one
+ * point per launch at its intensity and attainable GFLOP/s on targets[chosen]. */
+FcStatus pass_roofline_svg(const PassResult *r, const PassTarget *targets, int ntargets, int chosen,
+                           StrBuf *out, FcErr *err);
 FcStatus pass_dot(const PassResult *r, StrBuf *out, FcErr *err);
 
 

@@ -4,13 +4,15 @@
  * Handles: FcOptions, FcBlock (a compiled block: source graph, decomposed graph, kernel
  * program), FcDevice (CPU, CUDA, reference interpreter), FcTensor (dense data on a device),
  * FcProgram (a block loaded on a device). Each keeps its last error. No global state but
- * the allocation counters and the one-time initializations inside the devices.
+ * the allocation counters, the one-time initializations inside the devices and the CPU
+ * figures of the report targets (measured once per process).
  */
 #include "fusec.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,17 +413,104 @@ FcStatus fc_block_output_tolerance(const FcBlock *b, int i, double *rel_tol) {
     return FC_OK;
 }
 
-static const PassTarget *target_for(const char *arch) {
-    /* datasheet figures: memory bandwidth and f32 (non-tensor-core) peak */
-    static const PassTarget t[] = {
-        {"sm_80", 2039.0, 19500.0},   /* A100 80GB SXM */
-        {"sm_86", 600.0, 31200.0},    /* A10 */
-        {"sm_89", 300.0, 30300.0},    /* L4 */
-        {"sm_90", 3350.0, 66900.0},   /* H100 SXM */
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(t[i].name, arch) == 0) return &t[i];
-    return &t[3];
+/* ---- report targets (--emit report, --emit roofline) ------------------------------------------ */
+/* The GPUs' datasheet figures: memory bandwidth and f32 (non-tensor-core) peak. sm_80 and
+ * sm_90 are always in the report; sm_86 / sm_89 when --arch names them. */
+static const PassTarget k_gpu_targets[] = {
+    {"sm_80", 2039.0, 19500.0, "datasheet, A100 80GB SXM", "datasheet, A100 80GB SXM"},
+    {"sm_86", 600.0, 31200.0, "datasheet, A10", "datasheet, A10"},
+    {"sm_89", 300.0, 30300.0, "datasheet, L4", "datasheet, L4"},
+    {"sm_90", 3350.0, 66900.0, "datasheet, H100 SXM", "datasheet, H100 SXM"},
+};
+#define N_GPU_TARGETS ((int)(sizeof k_gpu_targets / sizeof k_gpu_targets[0]))
+
+typedef struct ReportTargets {
+    PassTarget t[N_GPU_TARGETS + 1];
+    int n, chosen;
+    char gbps_src[96], gflops_src[96];
+} ReportTargets;
+
+static int cpu_threads(void);
+
+/* An override from the environment: a positive finite decimal number. */
+static FcStatus env_figure(const char *name, double *v, bool *given, FcErr *err) {
+    const char *e = getenv(name);
+    *given = false;
+    if (!e) return FC_OK;
+    char *end = NULL;
+    double x = strtod(e, &end);
+    if (end == e || *end != 0 || !(x > 0) || !isfinite(x))
+        return fc_err_set(err, FC_ERR_USAGE, "%s='%.32s' is not a positive number", name, e);
+    *v = x;
+    *given = true;
+    return FC_OK;
+}
+
+/* The CPU's STREAM copy bandwidth with nt threads, measured once per process and thread
+ * count (rt_cpu_peak_gflops caches its own figure). 0 when the arrays cannot be allocated. */
+static double cpu_stream_cached(int nt) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int cached_nt = 0;
+    static double cached = 0.0;
+    pthread_mutex_lock(&mu);
+    double v = cached_nt == nt ? cached : 0.0;
+    if (!(v > 0)) {
+        v = rt_cpu_stream_gbps(nt);
+        if (v > 0) {
+            cached_nt = nt;
+            cached = v;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
+/* sm_80, the --arch GPU if another, sm_90 (datasheet), then the CPU: its bandwidth and peak
+ * measured with the CPU device's threads, or FUSEC_CPU_GBPS / FUSEC_CPU_GFLOPS. */
+static FcStatus report_targets(FcBlock *b, ReportTargets *rt) {
+    memset(rt, 0, sizeof *rt);
+    rt->chosen = -1;
+    for (int i = 0; i < N_GPU_TARGETS; i++) {
+        const PassTarget *t = &k_gpu_targets[i];
+        bool is_arch = strcmp(t->name, b->arch) == 0;
+        if (!is_arch && strcmp(t->name, "sm_80") != 0 && strcmp(t->name, "sm_90") != 0) continue;
+        if (is_arch) rt->chosen = rt->n;
+        rt->t[rt->n++] = *t;
+    }
+    FC_CHECK(&b->err, rt->chosen >= 0);
+    PassTarget *c = &rt->t[rt->n++];
+    *c = (PassTarget){"cpu", 0, 0, rt->gbps_src, rt->gflops_src};
+    bool gbps_given, gflops_given;
+    FC_TRY(env_figure("FUSEC_CPU_GBPS", &c->gbps, &gbps_given, &b->err));
+    FC_TRY(env_figure("FUSEC_CPU_GFLOPS", &c->gflops, &gflops_given, &b->err));
+    int nt = 0;
+    if (!gbps_given || !gflops_given) {
+        nt = cpu_threads();
+        if (nt < 0)
+            return fc_err_set(&b->err, FC_ERR_USAGE, "FUSEC_NUM_THREADS='%s' is not an integer in 1..1024",
+                              getenv("FUSEC_NUM_THREADS"));
+    }
+    if (gbps_given) {
+        snprintf(rt->gbps_src, sizeof rt->gbps_src, "given: FUSEC_CPU_GBPS");
+    } else {
+        c->gbps = cpu_stream_cached(nt);
+        if (!(c->gbps > 0))
+            return fc_err_set(&b->err, FC_ERR_NOMEM, "could not allocate the STREAM arrays to measure the cpu's "
+                                                     "bandwidth (FUSEC_CPU_GBPS skips the measurement)");
+        snprintf(rt->gbps_src, sizeof rt->gbps_src, "measured: STREAM copy, %d thread%s", nt, nt == 1 ? "" : "s");
+    }
+    if (gflops_given) {
+        snprintf(rt->gflops_src, sizeof rt->gflops_src, "given: FUSEC_CPU_GFLOPS");
+    } else {
+        const char *isa = "";
+        c->gflops = rt_cpu_peak_gflops(nt, &isa);
+        if (!(c->gflops > 0))
+            return fc_err_set(&b->err, FC_ERR_NOMEM, "could not start the threads to measure the cpu's f32 peak "
+                                                     "(FUSEC_CPU_GFLOPS skips the measurement)");
+        snprintf(rt->gflops_src, sizeof rt->gflops_src, "measured: %s loop, %d thread%s", isa, nt,
+                 nt == 1 ? "" : "s");
+    }
+    return FC_OK;
 }
 
 static FcStatus emit_cuda_aot(FcBlock *b, StrBuf *sb) {
@@ -461,7 +550,14 @@ FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len) {
         if (s == FC_OK) s = cg_llvm_text(cp, &sb, &b->err);
         break;
     }
-    case FC_EMIT_REPORT: s = pass_report(&b->res, target_for(b->arch), &sb, &b->err); break;
+    case FC_EMIT_REPORT:
+    case FC_EMIT_ROOFLINE: {
+        ReportTargets rt;
+        s = report_targets(b, &rt);
+        if (s == FC_OK && kind == FC_EMIT_REPORT) s = pass_report(&b->res, rt.t, rt.n, rt.chosen, &sb, &b->err);
+        else if (s == FC_OK) s = pass_roofline_svg(&b->res, rt.t, rt.n, rt.chosen, &sb, &b->err);
+        break;
+    }
     case FC_EMIT_DOT: s = pass_dot(&b->res, &sb, &b->err); break;
     case FC_EMIT_PTX:
     case FC_EMIT_CUBIN: {

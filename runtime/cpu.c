@@ -622,3 +622,146 @@ double rt_cpu_stream_gbps(int nthreads) {
     fc_free(b);
     return best;
 }
+
+/* ---- f32 peak ------------------------------------------------------------------------------- */
+/* rt_cpu_peak_gflops: every thread runs a loop of 12 independent chains of vector FMAs
+ * (a = a * m + c, no loads or stores) for about 4 ms; GFLOP/s = 2 flops per lane per FMA, over
+ * all threads, best of 5 runs. The widest FMA the CPU supports is picked at run time
+ * (__builtin_cpu_supports: AVX-512F, else AVX2 + FMA, else SSE multiply + add; scalar
+ * multiply + add off x86). Cached per process (and thread count) under a mutex. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PEAK_CHAINS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+__attribute__((target("avx512f"))) static float peak_loop_avx512(int64_t iters) {
+    const __m512 m = _mm512_set1_ps(0.9999f), c = _mm512_set1_ps(1e-4f);
+#define DECL(i) __m512 a##i = _mm512_set1_ps(1.0f + 0.01f * (float)(i));
+#define STEP(i) a##i = _mm512_fmadd_ps(a##i, m, c);
+#define SUM(i) s = _mm512_add_ps(s, a##i);
+    PEAK_CHAINS(DECL)
+    for (int64_t it = 0; it < iters; it++) { PEAK_CHAINS(STEP) }
+    __m512 s = _mm512_setzero_ps();
+    PEAK_CHAINS(SUM)
+    return _mm512_reduce_add_ps(s);
+#undef DECL
+#undef STEP
+#undef SUM
+}
+__attribute__((target("avx2,fma"))) static float peak_loop_avx2(int64_t iters) {
+    const __m256 m = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-4f);
+#define DECL(i) __m256 a##i = _mm256_set1_ps(1.0f + 0.01f * (float)(i));
+#define STEP(i) a##i = _mm256_fmadd_ps(a##i, m, c);
+#define SUM(i) s = _mm256_add_ps(s, a##i);
+    PEAK_CHAINS(DECL)
+    for (int64_t it = 0; it < iters; it++) { PEAK_CHAINS(STEP) }
+    __m256 s = _mm256_setzero_ps();
+    PEAK_CHAINS(SUM)
+    float l[8];
+    _mm256_storeu_ps(l, s);
+    return l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7];
+#undef DECL
+#undef STEP
+#undef SUM
+}
+static float peak_loop_sse(int64_t iters) {
+    const __m128 m = _mm_set1_ps(0.9999f), c = _mm_set1_ps(1e-4f);
+#define DECL(i) __m128 a##i = _mm_set1_ps(1.0f + 0.01f * (float)(i));
+#define STEP(i) a##i = _mm_add_ps(_mm_mul_ps(a##i, m), c);
+#define SUM(i) s = _mm_add_ps(s, a##i);
+    PEAK_CHAINS(DECL)
+    for (int64_t it = 0; it < iters; it++) { PEAK_CHAINS(STEP) }
+    __m128 s = _mm_setzero_ps();
+    PEAK_CHAINS(SUM)
+    float l[4];
+    _mm_storeu_ps(l, s);
+    return l[0] + l[1] + l[2] + l[3];
+#undef DECL
+#undef STEP
+#undef SUM
+}
+#undef PEAK_CHAINS
+#else
+static float peak_loop_scalar(int64_t iters) {
+    float a[12], s = 0;
+    for (int i = 0; i < 12; i++) a[i] = 1.0f + 0.01f * (float)i;
+    for (int64_t it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++) a[i] = a[i] * 0.9999f + 1e-4f;
+    for (int i = 0; i < 12; i++) s += a[i];
+    return s;
+}
+#endif
+
+typedef struct PeakCtx {
+    float (*loop)(int64_t);
+    int64_t iters;
+    float sink[RT_CPU_MAX_THREADS];   /* keeps each chunk's result alive */
+} PeakCtx;
+static void peak_chunk(void *arg, int64_t c) {
+    PeakCtx *p = arg;
+    p->sink[c] = p->loop(p->iters);
+}
+
+/* One measurement with nt threads; 0 when the pool or the context cannot be made. */
+static double peak_measure(int nt, float (*loop)(int64_t), int lanes) {
+    FcErr err;
+    RtPool *pool = NULL;
+    PeakCtx *ctx = fc_calloc(1, sizeof *ctx);
+    double best = 0.0;
+    if (ctx && rt_pool_new(nt, 0, &pool, &err) == FC_OK) {
+        ctx->loop = loop;
+        /* calibrate on this thread: about 4 ms per run */
+        ctx->iters = 4096;
+        double t0 = now_s();
+        peak_chunk(ctx, 0);
+        double t1 = now_s() - t0;
+        double want = t1 > 0 ? 4e-3 / (t1 / (double)ctx->iters) : 1e6;
+        ctx->iters = want < 4096 ? 4096 : want > 1e9 ? (int64_t)1e9 : (int64_t)want;
+        double tbest = 1e30;
+        for (int rep = 0; rep < 5; rep++) {
+            t0 = now_s();
+            rt_pool_parallel_for(pool, nt, peak_chunk, ctx);
+            double t = now_s() - t0;
+            if (t < tbest) tbest = t;
+        }
+        if (tbest > 0 && tbest < 1e30)
+            best = (double)nt * (double)ctx->iters * 12.0 * 2.0 * (double)lanes / tbest / 1e9;
+    }
+    rt_pool_free(pool);
+    fc_free(ctx);
+    return best;
+}
+
+double rt_cpu_peak_gflops(int nthreads, const char **isa) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int cached_nt = 0;
+    static double cached = 0.0;
+    FcErr err;
+    int nt = 0;
+    if (resolve_threads(nthreads, &nt, &err) != FC_OK) nt = host_cores();
+    const char *name;
+    int lanes;
+    float (*loop)(int64_t);
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        loop = peak_loop_avx512, lanes = 16, name = "AVX-512 FMA";
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        loop = peak_loop_avx2, lanes = 8, name = "AVX2 FMA";
+    } else {
+        loop = peak_loop_sse, lanes = 4, name = "SSE multiply + add";
+    }
+#else
+    loop = peak_loop_scalar, lanes = 1, name = "scalar multiply + add";
+#endif
+    if (isa) *isa = name;
+    pthread_mutex_lock(&mu);
+    double best = cached_nt == nt ? cached : 0.0;
+    if (!(best > 0)) {
+        best = peak_measure(nt, loop, lanes);
+        if (best > 0) {
+            cached_nt = nt;
+            cached = best;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return best;
+}

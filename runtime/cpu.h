@@ -20,6 +20,11 @@ FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *c
                            FcErr *err);
 /* STREAM copy bandwidth in GB/s (bytes read + written), best of several, with nthreads. */
 double rt_cpu_stream_gbps(int nthreads);
+/* f32 peak in GFLOP/s with nthreads (<= 0: as rt_cpu_compile): a timed loop of independent
+ * vector FMAs on every thread, the widest ISA the CPU has (chosen at run time; *isa, if not
+ * NULL, receives its static name, e.g. "AVX-512 FMA"). Measured once per process and thread
+ * count (about 25 ms), then cached; thread-safe. 0 when the thread pool cannot be made. */
+double rt_cpu_peak_gflops(int nthreads, const char **isa);
 /* The host's caches (cpu0's, from sysfs) and vector width (LLVM's host features), the budgets
  * of CPU-shaped schedules (PassOptions.host); read once per process. */
 void rt_cpu_host(PassCpu *out);

@@ -127,11 +127,15 @@ FcStatus fc_block_output_tolerance(const FcBlock *b, int i, double *rel_tol);
 
 typedef enum FcEmitKind {
     FC_EMIT_CUDA, FC_EMIT_PTX, FC_EMIT_CUBIN, FC_EMIT_IR, FC_EMIT_KIR, FC_EMIT_LLVM,
-    FC_EMIT_DOT, FC_EMIT_REPORT, FC_EMIT_KIND_COUNT
+    FC_EMIT_DOT, FC_EMIT_REPORT,
+    FC_EMIT_ROOFLINE,            /* an SVG roofline chart of the kernels (added last: the values
+                                  * above keep their numbers) */
+    FC_EMIT_KIND_COUNT
 } FcEmitKind;
 /* Produces the block in the given form. *data is allocated by the library (NUL-terminated
  * for text kinds) and freed with fc_buffer_free. FC_EMIT_PTX/CUBIN need NVRTC
- * (FC_ERR_UNAVAILABLE where absent). */
+ * (FC_ERR_UNAVAILABLE where absent). FC_EMIT_REPORT and FC_EMIT_ROOFLINE measure the CPU's
+ * bandwidth and f32 peak once per process unless FUSEC_CPU_GBPS / FUSEC_CPU_GFLOPS give them. */
 FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len);
 void fc_buffer_free(void *p);
 

@@ -6,7 +6,8 @@
 #                                NumPy (rel error <= 1e-4), at the file's dims and odd/size-1 dims
 #   acceptance_numpy_selftest    the NumPy side alone (ops against known values and loops)
 #   acceptance_numpy_mutation    the harness must catch a reference wrong in one element
-#   acceptance_emit_<example>    --emit ir/kir/llvm/ptx, and the .cu through nvcc -Werror
+#   acceptance_emit_<example>    --emit ir/kir/llvm/ptx/report/roofline, and the .cu through
+#                                nvcc -Werror
 #   acceptance_emit_names        user names reach generated code only inside comments
 #   acceptance_bad_input         the bad-input catalogue: exit 1, file:line:col, no output
 # Exit 77 is a skip (no NumPy; no Python; NVRTC or nvcc absent only skips those parts).

@@ -230,6 +230,7 @@ static const struct { const char *name; const char *ext; } k_emit[FC_EMIT_KIND_C
     [FC_EMIT_CUBIN] = {"cubin", ".cubin"}, [FC_EMIT_IR] = {"ir", ".ir"},
     [FC_EMIT_KIR] = {"kir", ".kir"},    [FC_EMIT_LLVM] = {"llvm", ".ll"},
     [FC_EMIT_DOT] = {"dot", ".dot"},    [FC_EMIT_REPORT] = {"report", ".txt"},
+    [FC_EMIT_ROOFLINE] = {"roofline", ".svg"},
 };
 
 static const char *const k_archs[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
@@ -254,12 +255,14 @@ static void print_help(void) {
         "Compile (default command):",
         "  -o OUT, -oOUT, --output=OUT  write to OUT; '-' is standard output. Default: next to",
         "                          FILE with the extension of the kind (.cu .ptx .cubin .ir .kir",
-        "                          .ll .dot .txt); standard output when FILE is '-'",
+        "                          .ll .dot .txt .svg); standard output when FILE is '-'",
         "  --emit KIND             cuda (default: a self-contained CUDA C++ file), ptx, cubin",
         "                          (through NVRTC for --arch), ir (graph IR after all passes),",
         "                          kir (kernel IR), llvm (the CPU backend's LLVM IR), dot",
         "                          (Graphviz, fused kernels as clusters), report (per-kernel",
-        "                          table: ops, bytes, flops, intensity, shared memory, time)",
+        "                          table: ops, bytes, flops, intensity, shared memory, and the",
+        "                          predicted time on sm_80, sm_90, --arch and this CPU), roofline",
+        "                          (SVG chart: the targets' roofs, the kernels on --arch's)",
         "",
         "Compile options (all commands):",
         "  --block NAME            the block to compile (default: the last block in FILE)",
@@ -318,6 +321,10 @@ static void print_help(void) {
         "                          ~/.cache/fusec)",
         "  CUDA_HOME               where to look for the CUDA toolkit (NVRTC) before the",
         "                          default locations",
+        "  FUSEC_CPU_GBPS, FUSEC_CPU_GFLOPS",
+        "                          the cpu target's bandwidth (GB/s) and f32 peak (GFLOP/s) in",
+        "                          --emit report/roofline, instead of measuring them (a STREAM",
+        "                          copy and an FMA loop with FUSEC_NUM_THREADS threads)",
         "",
         "Full reference: docs/cli.md.",
     };
@@ -373,7 +380,7 @@ static int apply_opt(Args *a, const OptDef *o, const char *spelled, const char *
         for (int k = 0; k < FC_EMIT_KIND_COUNT; k++)
             if (strcmp(v, k_emit[k].name) == 0) { a->emit = (FcEmitKind)k; return 0; }
         return usage_error("invalid --emit value '%s' (expected cuda, ptx, cubin, ir, kir, "
-                           "llvm, dot or report)", v);
+                           "llvm, dot, report or roofline)", v);
     case OPT_ARCH:
         for (size_t k = 0; k < sizeof k_archs / sizeof k_archs[0]; k++)
             if (strcmp(v, k_archs[k]) == 0) { a->arch = k_archs[k]; return 0; }

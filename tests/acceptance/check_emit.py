@@ -5,6 +5,9 @@ For each examples/*.tf (or --only NAME):
   - `fusec X.tf --emit ir|kir|llvm -o FILE` succeeds and writes a non-empty file; the LLVM IR
     is also parsed by llvm-as (LLVM 19) where that is installed;
   - `fusec X.tf --emit kir` without -o writes X.kir next to the input (CLI.md);
+  - `--emit report` (CPU figures measured) has the target rows sm_80, sm_90 and cpu, one row
+    per launch with a predicted time and M/C mark per target; `--emit roofline` is
+    well-formed XML (xml.etree) with one point per launch, labelled with generated names;
   - with NVRTC present (/usr/local/cuda/lib64/libnvrtc.so* or $CUDA_HOME/lib64):
     `fusec X.tf --emit ptx --arch sm_90 -o -` succeeds and prints PTX for sm_90 with at
     least one .entry; the same for sm_80; each is assembled by ptxas where installed, with no
@@ -14,7 +17,8 @@ For each examples/*.tf (or --only NAME):
     `nvcc -arch=sm_90 -c X.cu -o X.o -Werror all-warnings` succeeds with no warning;
     skipped with a message otherwise.
 And once, for tests/acceptance/names_marker.tf (all its user names start with "zqmark"):
-  the generated CUDA C, PTX and LLVM IR contain "zqmark" only inside comments.
+  the generated CUDA C, PTX and LLVM IR contain "zqmark" only inside comments; the roofline
+  chart's point labels carry none.
 
 Exit status: 0 all ran parts passed, 1 a failure, 77 nothing could run (no fusec).
 Usage: check_emit.py --fusec build/fusec [--only NAME]... [--keep] [-v]
@@ -28,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -144,6 +149,49 @@ def strip_ll_comments(text):
     return "\n".join(lines)
 
 
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def report_launches(text):
+    """The kernel rows of an --emit report (lines starting with the launch index)."""
+    return [line for line in text.splitlines() if line[:1].isdigit()]
+
+
+def svg_points(path):
+    """(points, labels) of a roofline chart; raises on malformed XML."""
+    root = ET.parse(path).getroot()
+    points = [c for c in root.iter(SVG_NS + "circle") if c.get("class") == "point"]
+    labels = [t.text or "" for t in root.iter(SVG_NS + "text") if t.get("class") == "label"]
+    return points, labels
+
+
+def check_report_chart(r, fusec, tf, d, name):
+    rep = os.path.join(d, name + ".txt")
+    rc, _, err = r.run([fusec, tf, "--emit", "report", "-o", rep])
+    if rc != 0:
+        r.check("--emit report -o %s.txt" % name, False, "fusec %s\n%s" % (describe(rc), err))
+        return
+    text = open(rep, encoding="utf-8").read()
+    rows = report_launches(text)
+    tg = re.findall(r"^# (sm_80|sm_90|cpu) +[0-9.e+]+ +[0-9.e+]+ +[0-9.]+  (.*)$", text, re.M)
+    ok = [t for t, _ in tg] == ["sm_80", "sm_90", "cpu"] and "measured: STREAM copy" in tg[2][1] and \
+        "loop" in tg[2][1] and rows and all(len(re.findall(r" [0-9]+\.[0-9]{3} [MC]\b", x)) == 3 for x in rows)
+    r.check("--emit report: sm_80, sm_90, measured cpu; %d launches" % len(rows), bool(ok), text[:3000])
+    svg = os.path.join(d, name + ".svg")
+    rc, _, err = r.run([fusec, tf, "--emit", "roofline", "-o", svg])
+    if rc != 0:
+        r.check("--emit roofline -o %s.svg" % name, False, "fusec %s\n%s" % (describe(rc), err))
+        return
+    try:
+        points, labels = svg_points(svg)
+        detail = "%d points, %d launches, labels %s" % (len(points), len(rows), labels[:20])
+        ok = len(points) == len(rows) and len(labels) == len(rows) and \
+            all(re.fullmatch(r"k[0-9]+_[a-z0-9_]+", x) for x in labels)
+    except ET.ParseError as e:
+        ok, detail = False, "not well-formed XML: %s" % e
+    r.check("--emit roofline: well-formed, one point per launch", ok, detail)
+
+
 def check_example(r, fusec, tf, work, tools):
     name = os.path.basename(tf)[:-3]
     d = os.path.join(work, name)
@@ -157,6 +205,7 @@ def check_example(r, fusec, tf, work, tools):
         if ok and kind == "llvm" and tools["llvm-as"]:
             rc, _, err = r.run([tools["llvm-as"], out, "-o", os.devnull])
             r.check("llvm-as %s.ll" % name, rc == 0, err)
+    check_report_chart(r, fusec, tf, d, name)
     # Default output path: next to the input, with the kind's extension.
     side = os.path.join(d, "side")
     os.makedirs(side)
@@ -230,6 +279,17 @@ def check_names(r, fusec, work, tools):
             r.check("--emit cuda: the entry point is fusec_accept_entry_forward",
                     re.search(r"\bfusec_accept_entry_forward\b", code) is not None,
                     "no fusec_accept_entry_forward in the code")
+    # The roofline chart: user names (the block's) may appear only as escaped text in its
+    # title; the point labels are generated kernel names.
+    svg = os.path.join(d, "names.svg")
+    rc, _, err = r.run([fusec, tf, "--emit", "roofline", "-o", svg])
+    try:
+        labels = svg_points(svg)[1] if rc == 0 else None
+    except ET.ParseError as e:
+        labels, err = None, "not well-formed XML: %s" % e
+    r.check("--emit roofline: no user name in the point labels",
+            labels is not None and labels and not any("zqmark" in x.lower() for x in labels),
+            "fusec %s\n%s\nlabels: %s" % (describe(rc), err, labels))
 
 
 def main():

@@ -29,7 +29,7 @@ err_has "fusec: error: "
 # Default output path: next to the input, with the extension of the kind.
 mkdir sub
 cp small.tf sub/model.v1.tf
-for kind_ext in cuda:cu ir:ir kir:kir llvm:ll dot:dot report:txt; do
+for kind_ext in cuda:cu ir:ir kir:kir llvm:ll dot:dot report:txt roofline:svg; do
     kind=${kind_ext%%:*}
     ext=${kind_ext#*:}
     if expect 0 sub/model.v1.tf --emit "$kind"; then
@@ -38,7 +38,7 @@ for kind_ext in cuda:cu ir:ir kir:kir llvm:ll dot:dot report:txt; do
     fi
 done
 ls sub >"$T/ls"
-[ "$(wc -l <"$T/ls")" -eq 7 ] || fail "unexpected files in sub/: $(cat "$T/ls")"
+[ "$(wc -l <"$T/ls")" -eq 8 ] || fail "unexpected files in sub/: $(cat "$T/ls")"
 expect 0 small.tf && { [ -s small.cu ] || fail "the default kind is not cuda (.cu)"; }
 # -oOUT and -o OUT; an existing output is replaced.
 # ($T/ir_last is small.tf's IR on stdout; the IR names its source file.)

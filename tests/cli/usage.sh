@@ -13,6 +13,7 @@ if expect 0 --help; then
     for w in -o --emit --block -D --arch --no-fuse --precision --strict-rounding --train \
              --mem-budget --entry --device --input --random --out-dir --check --repeat --json \
              --version 'Exit status' FUSEC_NUM_THREADS FUSEC_CACHE_DIR CUDA_HOME \
+             FUSEC_CPU_GBPS FUSEC_CPU_GFLOPS roofline .svg \
              ' 0 ' ' 1 ' ' 2 ' ' 3 ' ' 4 ' ' 70 '; do
         out_has "$w"
     done
@@ -59,6 +60,7 @@ MSG="is not an identifier";           expect_usage small.tf -D 1N=3
 MSG="is not an identifier";           expect_usage small.tf -D =3
 MSG="is not an identifier";           expect_usage small.tf -D 'a b=3'
 MSG="invalid --emit value 'foo'";     expect_usage small.tf --emit foo
+MSG="dot, report or roofline)";       expect_usage small.tf --emit Roofline
 MSG="invalid --emit value ''";        expect_usage small.tf --emit=
 MSG="invalid --arch value 'sm_70'";   expect_usage small.tf --arch sm_70
 MSG="invalid --arch value 'SM_90'";   expect_usage small.tf --arch=SM_90
