@@ -562,6 +562,11 @@ static void host_init(void) {
     host_cpu.l1d_bytes = cache_bytes(1);
     host_cpu.l2_bytes = cache_bytes(2);
     host_cpu.llc_bytes = cache_bytes(0);
+    /* testing aid: a small last-level cache makes small kernels stream (docs/cpu.md) */
+    const char *e = getenv("FUSEC_CPU_LLC_BYTES");
+    char *end = NULL;
+    long long v = e ? strtoll(e, &end, 10) : 0;
+    if (e && end && *end == '\0' && v > 0) host_cpu.llc_bytes = v;
     host_cpu.vector_bytes = 16;
     char *f = LLVMGetHostCPUFeatures();   /* "+avx2,-avx512f,..." */
     if (f && strstr(f, "+avx512f")) host_cpu.vector_bytes = 64;
