@@ -7,7 +7,10 @@
  * integers and bools) before every run, and compare fused vs reference, eager vs reference
  * and fused vs eager with fc_tensor_compare against fc_block_output_tolerance
  * (docs/tolerances.md). Every --nvrtc-every'th graph is also compiled to PTX for sm_80 and
- * sm_90 through NVRTC (fc_block_emit; skipped where NVRTC is absent).
+ * sm_90 through NVRTC (fc_block_emit; skipped where NVRTC is absent). Every --emu-every'th
+ * graph that passed is also run as CUDA on the CPU emulation (emu_graphs: its fused, eager and
+ * GPU-shaped AOT units, through the runner shared with test_cuda_emu, tests/cuda_emu/
+ * emu_runner.c), after the CPU checks, the units of many graphs compiled together.
  *
  * Each graph runs in a forked child (unless --no-fork), so a crash, a sanitizer report or a
  * hang (--timeout) is one failed graph, not a dead tester. A mismatch is first checked for
@@ -15,17 +18,20 @@
  * rounding-level noise injected into every computed float value); if that moves the output by at
  * least 1/4 of the observed error, the graph is counted as ill-conditioned, not failed (the
  * generator keeps this rare: 2 of the 500 CI graphs). Any other failure (frontend error on a generated
- * program = generator bug, internal error, crash, run error, mismatch, NVRTC error) is
+ * program = generator bug, internal error, crash, run error, mismatch, NVRTC error, CUDA
+ * emulation mismatch or error) is
  * minimized (delete statements, turn values into inputs, drop outputs and inputs, shrink
  * dims, while the same failure persists) and written as a .tf reproducer to --out (default
  * $FUSEC_DIFFTEST_OUT, else BUILD/difftest-failures), whose header says what failed, the
  * numbers, and the `fusec run` command that shows it.
  *
  * --self-check perturbs one element of the fused result before comparing: every graph must
- * then fail and be minimized to a reproducer, proving that the harness can fail.
+ * then fail and be minimized to a reproducer, proving that the harness can fail;
+ * --self-check-emu does the same to the emulated fused unit's result.
  * Exit status: 0 all graphs passed (ill-conditioned ones allowed), 1 a failure, 2 usage.
  */
 #include "difftest.h"
+#include "emu_runner.h"
 #include "host.h"
 
 #include <errno.h>
@@ -43,6 +49,15 @@
 #ifndef FUSEC_BINARY_DIR
 #define FUSEC_BINARY_DIR "."
 #endif
+#ifndef FUSEC_SOURCE_DIR
+#define FUSEC_SOURCE_DIR "."
+#endif
+#ifndef FUSEC_CXX
+#define FUSEC_CXX "c++"
+#endif
+#define DT_EMU_DIR FUSEC_SOURCE_DIR "/tests/cuda_emu"
+#define DT_EMU_PER_BATCH 6     /* units per C++ file, as test_cuda_emu */
+#define DT_EMU_CHUNK 48        /* graphs emulated per runner (bounds memory on long runs) */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DT_ASAN 1
@@ -61,6 +76,9 @@ typedef struct Opts {
     int count;
     int first;             /* index of the first graph (--first: rerun graph G of a seed) */
     int nvrtc_every;       /* 0: never */
+    int emu_every;         /* 0: never; else every K'th graph through the CUDA emulation */
+    bool self_check_emu;   /* corrupt one element of every emulated fused result */
+    int emu_min_checks;    /* minimization budget for an emulation failure (a C++ compile each) */
     const char *out;
     bool fork;
     bool minimize;
@@ -77,10 +95,11 @@ typedef struct Opts {
 } Opts;
 
 /* ---- one run: compile, run three ways, compare ----------------------------------------------- */
-enum { DR_OK, DR_ILLCOND, DR_GENBUG, DR_COMPILE, DR_PROGRAM, DR_RUN, DR_MISMATCH, DR_NVRTC, DR_CRASH, DR_TIMEOUT, DR_NCLASS };
+enum { DR_OK, DR_ILLCOND, DR_GENBUG, DR_COMPILE, DR_PROGRAM, DR_RUN, DR_MISMATCH, DR_NVRTC, DR_EMU_MISMATCH, DR_EMU_ERROR,
+       DR_CRASH, DR_TIMEOUT, DR_NCLASS };
 static const char *const cls_name[DR_NCLASS] = {"ok", "ill-conditioned", "generator bug (frontend rejected a generated program)",
                                                "compile error", "program (JIT) error", "run error", "mismatch", "NVRTC error",
-                                               "crash", "timeout"};
+                                               "CUDA emulation mismatch", "CUDA emulation error", "crash", "timeout"};
 static const char *const who_name[] = {"fused", "eager", "reference"};
 static const char *const pair_name[] = {"fused CPU vs reference", "eager CPU vs reference", "fused CPU vs eager CPU"};
 
@@ -95,8 +114,16 @@ typedef struct Result {
     int64_t worst;         /* flat index of the worst element */
     double got, want;
     int nvrtc;             /* 0 not tried, 1 compiled, 2 skipped (NVRTC unavailable) */
+    int emu;               /* 0 not tried, 1 emulated, 2 skipped (no C++ compiler) */
+    int emu_units;         /* units emulated */
     char msg[3072];
 } Result;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void poison(FcTensor *t, FcDtype dt, size_t nbytes) {
     void *buf = malloc(nbytes ? nbytes : 1);
@@ -433,11 +460,158 @@ static void free_noisy(char **noisy) { free(noisy[0]); free(noisy[1]); noisy[0] 
 
 static bool is_failure(int cls) { return cls != DR_OK && cls != DR_ILLCOND; }
 
+/* ---- the CUDA emulation of a sample of the graphs (tests/cuda_emu/emu_runner.c) ---------------- */
+/* The emulated graphs' AOT units (fused and eager, cg_cuda_aot, and where a matrix product is a
+ * cuBLASLt call also the GPU-shaped units) are compiled by the host C++ compiler in batches
+ * (DT_EMU_PER_BATCH units a file, --jobs compiles at a time) and run forward and in reverse
+ * thread order, each run in a child process; both must match the reference interpreter within
+ * fc_block_output_tolerance and each other bit for bit. Runs in the parent, after the CPU
+ * checks: the batches span graphs. */
+static EmuRunner g_emu;
+static int g_emu_state;          /* 0 not started, 1 ready, 2 no C++ compiler, -1 cannot start */
+static int g_emu_names;          /* unique case names */
+static double g_emu_run_s;       /* seconds in emu_check */
+static char g_emu_why[1024];
+
+static int emu_start(void) {
+    if (g_emu_state) return g_emu_state;
+    int st = emu_init(&g_emu, FUSEC_CXX, DT_EMU_DIR, FUSEC_BINARY_DIR, g_emu_why, sizeof g_emu_why);
+    g_emu_state = st == 0 ? 1 : st == 77 ? 2 : -1;
+    return g_emu_state;
+}
+
+static double g_emu_compile_s;
+static int g_emu_compiles;
+
+static void emu_stop(bool keep) {
+    if (g_emu_state == 1) {
+        g_emu_compile_s += g_emu.t_compile;
+        g_emu_compiles += g_emu.n_compiles;
+        emu_free(&g_emu, keep);
+    }
+    g_emu_state = 0;
+}
+
+/* How much rounding noise alone moves output j of the oracle (as sensitivity(), on the emulated
+ * case's inputs and references); NAN when unknown. */
+static double emu_sensitivity(const EmuCase *c, int j, const char *const *noisy) {
+    double worst = 0;
+    for (int trial = 0; trial < 2; trial++) {
+        if (!noisy || !noisy[trial]) return NAN;
+        FcBlock *b = NULL;
+        FcProgram *pr = NULL;
+        FcTensor *in[DT_MAXIN + 1] = {0}, *out[DT_MAXOUT + 1] = {0}, *want = NULL;
+        FcStatus st = compile(noisy[trial], 1, NULL, &b);
+        if (st == FC_OK) st = fc_program_new(b, g_emu.ref, &pr);
+        if (st == FC_OK && (fc_block_num_inputs(b) != c->nin || fc_block_num_outputs(b) != c->nout || c->nin > DT_MAXIN ||
+                            c->nout > DT_MAXOUT))
+            st = FC_ERR_INTERNAL;
+        for (int i = 0; st == FC_OK && i < c->nin; i++) {
+            FcTensorInfo ti;
+            fc_block_input_info(b, i, &ti);
+            st = fc_tensor_new(g_emu.ref, ti.dtype, ti.rank, ti.dims, &in[i]);
+            if (st == FC_OK) st = fc_tensor_copy_from_host(in[i], c->in[i], fc_tensor_nbytes(in[i]));
+        }
+        for (int k = 0; st == FC_OK && k < c->nout; k++) {
+            FcTensorInfo ti;
+            fc_block_output_info(b, k, &ti);
+            st = fc_tensor_new(g_emu.ref, ti.dtype, ti.rank, ti.dims, &out[k]);
+            if (st == FC_OK) poison(out[k], ti.dtype, fc_tensor_nbytes(out[k]));
+            if (st == FC_OK && k == j) {
+                st = fc_tensor_new(g_emu.ref, ti.dtype, ti.rank, ti.dims, &want);
+                if (st == FC_OK) st = fc_tensor_copy_from_host(want, c->want[j], fc_tensor_nbytes(want));
+            }
+        }
+        if (st == FC_OK) st = fc_program_run(pr, in, out);
+        double a = NAN, r = NAN;
+        if (st == FC_OK) fc_tensor_compare(out[j], want, &a, &r);
+        for (int i = 0; i < c->nin; i++) fc_tensor_free(in[i]);
+        for (int k = 0; k < c->nout; k++) fc_tensor_free(out[k]);
+        fc_tensor_free(want);
+        fc_program_free(pr);
+        fc_block_free(b);
+        if (st != FC_OK) return NAN;
+        if (r > worst) worst = r;
+    }
+    return worst;
+}
+
+typedef struct EmuJob {
+    const char *src;
+    const char *const *noisy;   /* the two noisy variants, or NULL */
+    uint64_t in_seed;
+    unsigned mask;              /* EMU_V_* bits: the variants to emulate */
+    int ids[EMU_NVARIANTS];
+    Result *r;                  /* zeroed by the caller */
+} EmuJob;
+
+/* Emulates the n programs (their units compiled together) and fills each job's result:
+ * r->emu 1 emulated, 2 skipped (no C++ compiler); a failure's class, variant (which) and
+ * message. An emulation mismatch with the oracle that rounding noise explains is DR_ILLCOND. */
+static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
+    for (int k = 0; k < n; k++) {
+        Result *r = jobs[k].r;
+        for (int v = 0; v < EMU_NVARIANTS; v++) jobs[k].ids[v] = -1;
+        int st = emu_start();
+        if (st == 2) { r->emu = 2; continue; }
+        if (st != 1) {
+            r->cls = DR_EMU_ERROR;
+            r->which = -1;
+            msgf(r, "the emulation runner cannot start: %s", g_emu_why);
+            continue;
+        }
+        char name[32], why[2048];
+        snprintf(name, sizeof name, "g%d", g_emu_names++);
+        if (!emu_add_block_variants(&g_emu, name, jobs[k].src, NULL, jobs[k].in_seed, 0, jobs[k].mask, jobs[k].ids, why,
+                                    sizeof why)) {
+            r->cls = DR_EMU_ERROR;
+            r->which = -1;
+            msgf(r, "making the CUDA units: %.2900s", why);
+        }
+        if (o->self_check_emu && jobs[k].ids[EMU_V_FUSED] >= 0) g_emu.cases[jobs[k].ids[EMU_V_FUSED]].corrupt = true;
+    }
+    if (g_emu_state == 1) emu_build(&g_emu, DT_EMU_PER_BATCH, o->jobs < 2 ? 2 : o->jobs);
+    for (int k = 0; k < n; k++) {
+        Result *r = jobs[k].r;
+        for (int v = 0; v < EMU_NVARIANTS; v++) {
+            int id = jobs[k].ids[v];
+            if (id < 0) continue;
+            r->emu = 1;
+            r->emu_units++;
+            if (r->cls != DR_OK) continue;
+            EmuReport rep;
+            double t = now_s();
+            EmuVerdict ev = emu_check(&g_emu, id, &rep);
+            g_emu_run_s += now_s() - t;
+            if (ev == EMU_PASS) continue;
+            r->which = v;
+            if (ev == EMU_ERROR) {
+                r->cls = DR_EMU_ERROR;
+                msgf(r, "the %s unit, emulated: %.2900s", emu_variant_names[v], rep.why);
+                continue;
+            }
+            r->cls = DR_EMU_MISMATCH;
+            r->output = rep.output;
+            r->rel = rep.rel;
+            r->tol = rep.tol;
+            r->worst = rep.at;
+            r->got = rep.got;
+            r->want = rep.want;
+            bool vs_oracle = !rep.between_orders && rep.rel >= 0;
+            r->sens = vs_oracle ? emu_sensitivity(&g_emu.cases[id], rep.output, jobs[k].noisy) : 0;
+            if (vs_oracle && r->sens * 4 >= rep.rel) r->cls = DR_ILLCOND;
+            msgf(r, "the %s unit, emulated, vs the reference: %.2800s; oracle change under rounding noise %.3g", emu_variant_names[v],
+                 rep.why, r->sens);
+        }
+    }
+}
+
 /* ---- minimization ---------------------------------------------------------------------------------- */
 static bool same_failure(const Result *a, const Result *b) {
     if (a->cls != b->cls) return false;
     switch (a->cls) {
-    case DR_MISMATCH: return a->which == b->which && !isnan(b->sens);
+    case DR_MISMATCH: case DR_EMU_MISMATCH: return a->which == b->which && !isnan(b->sens);
+    case DR_EMU_ERROR: return a->which == b->which;
     case DR_COMPILE: case DR_PROGRAM: case DR_RUN: return a->which == b->which && a->status == b->status;
     case DR_CRASH: return a->status == b->status;
     default: return true;
@@ -452,6 +626,8 @@ typedef struct Min {
     int checks, budget;
     Result last;
     bool shrinking;
+    bool emu;              /* an emulation failure: check by emulating the variants in emu_mask */
+    unsigned emu_mask;
 } Min;
 
 static bool still_fails(Min *m, const DtProg *p) {
@@ -461,12 +637,19 @@ static bool still_fails(Min *m, const DtProg *p) {
     if (!src) return false;
     if (!m->shrinking) make_noisy(p, m->in_seed, noisy);
     Result r;
-    run_check(src, (const char *const *)noisy, m->in_seed, m->nvrtc, m->o, &r);
+    if (m->emu) {
+        memset(&r, 0, sizeof r);
+        EmuJob j = {src, (const char *const *)noisy, m->in_seed, m->emu_mask, {0}, &r};
+        emu_graphs(m->o, &j, 1);
+    } else {
+        run_check(src, (const char *const *)noisy, m->in_seed, m->nvrtc, m->o, &r);
+    }
     free(src);
     free_noisy(noisy);
     /* while dims shrink the tracked types are stale and there is no noisy variant: accept a
      * mismatch only if it is far beyond the tolerance */
-    if (m->shrinking && r.cls == DR_MISMATCH && isnan(r.sens) && r.rel > 1e-2 && r.rel > 100 * r.tol) r.sens = 0;
+    if (m->shrinking && (r.cls == DR_MISMATCH || r.cls == DR_EMU_MISMATCH) && isnan(r.sens) && r.rel > 1e-2 && r.rel > 100 * r.tol)
+        r.sens = 0;
     if (!same_failure(&r, m->want)) return false;
     m->last = r;
     return true;
@@ -631,7 +814,8 @@ static int mkdirs(const char *path) {
 static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, uint64_t gseed, int gi, int orig_stmts) {
     static char path[4096];
     if (mkdirs(o->out) != 0) { fprintf(stderr, "difftest: cannot create %s: %s\n", o->out, strerror(errno)); return NULL; }
-    snprintf(path, sizeof path, "%s/difftest-%llu-%d.tf", o->out, (unsigned long long)o->seed, gi);
+    bool emu = r->cls == DR_EMU_MISMATCH || r->cls == DR_EMU_ERROR;
+    snprintf(path, sizeof path, "%s/difftest-%llu-%d%s.tf", o->out, (unsigned long long)o->seed, gi, emu ? "-emu" : "");
     char hdr[8192], what[4000];
     describe(r, what, sizeof what);
     /* comment every line of the message */
@@ -644,20 +828,29 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
     cm[k] = 0;
     while (k > 0 && cm[k - 1] == '\n') cm[--k] = 0;
     bool eager = (r->cls == DR_MISMATCH && r->which == 1) ||
-                 ((r->cls == DR_COMPILE || r->cls == DR_PROGRAM || r->cls == DR_RUN) && r->which == 1);
-    const char *fuse = eager ? " --no-fuse" : "";
+                 ((r->cls == DR_COMPILE || r->cls == DR_PROGRAM || r->cls == DR_RUN) && r->which == 1) ||
+                 (emu && (r->which == EMU_V_EAGER || r->which == EMU_V_EAGER_GPU));
+    char how[600];
+    if (emu)
+        snprintf(how, sizeof how, "difftest --replay FILE --emu-every 1 --input-seed %llu\n"
+                 "#  the unit: fusec FILE --emit cuda%s%s (docs/cuda_emu.md)",
+                 (unsigned long long)gseed, eager ? " --no-fuse" : "",
+                 r->which == EMU_V_FUSED_GPU || r->which == EMU_V_EAGER_GPU ? "; GPU-shaped: matrix products as generated kernels" : "");
+    else
+        snprintf(how, sizeof how, "%s%llu%s\n#        or: difftest --replay FILE --input-seed %llu",
+                 r->cls == DR_NVRTC ? "fusec FILE --emit ptx --arch sm_80 (and sm_90) -o /dev/null  # inputs unused; seed "
+                                    : "fusec run FILE --device cpu --check --random ",
+                 (unsigned long long)gseed, eager ? " --no-fuse" : "", (unsigned long long)gseed);
     snprintf(hdr, sizeof hdr,
              "# difftest reproducer (tests/difftest, docs/difftest.md)\n"
              "# graph %d of --seed %llu; %d statements minimized to %d%s\n"
              "# %s\n"
              "# input-seed=%llu\n"
-             "# reproduce: %s%llu%s\n"
-             "#        or: difftest --replay FILE --input-seed %llu\n",
-             gi, (unsigned long long)o->seed, orig_stmts, p->ns, o->self_check ? " (--self-check: the fused result was corrupted on purpose)" : "",
-             cm, (unsigned long long)gseed,
-             r->cls == DR_NVRTC ? "fusec FILE --emit ptx --arch sm_80 (and sm_90) -o /dev/null  # inputs unused; seed "
-                                : "fusec run FILE --device cpu --check --random ",
-             (unsigned long long)gseed, fuse, (unsigned long long)gseed);
+             "# reproduce: %s\n",
+             gi, (unsigned long long)o->seed, orig_stmts, p->ns,
+             o->self_check && !emu ? " (--self-check: the fused result was corrupted on purpose)"
+             : o->self_check_emu && emu ? " (--self-check-emu: the emulated fused result was corrupted on purpose)" : "",
+             cm, (unsigned long long)gseed, how);
     char *src = dt_render(p, hdr);
     FILE *f = src ? fopen(path, "w") : NULL;
     if (!f) { free(src); fprintf(stderr, "difftest: cannot write %s\n", path); return NULL; }
@@ -667,12 +860,43 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
     return path;
 }
 
+/* Prints a failed graph, minimizes it (the first --max-minimize of a run) and writes the
+ * reproducer; true if it was written. */
+static bool report_failure(const Opts *o, const DtProg *p, const char *src, const Result *r, uint64_t gs, int gi, int *minimized) {
+    int orig = p->ns;
+    printf("\n=== graph %d (input seed %llu): %s\n%s\n--- program:\n%s", gi, (unsigned long long)gs, cls_name[r->cls], r->msg, src);
+    DtProg *mp = malloc(sizeof *mp);
+    if (!mp) return false;
+    *mp = *p;
+    Result fin = *r;
+    if (o->minimize && *minimized < o->max_minimize) {
+        bool emu = r->cls == DR_EMU_MISMATCH || r->cls == DR_EMU_ERROR;
+        Min m = {o, r, gs, r->cls == DR_NVRTC, 0, emu ? o->emu_min_checks : 250, *r, false, emu,
+                 emu && r->which >= 0 ? 1u << r->which : EMU_ALL_VARIANTS};
+        double tm = now_s();
+        minimize(mp, &m);
+        fin = m.last;
+        (*minimized)++;
+        printf("--- minimized in %d checks, %.1f s: %d -> %d statements\n", m.checks, now_s() - tm, orig, mp->ns);
+    }
+    const char *path = write_repro(o, mp, &fin, gs, gi, orig);
+    if (path) {
+        char *msrc = dt_render(mp, NULL);
+        printf("--- reproducer %s:\n%s--- %s\n", path, msrc ? msrc : "", fin.msg);
+        free(msrc);
+    }
+    free(mp);
+    fflush(stdout);
+    return path != NULL;
+}
+
 /* ---- main -------------------------------------------------------------------------------------------- */
 static int usage(void) {
     fprintf(stderr,
-            "usage: difftest [--seed S] [--count N] [--first G] [--nvrtc-every K] [--out DIR] [--jobs J]\n"
+            "usage: difftest [--seed S] [--count N] [--first G] [--nvrtc-every K] [--emu-every K] [--out DIR] [--jobs J]\n"
             "                [--exclude OP,OP...] [--min-stmts N] [--max-stmts N] [--timeout S]\n"
-            "                [--no-minimize] [--max-minimize N] [--no-fork] [--self-check] [--verbose]\n"
+            "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--no-fork]\n"
+            "                [--self-check] [--self-check-emu] [--verbose]\n"
             "                [--print] [--replay FILE.tf [--input-seed S]]\n"
             "ops for --exclude:");
     for (int i = 0; i < DT_OP_COUNT; i++) fprintf(stderr, " %s", dt_op_names[i]);
@@ -687,12 +911,6 @@ static bool parse_u64(const char *s, uint64_t *v) {
     if (errno || !*s || *end || *s == '-') return false;
     *v = x;
     return true;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static char *read_file(const char *path) {
@@ -722,6 +940,17 @@ static int replay(const Opts *o) {
     if (seed == UINT64_MAX) seed = 0;
     Result r;
     run_check(src, NULL, seed, o->nvrtc_every > 0, o, &r);
+    if (o->emu_every > 0 && r.cls == DR_OK) {
+        Result er;
+        memset(&er, 0, sizeof er);
+        EmuJob j = {src, NULL, seed, EMU_ALL_VARIANTS, {0}, &er};
+        emu_graphs(o, &j, 1);
+        if (er.emu == 2) printf("%s: CUDA emulation skipped: %s\n", o->replay, g_emu_why);
+        else printf("%s: CUDA emulation of %d unit(s): %s\n", o->replay, er.emu_units, cls_name[er.cls]);
+        const char *keep = getenv("FUSEC_EMU_KEEP");
+        emu_stop((is_failure(er.cls) && !o->self_check_emu) || (keep && keep[0] == '1'));
+        if (er.cls != DR_OK) r = er;
+    }
     free(src);
     char what[4000];
     describe(&r, what, sizeof what);
@@ -731,7 +960,7 @@ static int replay(const Opts *o) {
 
 int main(int argc, char **argv) {
     static char outbuf[4096];
-    Opts o = {.seed = 20240601, .count = DT_ASAN ? 60 : 500, .nvrtc_every = 10, .fork = true, .minimize = true, .jobs = 1,
+    Opts o = {.seed = 20240601, .count = DT_ASAN ? 60 : 500, .nvrtc_every = 10, .emu_min_checks = 60, .fork = true, .minimize = true, .jobs = 1,
               .timeout_s = DT_ASAN ? 300 : 60, .max_minimize = 5, .input_seed = UINT64_MAX,
               .gen = {.min_stmts = 3, .max_stmts = 25}};
     const char *env = getenv("FUSEC_DIFFTEST_OUT");
@@ -746,6 +975,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--count")) { NEEDV(); if (!parse_u64(v, &x) || x > 10000000) return usage(); o.count = (int)x; }
         else if (!strcmp(a, "--first")) { NEEDV(); if (!parse_u64(v, &x) || x > 100000000) return usage(); o.first = (int)x; }
         else if (!strcmp(a, "--nvrtc-every")) { NEEDV(); if (!parse_u64(v, &x) || x > 1000000) return usage(); o.nvrtc_every = (int)x; }
+        else if (!strcmp(a, "--emu-every")) { NEEDV(); if (!parse_u64(v, &x) || x > 1000000) return usage(); o.emu_every = (int)x; }
+        else if (!strcmp(a, "--emu-min-checks")) { NEEDV(); if (!parse_u64(v, &x) || x > 100000) return usage(); o.emu_min_checks = (int)x; }
         else if (!strcmp(a, "--out")) { NEEDV(); o.out = v; }
         else if (!strcmp(a, "--jobs")) { NEEDV(); if (!parse_u64(v, &x) || x < 1 || x > 64) return usage(); o.jobs = (int)x; }
         else if (!strcmp(a, "--timeout")) { NEEDV(); if (!parse_u64(v, &x) || x < 1 || x > 100000) return usage(); o.timeout_s = (int)x; }
@@ -767,6 +998,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-minimize")) o.minimize = false;
         else if (!strcmp(a, "--no-fork")) o.fork = false;
         else if (!strcmp(a, "--self-check")) o.self_check = true;
+        else if (!strcmp(a, "--self-check-emu")) o.self_check_emu = true;
         else if (!strcmp(a, "--verbose")) o.verbose = true;
         else if (!strcmp(a, "--print")) o.print_only = true;
         else if (!strcmp(a, "--verify-noisy")) o.verify_noisy = true;
@@ -775,6 +1007,7 @@ int main(int argc, char **argv) {
     }
     if (o.gen.max_stmts < o.gen.min_stmts) o.gen.max_stmts = o.gen.min_stmts;
     if (!o.fork) o.jobs = 1;
+    if (o.self_check_emu && o.emu_every == 0) o.emu_every = 1;
     if (o.replay) return replay(&o);
     if (o.verify_noisy) {
         int bad = 0;
@@ -802,13 +1035,16 @@ int main(int argc, char **argv) {
     int counts[DR_NCLASS] = {0}, nvrtc_done = 0, nvrtc_skipped = 0, minimized = 0, stmts = 0;
     int op_graphs[DT_OP_COUNT] = {0};
     int self_written = 0;
+    int nemu = 0, *emu_gi = calloc((size_t)(o.emu_every > 0 ? o.count / o.emu_every + 2 : 1), sizeof *emu_gi);
     DtProg *progs = calloc((size_t)o.jobs, sizeof *progs);
     char **srcs = calloc((size_t)o.jobs, sizeof *srcs);
     char **noisyv = calloc((size_t)o.jobs * 2, sizeof *noisyv);
     Child *kids = calloc((size_t)o.jobs, sizeof *kids);
-    if (!progs || !srcs || !kids || !noisyv) { fprintf(stderr, "difftest: out of memory\n"); return 1; }
-    printf("difftest: seed %llu, %d graphs, nvrtc every %d, %d job(s), out %s%s\n", (unsigned long long)o.seed, o.count,
-           o.nvrtc_every, o.jobs, o.out, o.self_check ? ", SELF-CHECK (fused results corrupted on purpose)" : "");
+    if (!progs || !srcs || !kids || !noisyv || !emu_gi) { fprintf(stderr, "difftest: out of memory\n"); return 1; }
+    printf("difftest: seed %llu, %d graphs, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
+           (unsigned long long)o.seed, o.count, o.nvrtc_every, o.emu_every, o.jobs, o.out,
+           o.self_check ? ", SELF-CHECK (fused results corrupted on purpose)" : "",
+           o.self_check_emu ? ", SELF-CHECK-EMU (emulated fused results corrupted on purpose)" : "");
     fflush(stdout);
     /* graphs are started in order, up to `jobs` at once, and collected in order */
     int next = 0, done = 0;
@@ -849,33 +1085,53 @@ int main(int argc, char **argv) {
         if (r.nvrtc == 2) nvrtc_skipped++;
         if (o.verbose) printf("graph %d: %s\n%s", gi, cls_name[r.cls], srcs[slot]);
         if (r.cls == DR_ILLCOND && o.verbose) printf("graph %d: ill-conditioned, not counted: %s\n", gi, r.msg);
+        if (r.cls == DR_OK && o.emu_every > 0 && gi % o.emu_every == 0) emu_gi[nemu++] = gi;
         if (!is_failure(r.cls)) continue;
-        int orig = p->ns;
-        printf("\n=== graph %d (input seed %llu): %s\n%s\n--- program:\n%s", gi, (unsigned long long)gs, cls_name[r.cls], r.msg,
-               srcs[slot]);
-        DtProg *mp = malloc(sizeof *mp);
-        if (!mp) continue;
-        *mp = *p;
-        Result fin = r;
-        if (o.minimize && minimized < o.max_minimize) {
-            Min m = {&o, &r, gs, r.cls == DR_NVRTC, 0, 250, r, false};
-            double tm = now_s();
-            minimize(mp, &m);
-            fin = m.last;
-            minimized++;
-            printf("--- minimized in %d checks, %.1f s: %d -> %d statements\n", m.checks, now_s() - tm, orig, mp->ns);
-        }
-        const char *path = write_repro(&o, mp, &fin, gs, gi, orig);
-        if (path) {
-            char *src = dt_render(mp, NULL);
-            printf("--- reproducer %s:\n%s--- %s\n", path, src ? src : "", fin.msg);
-            free(src);
-            self_written++;
-        }
-        free(mp);
-        fflush(stdout);
+        if (report_failure(&o, p, srcs[slot], &r, gs, gi, &minimized)) self_written++;
     }
     if (o.print_only) return 0;
+    /* the CUDA emulation of the sampled graphs that passed, DT_EMU_CHUNK graphs per runner */
+    double t_emu = now_s();
+    int emu_done = 0, emu_skipped = 0, emu_units = 0, emu_illcond = 0, emu_failed = 0, emu_written = 0;
+    DtProg *ep = nemu ? calloc(DT_EMU_CHUNK, sizeof *ep) : NULL;
+    if (nemu && !ep) { fprintf(stderr, "difftest: out of memory\n"); return 1; }
+    for (int c0 = 0; c0 < nemu; c0 += DT_EMU_CHUNK) {
+        int k = nemu - c0 < DT_EMU_CHUNK ? nemu - c0 : DT_EMU_CHUNK;
+        EmuJob jobs[DT_EMU_CHUNK];
+        Result er[DT_EMU_CHUNK];
+        char *esrc[DT_EMU_CHUNK], *enoisy[2 * DT_EMU_CHUNK];
+        for (int i = 0; i < k; i++) {
+            uint64_t gs = dt_mix(o.seed * 1000003ull + (uint64_t)emu_gi[c0 + i]);
+            dt_generate(&ep[i], gs, &o.gen);
+            esrc[i] = dt_render(&ep[i], NULL);
+            make_noisy(&ep[i], gs, &enoisy[2 * i]);
+            memset(&er[i], 0, sizeof er[i]);
+            jobs[i] = (EmuJob){esrc[i], (const char *const *)&enoisy[2 * i], gs, EMU_ALL_VARIANTS, {0}, &er[i]};
+        }
+        emu_graphs(&o, jobs, k);
+        bool chunk_failed = false;
+        for (int i = 0; i < k; i++) {
+            Result *r = &er[i];
+            int gi = emu_gi[c0 + i];
+            if (r->emu == 1) { emu_done++; emu_units += r->emu_units; }
+            if (r->emu == 2) emu_skipped++;
+            if (r->cls == DR_ILLCOND) {
+                emu_illcond++;
+                if (o.verbose) printf("graph %d: emulation ill-conditioned, not counted: %s\n", gi, r->msg);
+            }
+            if (!is_failure(r->cls)) continue;
+            counts[r->cls]++;
+            emu_failed++;
+            chunk_failed = true;
+            uint64_t gs = dt_mix(o.seed * 1000003ull + (uint64_t)gi);
+            if (report_failure(&o, &ep[i], esrc[i], r, gs, gi, &minimized)) emu_written++;
+        }
+        for (int i = 0; i < k; i++) { free(esrc[i]); free_noisy(&enoisy[2 * i]); }
+        const char *keep = getenv("FUSEC_EMU_KEEP");
+        emu_stop((chunk_failed && !o.self_check_emu) || (keep && keep[0] == '1'));
+    }
+    free(ep);
+    t_emu = now_s() - t_emu;
     double el = now_s() - t0;
     int failures = 0;
     for (int c = 0; c < DR_NCLASS; c++) if (is_failure(c)) failures += counts[c];
@@ -883,6 +1139,11 @@ int main(int argc, char **argv) {
            counts[DR_OK], counts[DR_ILLCOND], failures);
     for (int c = 2; c < DR_NCLASS; c++) if (counts[c]) printf("  %s: %d\n", cls_name[c], counts[c]);
     printf("  NVRTC: %d graphs compiled for sm_80 and sm_90, %d skipped (NVRTC unavailable)\n", nvrtc_done, nvrtc_skipped);
+    if (o.emu_every > 0)
+        printf("  CUDA emulation: %d graphs (%d units: fused, eager, GPU-shaped) in %.1f s (%d C++ compiles, %.1f s; running %.1f s), "
+               "%d failed, %d ill-conditioned (not counted)%s%s\n",
+               emu_done, emu_units, t_emu, g_emu_compiles, g_emu_compile_s, g_emu_run_s, emu_failed, emu_illcond,
+               emu_skipped ? "; skipped: " : "", emu_skipped ? g_emu_why : "");
     printf("  graphs using each op:");
     for (int i = 0; i < DT_OP_COUNT; i++) printf(" %s=%d", dt_op_names[i], op_graphs[i]);
     printf("\n");
@@ -891,6 +1152,14 @@ int main(int argc, char **argv) {
     free(srcs);
     free(progs);
     free(kids);
+    free(emu_gi);
+    if (o.self_check_emu) {
+        /* every emulated graph must have been caught, and reproducers written; nothing else fails */
+        bool ok = emu_done > 0 && counts[DR_EMU_MISMATCH] == emu_done && emu_written == emu_done && failures == emu_done;
+        printf("difftest self-check-emu: %s (%d of %d corrupted emulated results caught, %d reproducers written)\n",
+               ok ? "PASS" : "FAIL", counts[DR_EMU_MISMATCH], emu_done, emu_written);
+        return ok ? 0 : 1;
+    }
     if (o.self_check) {
         /* every graph must have been caught, and reproducers written */
         bool ok = counts[DR_MISMATCH] == o.count && self_written == o.count;

@@ -1,0 +1,147 @@
+/* emu_runner.h: building, compiling and running CUDA units on the CPU emulation
+ * (docs/cuda_emu.md), shared by the harness's runner (tests/unit/test_cuda_emu.c) and the
+ * random-graph differential tester (tests/difftest/difftest.c).
+ *
+ * An EmuRunner holds cases; a case is one CUDA unit (the AOT unit of cg_cuda_aot, the
+ * `fusec --emit cuda` output) with its host inputs and what it must produce. Flow:
+ *   emu_init                      work folder, C++ compiler (77: none)
+ *   emu_add_block_variants / emu_add_block / emu_new_case + emu_alloc_io / emu_clone_case
+ *   emu_build                     the not yet built cases: rewritten (launches, __shared__),
+ *                                 namespaced, PER_BATCH to a C++ file, compiled PAR at a
+ *                                 time with the emulator's runtime, linked, dlopen'ed; a
+ *                                 batch that fails is compiled again case by case, so that a
+ *                                 compile error is charged to its unit only
+ *   emu_check                     one case, in thread order and in reverse order, each run in
+ *                                 a forked child on fresh guarded buffers (outputs poisoned);
+ *                                 both must match the oracle and each other bit for bit
+ *   emu_free                      libraries, cases, the work folder (kept if asked)
+ * emu_build may be called again after more cases are added (difftest's minimizer does): the
+ * runtime is compiled once.
+ *
+ * Invariants: case ids are indices into EmuRunner.cases (which moves when cases are added, so
+ * keep ids, not pointers, across emu_new_case); a clone (`shares`) uses the inputs and
+ * references of the case it was cloned from, which must outlive it; the runner never exits
+ * the process (errors are messages), except on out-of-memory (a test harness).
+ */
+#ifndef FUSEC_EMU_RUNNER_H
+#define FUSEC_EMU_RUNNER_H
+
+#include "fusec.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct EmuCase EmuCase;
+
+/* A comparison of one run's outputs other than "every output within tol of want":
+ * leaves why empty when they agree. */
+typedef void (*EmuCompareFn)(const EmuCase *c, void *const *got, char *why, size_t n);
+
+struct EmuCase {
+    char name[128];           /* also the NAME.cu written to the work folder */
+    char *cu;                 /* the unit as emitted (owned); NULL: nothing to build */
+    bool handwritten;         /* emulator self-test source: compiled as is, in a batch of its own */
+    const char *path;         /* handwritten: the file cu was read from (for #line) */
+    int selftest;             /* handwritten: the argument of fcemu_selftest */
+    const char *expect_msg;   /* handwritten: the failure text expected, NULL for success */
+    int nin, nout;
+    FcDtype *in_dt, *out_dt;
+    int64_t *in_n, *out_n;    /* elements */
+    void **in;                /* host inputs */
+    void **want;              /* reference outputs (default comparison) */
+    double *tol;              /* per output, for fc_tensor_compare's relative error */
+    int want_status;          /* what the forward must return */
+    EmuCompareFn compare;     /* NULL: the default comparison */
+    void *user;               /* the caller's */
+    bool corrupt;             /* self-checks: one element of output 0 altered after each run */
+    bool shares;              /* a clone: in/want/tol/... belong to another case */
+    int id, batch;            /* batch -1: not built yet */
+    bool tried;               /* emu_build has tried it */
+    void *lib;                /* the loaded batch, NULL if it did not build */
+    char *build_err;          /* why it did not build (owned) */
+};
+
+typedef struct EmuRunner {
+    char workdir[256];
+    char cxx[256];
+    char emu_dir[512];
+    EmuCase *cases;
+    int ncases, cap;
+    FcDevice *ref;            /* the reference device, for fc_tensor_compare and oracle runs */
+    int nbatch;
+    int rt_state;             /* 0 not built, 1 built, -1 failed */
+    char *rt_err;
+    void **libs;
+    int nlibs, cap_libs;
+    int run_timeout_s;        /* per run (default 60) */
+    double t_compile;         /* seconds spent in emu_build */
+    int n_compiles;           /* C++ compilations started */
+} EmuRunner;
+
+typedef enum EmuVerdict { EMU_PASS, EMU_MISMATCH, EMU_ERROR } EmuVerdict;
+
+/* What emu_check found. MISMATCH: a comparison with the oracle (output, rel, tol, at, got,
+ * want; rel < 0 for a custom comparison) or between the two orders (between_orders).
+ * ERROR: not built, a fault, a timeout, a forward status other than want_status. */
+typedef struct EmuReport {
+    EmuVerdict verdict;
+    int order;                /* 0 forward, 1 reverse */
+    bool between_orders;
+    int output;
+    double rel, tol, got, want;
+    long long at;
+    char why[4096];
+} EmuReport;
+
+/* A dim override (NULL-name terminated arrays). */
+typedef struct EmuDim { const char *name; int64_t v; } EmuDim;
+
+/* Which variants emu_add_block_variants makes (ids[] index = bit). */
+enum { EMU_V_FUSED, EMU_V_FUSED_GPU, EMU_V_EAGER, EMU_V_EAGER_GPU, EMU_NVARIANTS };
+#define EMU_ALL_VARIANTS 0xFu
+extern const char *const emu_variant_names[EMU_NVARIANTS];
+
+/* Picks the compiler ($FUSEC_EMU_CXX, else default_cxx) and makes the work folder
+ * (fusec_emu.XXXXXX in $TMPDIR, else in fallback_dir). 0: ready; 77: no C++ compiler;
+ * 1: another error (why). */
+int emu_init(EmuRunner *r, const char *default_cxx, const char *emu_dir, const char *fallback_dir, char *why, size_t n);
+
+EmuCase *emu_new_case(EmuRunner *r, const char *name);
+void emu_alloc_io(EmuCase *c, int nin, int nout);
+/* A variant of case `from` (another unit, same inputs and references); takes cu. */
+EmuCase *emu_clone_case(EmuRunner *r, int from, const char *name, char *cu);
+
+/* The AOT unit of src (entry "emu", dims overridden), fused or eager; *blk receives the block
+ * (caller frees). NULL with why on failure. Free the text with free(). */
+char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, FcBlock **blk, char *why, size_t n);
+/* The unit of the GPU-shaped program, as the CUDA device runs it (pass_pipeline with
+ * cpu = false, library_gemm = false: matrix products as generated tiled kernels). */
+char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, char *why, size_t n);
+/* A case for the unit cu (taken) of blk: inputs from fc_block_random_input(blk, i,
+ * seed + i * seed_step), references from the reference interpreter, tolerances from
+ * fc_block_output_tolerance. NULL with why when the reference cannot run. */
+EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, uint64_t seed, uint64_t seed_step, char *why,
+                       size_t n);
+/* The block fused (NAME_fused) and eager (NAME_eager) and, where the unit calls cuBLASLt, their
+ * GPU-shaped units (NAME_fused_gpu, NAME_eager_gpu), restricted to the variants in mask (a GPU
+ * variant still builds the references of its base, without building its unit). ids[v] gets
+ * the case id of variant v, -1 if not made. Returns false with why (the first error) if
+ * something could not be made; the cases that could are kept. */
+bool emu_add_block_variants(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, uint64_t seed,
+                            uint64_t seed_step, unsigned mask, int ids[EMU_NVARIANTS], char *why, size_t n);
+
+/* Compiles every case not tried yet (per_batch units to a C++ file, par compiles at a time).
+ * Returns how many of them did not build (their build_err says why). */
+int emu_build(EmuRunner *r, int per_batch, int par);
+
+/* Runs case id forward and in reverse and checks it. */
+EmuVerdict emu_check(EmuRunner *r, int id, EmuReport *rep);
+
+/* Unloads, frees, removes the work folder unless keep (then prints where it is). */
+void emu_free(EmuRunner *r, bool keep);
+
+/* The C type of a buffer of dtype t in a generated unit's signature. */
+const char *emu_ctype(FcDtype t);
+
+#endif
