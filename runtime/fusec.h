@@ -207,7 +207,8 @@ int fc_program_num_launches(const FcProgram *p);
 FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info);
 /* Runs `warmup` + `repeat` times and stores the median wall time of the whole forward
  * (*total_ms) and, if per_launch_ms is not NULL, of each launch (an array of
- * fc_program_num_launches doubles). */
+ * fc_program_num_launches doubles), each timed inside `repeat` more runs of the whole
+ * program, launch by launch in order (so it sees the caches as a real run leaves them). */
 FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs,
                          int warmup, int repeat, double *total_ms, double *per_launch_ms);
 
