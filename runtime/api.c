@@ -21,6 +21,7 @@
 
 #include "codegen.h"
 #include "cpu.h"
+#include "cublaslt.h"
 #include "cuda.h"
 #include "frontend.h"
 #include "host.h"
@@ -179,7 +180,7 @@ struct FcBlock {
     KirProgram *prog;      /* = res.prog */
     PassResult res_cpu;    /* the CPU-shaped program, made when first needed */
     bool have_cpu;
-    PassResult res_gen;    /* GPU-shaped with generated matrix kernels (the CUDA device) */
+    PassResult res_gen;    /* GPU-shaped with generated matrix kernels (the CUDA device without cuBLASLt) */
     bool have_gen;
     PassOptions popt;
     char arch[8];
@@ -366,8 +367,8 @@ static FcStatus block_cpu_program(FcBlock *b, const KirProgram **out) {
     return FC_OK;
 }
 
-/* The program the CUDA device runs: GPU-shaped, every kernel generated (the device runs
- * no library call yet). */
+/* GPU-shaped, every kernel generated, matrix products included: what the CUDA device runs
+ * where cuBLASLt cannot be loaded (or with FUSEC_CUDA_GEMM=generated). */
 static FcStatus block_gen_program(FcBlock *b, const KirProgram **out) {
     if (!b->have_gen) {
         PassOptions po = b->popt;
@@ -899,8 +900,12 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
         return s;
     }
     if (d->kind == FC_DEVICE_CUDA) {
-        const KirProgram *gp = NULL;
-        FcStatus s = block_gen_program(b, &gp);
+        /* matrix products through cuBLASLt when it loads (the program of --emit cuda), else
+         * (or with FUSEC_CUDA_GEMM=generated) the generated tiled kernels */
+        const KirProgram *gp = b->prog;
+        const char *e = getenv("FUSEC_CUDA_GEMM");
+        FcStatus s = FC_OK;
+        if ((e && strcmp(e, "generated") == 0) || !rt_lt_available(NULL, 0)) s = block_gen_program(b, &gp);
         if (s != FC_OK) return fc_err_set(&p->err, s, "%s", b->err.msg);
         p->prog = gp;
         s = rt_cuda_compile(d->cuda, gp, &p->cuda, NULL, &p->err);

@@ -19,6 +19,7 @@
  *     next 256-byte boundary) one int32 status word per launch of a kernel that uses_status.
  */
 #include "cuda.h"
+#include "cublaslt.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -221,6 +222,7 @@ struct RtCuda {
     int64_t total_mem;       /* bytes */
     RtCache *cache;          /* NULL: compile without caching (cache_note says why) */
     bool cache_tried;
+    void *lt;                /* cuBLASLt handle, made by the first program with library products */
 };
 
 static const char *base_name(const char *path) {
@@ -377,8 +379,10 @@ FcStatus rt_cuda_open(int ordinal, RtCuda **out, FcErr *err) {
 
 void rt_cuda_close(RtCuda *d) {
     if (!d) return;
-    if (!ordinal_lost(d->ordinal, NULL, 0) && cu.cuCtxSetCurrent(d->ctx) == 0 && d->stream)
-        cu.cuStreamDestroy_v2(d->stream);
+    if (!ordinal_lost(d->ordinal, NULL, 0) && cu.cuCtxSetCurrent(d->ctx) == 0) {
+        rt_lt_destroy(d->lt);
+        if (d->stream) cu.cuStreamDestroy_v2(d->stream);
+    }
     if (d->ctx) cu.cuDevicePrimaryCtxRelease_v2(d->dev);   /* also after a loss: lets the driver drop the context */
     rt_cache_free(d->cache);
     pthread_mutex_destroy(&d->mu);
@@ -594,6 +598,12 @@ static FcStatus check_program(const RtCuda *d, const KirProgram *p, int *max_arg
     }
     for (int ki = 0; ki < p->kernels.len; ki++) {
         const KirKernel *k = p->kernels.data[ki];
+        if (k->library) {   /* a cuBLASLt call (cublaslt.c) */
+            const KirGemm *g = &k->gemm;
+            if (k->params.len != 3 || g->batch < 1 || g->batch > INT32_MAX || (g->dtype != FC_F32 && g->dtype != FC_F64))
+                return fc_err_set(err, FC_ERR_INTERNAL, "cuda: library kernel %s is malformed", k->name);
+            continue;
+        }
         if (k->block < 1 || k->block > 1024)
             return fc_err_set(err, FC_ERR_INTERNAL, "cuda: kernel %s has %d threads a block", k->name, k->block);
         if (k->block > d->max_threads)
@@ -665,8 +675,10 @@ static FcStatus load_locked(RtCudaProgram *cp, const char *bin, FcErr *err) {
     const KirProgram *p = cp->p;
     FC_TRY(enter(d, err));
     CU(d, err, cu.cuModuleLoadData(&cp->module, bin));
+    bool library = false;
     for (int ki = 0; ki < p->kernels.len; ki++) {
         const char *name = p->kernels.data[ki]->name;
+        if (p->kernels.data[ki]->library) { library = true; continue; }   /* no code in the module */
         CUresult r = cu.cuModuleGetFunction(&cp->fns[ki], cp->module, name);
         if (r != 0) {
             char what[160];
@@ -674,6 +686,7 @@ static FcStatus load_locked(RtCudaProgram *cp, const char *bin, FcErr *err) {
             return cu_fail(d, err, r, "cuModuleGetFunction", what, __FILE__, __LINE__);
         }
     }
+    if (library && !d->lt) FC_TRY(rt_lt_create(&d->lt, err));
     int64_t total = 0;
     if (cp->nstatus > 0 || p->workspace_bytes > 0) {
         cp->status_offset = (p->workspace_bytes + STATUS_ALIGN - 1) / STATUS_ALIGN * STATUS_ALIGN;
@@ -855,6 +868,10 @@ static FcStatus run_locked(RtCudaProgram *cp, int first, int last, void *const *
         }
         cp->argp[n] = NULL;
         if (s != FC_OK) break;
+        if (k->library) {
+            s = rt_lt_gemm(d->lt, d->stream, &k->gemm, cp->args[0], cp->args[1], cp->args[2], err);
+            continue;
+        }
         CUresult r = cu.cuLaunchKernel(cp->fns[l->kernel], (unsigned)k->grid, 1, 1, (unsigned)k->block, 1, 1, 0,
                                       d->stream, cp->argp, NULL);
         if (r != 0) {

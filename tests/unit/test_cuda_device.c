@@ -18,6 +18,7 @@
  * Exit: 1 on any failure; else 77 when no real GPU was found (the GPU part skipped), else 0.
  */
 #include "cuda.h"
+#include "cublaslt.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -115,6 +116,52 @@ static const char *const fake_src[] = {
     NULL,
 };
 
+/* ---- the stub cuBLASLt ------------------------------------------------------------------------ */
+/* Column-major D = op(A) op(B) on host memory (the stub driver's device memory), written from
+ * cuBLASLt's documentation independently of runtime/cublaslt.c: a wrong mapping of fusec's
+ * row-major products onto it gives wrong numbers. FAKELT_FAIL=<status> makes cublasLtMatmul
+ * fail; FAKELT_NOCREATE=<status> makes cublasLtCreate fail. */
+static const char *const fake_lt_src[] = {
+    "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n",
+    "typedef struct { int compute, scale, ta, tb; } Desc;\n",
+    "typedef struct { int type; uint64_t rows, cols; int64_t ld; int32_t batch; int64_t stride; } Lay;\n",
+    "static int nmatmul;\n",
+    "int fakelt_nmatmul(void) { return nmatmul; }\n",
+    "int cublasLtCreate(void **h) { const char *e = getenv(\"FAKELT_NOCREATE\"); if (e) return atoi(e); *h = malloc(8); return 0; }\n",
+    "int cublasLtDestroy(void *h) { free(h); return 0; }\n",
+    "int cublasLtMatmulDescCreate(Desc **d, int c, int s) { *d = calloc(1, sizeof **d); (*d)->compute = c; (*d)->scale = s; return 0; }\n",
+    "int cublasLtMatmulDescDestroy(Desc *d) { free(d); return 0; }\n",
+    "int cublasLtMatmulDescSetAttribute(Desc *d, int a, const void *b, size_t n) { if (n != 4) return 7;\n",
+    "  if (a == 3) memcpy(&d->ta, b, 4); else if (a == 4) memcpy(&d->tb, b, 4); else return 7; return 0; }\n",
+    "int cublasLtMatrixLayoutCreate(Lay **l, int t, uint64_t r, uint64_t c, int64_t ld) {\n",
+    "  if (ld < (int64_t)r) return 7; *l = calloc(1, sizeof **l); (*l)->type = t; (*l)->rows = r; (*l)->cols = c;\n",
+    "  (*l)->ld = ld; (*l)->batch = 1; return 0; }\n",
+    "int cublasLtMatrixLayoutDestroy(Lay *l) { free(l); return 0; }\n",
+    "int cublasLtMatrixLayoutSetAttribute(Lay *l, int a, const void *b, size_t n) {\n",
+    "  if (a == 5 && n == 4) memcpy(&l->batch, b, 4); else if (a == 6 && n == 8) memcpy(&l->stride, b, 8); else return 7; return 0; }\n",
+    "static double at(const void *p, int t, int64_t i) { return t ? ((const double *)p)[i] : ((const float *)p)[i]; }\n",
+    "int cublasLtMatmul(void *h, Desc *d, const void *al, const void *A, Lay *la, const void *B, Lay *lb, const void *be,\n",
+    "  const void *C, Lay *lc, void *D, Lay *ld, const void *algo, void *ws, size_t wsn, void *stream) {\n",
+    "  (void)h; (void)al; (void)be; (void)C; (void)lc; (void)algo; (void)ws; (void)wsn; (void)stream;\n",
+    "  const char *e = getenv(\"FAKELT_FAIL\"); if (e) return atoi(e); nmatmul++;\n",
+    "  int t = ld->type; if (la->type != t || lb->type != t || d->scale != t || d->compute != (t ? 70 : 68)) return 7;\n",
+    "  uint64_t m = ld->rows, n = ld->cols, k = d->ta ? la->rows : la->cols;\n",
+    "  if ((d->ta ? la->cols : la->rows) != m || (d->tb ? lb->rows : lb->cols) != n || (d->tb ? lb->cols : lb->rows) != k) return 7;\n",
+    "  if (la->batch != ld->batch || lb->batch != ld->batch) return 7;\n",
+    "  for (int32_t q = 0; q < ld->batch; q++)\n",
+    "    for (uint64_t j = 0; j < n; j++) for (uint64_t i = 0; i < m; i++) { double acc = 0;\n",
+    "      for (uint64_t p = 0; p < k; p++) {\n",
+    "        int64_t ia = q * la->stride + (int64_t)(d->ta ? i * la->ld + p : p * la->ld + i);\n",
+    "        int64_t ib = q * lb->stride + (int64_t)(d->tb ? p * lb->ld + j : j * lb->ld + p);\n",
+    "        acc += at(A, t, ia) * at(B, t, ib); }\n",
+    "      int64_t id = q * ld->stride + (int64_t)(j * ld->ld + i);\n",
+    "      if (t) ((double *)D)[id] = acc; else ((float *)D)[id] = (float)acc; }\n",
+    "  return 0; }\n",
+    "const char *cublasLtGetStatusName(int s) { return s == 13 ? \"CUBLAS_STATUS_EXECUTION_FAILED\" : \"CUBLAS_STATUS_?\"; }\n",
+    NULL,
+};
+static char fake_lt[600];
+
 static char root[256];
 static char fake_lib[600], fake_lib_nolaunch[600];
 
@@ -132,6 +179,14 @@ static bool build_fake(void) {
     snprintf(fake_lib, sizeof fake_lib, "%s/libfakecuda.so", root);
     snprintf(fake_lib_nolaunch, sizeof fake_lib_nolaunch, "%s/libfakecuda_nolaunch.so", root);
     snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O1 -o '%s' '%s' 2>&1", cc, fake_lib, src);
+    if (system(cmd) != 0) return false;
+    char lt_src[600];
+    snprintf(lt_src, sizeof lt_src, "%s/fakecublaslt.c", root);
+    if (!(f = fopen(lt_src, "w"))) return false;
+    for (int i = 0; fake_lt_src[i]; i++) fputs(fake_lt_src[i], f);
+    fclose(f);
+    snprintf(fake_lt, sizeof fake_lt, "%s/libfakecublaslt.so", root);
+    snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O1 -o '%s' '%s' 2>&1", cc, fake_lt, lt_src);
     if (system(cmd) != 0) return false;
     /* the same without cuLaunchKernel: rename it away */
     snprintf(cmd, sizeof cmd, "%s -shared -fPIC -O1 -DcuLaunchKernel=cuLaunchKernel_renamed -o '%s' '%s' 2>&1", cc,
@@ -545,6 +600,110 @@ static int run_child(const char *argv1, const char *const *env) {
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + (WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
 }
 
+/* Library products through the stub cuBLASLt (FUSEC_LIBCUBLASLT): every layout fusec emits
+ * (transposed operands, batches with strides, a shared operand, f32 and f64) against a
+ * row-major reference, and a failing cublasLtMatmul. */
+typedef struct LtCase { FcDtype t; int64_t batch, m, n, k, sa, sb, sc; bool ta, tb; } LtCase;
+static void scenario_lt(void) {
+    FcErr err = {0};
+    if (rt_nvrtc_available(&err) != FC_OK) {
+        printf("NVRTC absent: the cuBLASLt scenario is skipped\n");
+        return;
+    }
+    RtCuda *d = NULL;
+    if (rt_cuda_open(0, &d, &err) != FC_OK) {
+        EXPECT(0, "open: %s", err.msg);
+        return;
+    }
+    static const LtCase cases[] = {
+        {FC_F32, 1, 5, 7, 3, 0, 0, 0, false, false},
+        {FC_F32, 1, 4, 6, 5, 0, 0, 0, true, false},
+        {FC_F32, 1, 4, 6, 5, 0, 0, 0, false, true},
+        {FC_F32, 3, 2, 5, 4, 8, 20, 10, false, false},
+        {FC_F32, 2, 3, 4, 6, 18, 0, 12, true, false},
+        {FC_F64, 2, 3, 2, 4, 12, 8, 6, true, true},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const LtCase *q = &cases[c];
+        KirProgram *p = kir_program_new("lt");
+        KirGemm g = {.batch = q->batch, .m = q->m, .n = q->n, .k = q->k, .stride_a = q->sa, .stride_b = q->sb,
+                     .stride_c = q->sc, .trans_a = q->ta, .trans_b = q->tb, .dtype = q->t};
+        KirKernel *k = p ? kir_gemm_new(p, "k0_matmul", &g) : NULL;
+        if (!k) { EXPECT(0, "out of memory"); kir_program_free(p); break; }
+        int64_t n[3] = {k->params.data[0].numel, k->params.data[1].numel, k->params.data[2].numel};
+        for (int i = 0; i < 3; i++) {
+            KirBuffer b = {i < 2 ? KIR_BUF_INPUT : KIR_BUF_OUTPUT, i < 2 ? i : 0, q->t, n[i], 0};
+            if (!FC_VEC_PUSH(&p->buffers, b)) exit(2);
+        }
+        KirLaunch l = {0, 3, arena_alloc(&p->arena, 3 * sizeof(int))};
+        if (!l.args || !FC_VEC_PUSH(&p->launches, l)) exit(2);
+        for (int i = 0; i < 3; i++) l.args[i] = i;
+        size_t es = fc_dtype_size(q->t);
+        double *h[3];
+        void *dv[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3; i++) {
+            h[i] = calloc((size_t)n[i], sizeof(double));
+            EXPECT(rt_cuda_alloc(d, (size_t)n[i] * es, &dv[i], &err) == FC_OK, "alloc: %s", err.msg);
+        }
+        char *stage = malloc((size_t)(n[0] + n[1] + n[2]) * es);
+        for (int i = 0; i < 2; i++) {
+            for (int64_t e = 0; e < n[i]; e++) {
+                h[i][e] = (double)((e * 7 + i * 3) % 11) / 4.0 - 1.3;   /* exact in f32 */
+                if (q->t == FC_F64) ((double *)stage)[e] = h[i][e];
+                else ((float *)stage)[e] = (float)h[i][e];
+            }
+            rt_cuda_copy_htod(d, dv[i], stage, (size_t)n[i] * es, &err);
+        }
+        memset(stage, 0xFF, (size_t)n[2] * es);   /* poison: NaN */
+        rt_cuda_copy_htod(d, dv[2], stage, (size_t)n[2] * es, &err);
+        RtCudaProgram *cp = NULL;
+        FcStatus st = rt_cuda_compile(d, p, &cp, NULL, &err);
+        EXPECT(st == FC_OK, "case %zu: compile: %s", c, err.msg);
+        void *in[2] = {dv[0], dv[1]}, *out[1] = {dv[2]};
+        if (st == FC_OK) st = rt_cuda_run(cp, in, out, &err);
+        EXPECT(st == FC_OK, "case %zu: run: %s", c, err.msg);
+        rt_cuda_copy_dtoh(d, stage, dv[2], (size_t)n[2] * es, &err);
+        int bad = 0;
+        for (int64_t b = 0; b < q->batch; b++)
+            for (int64_t i = 0; i < q->m; i++)
+                for (int64_t j = 0; j < q->n; j++) {
+                    double want = 0;
+                    for (int64_t r = 0; r < q->k; r++) {
+                        double av = h[0][b * q->sa + (q->ta ? r * q->m + i : i * q->k + r)];
+                        double bv = h[1][b * q->sb + (q->tb ? j * q->k + r : r * q->n + j)];
+                        want += av * bv;
+                    }
+                    int64_t o = b * q->sc + i * q->n + j;
+                    double got = q->t == FC_F64 ? ((double *)stage)[o] : ((float *)stage)[o];
+                    bad += !(fabs(got - want) <= 1e-5 * (1 + fabs(want)));
+                }
+        EXPECT(bad == 0, "case %zu (batch %lld, %lldx%lldx%lld, ta %d, tb %d): %d wrong", c, (long long)q->batch,
+               (long long)q->m, (long long)q->n, (long long)q->k, q->ta, q->tb, bad);
+        if (c == 0 && st == FC_OK) {   /* a failing cublasLtMatmul is an error that names it */
+            setenv("FAKELT_FAIL", "13", 1);
+            st = rt_cuda_run(cp, in, out, &err);
+            unsetenv("FAKELT_FAIL");
+            EXPECT(st == FC_ERR_DEVICE && HAS(err.msg, "cublasLtMatmul failed with status 13 (CUBLAS_STATUS_EXECUTION_FAILED)"),
+                   "failing matmul: %d %s", (int)st, err.msg);
+        }
+        rt_cuda_program_free(cp);
+        for (int i = 0; i < 3; i++) {
+            rt_cuda_free(d, dv[i]);
+            free(h[i]);
+        }
+        free(stage);
+        kir_program_free(p);
+    }
+    rt_cuda_close(d);
+}
+
+/* Without the library: a clear FC_ERR_UNAVAILABLE from rt_lt_create's caller. */
+static void scenario_lt_absent(void) {
+    char why[600] = "";
+    EXPECT(!rt_lt_available(why, sizeof why) && HAS(why, "cuBLASLt cannot be loaded (FUSEC_LIBCUBLASLT=/nonexistent"),
+           "absent cuBLASLt: %s", why);
+}
+
 static int child_main(const char *what) {
     if (!strcmp(what, "--absent")) scenario_unavailable("no CUDA driver: FUSEC_LIBCUDA=/nonexistent/libcuda.so.1 cannot be loaded");
     else if (!strcmp(what, "--init-fails"))
@@ -553,9 +712,39 @@ static int child_main(const char *what) {
     else if (!strcmp(what, "--missing-symbol")) scenario_unavailable("lacks the entry point cuLaunchKernel (driver too old?)");
     else if (!strcmp(what, "--basic")) scenario_basic();
     else if (!strcmp(what, "--program")) scenario_program();
+    else if (!strcmp(what, "--lt")) scenario_lt();
+    else if (!strcmp(what, "--lt-absent")) scenario_lt_absent();
     else if (!strcmp(what, "--real-illegal")) return child_real_illegal();
     else return 99;
     return failures ? 1 : 0;
+}
+
+/* runtime/cublaslt.c declares cuBLASLt's constants itself (fusec builds without the toolkit);
+ * where the toolkit's headers are installed, they must agree. */
+static void check_lt_abi(const char *dir) {
+    const char *home = getenv("CUDA_HOME");
+    char inc[400], hdr[460], src[600], cmd[1600];
+    snprintf(inc, sizeof inc, "%s/include", home && home[0] ? home : "/usr/local/cuda");
+    snprintf(hdr, sizeof hdr, "%s/cublasLt.h", inc);
+    struct stat stt;
+    if (stat(hdr, &stt) != 0) {
+        printf("no cublasLt.h: the cuBLASLt ABI check is skipped\n");
+        return;
+    }
+    snprintf(src, sizeof src, "%s/ltabi.c", dir);
+    FILE *f = fopen(src, "w");
+    if (!f) { EXPECT(0, "cannot write %s", src); return; }
+    fputs("#include <cublasLt.h>\n"
+          "_Static_assert(CUDA_R_32F == 0 && CUDA_R_64F == 1, \"data types\");\n"
+          "_Static_assert(CUBLAS_COMPUTE_32F == 68 && CUBLAS_COMPUTE_64F == 70, \"compute types\");\n"
+          "_Static_assert(CUBLAS_OP_N == 0 && CUBLAS_OP_T == 1, \"operations\");\n"
+          "_Static_assert(CUBLASLT_MATMUL_DESC_TRANSA == 3 && CUBLASLT_MATMUL_DESC_TRANSB == 4, \"desc\");\n"
+          "_Static_assert(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT == 5 && CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET == 6, \"layout\");\n"
+          "_Static_assert(CUBLAS_STATUS_SUCCESS == 0, \"status\");\n", f);
+    fclose(f);
+    const char *cc = getenv("CC");
+    snprintf(cmd, sizeof cmd, "%s -std=c11 -fsyntax-only -I'%s' '%s' 2>&1", cc && cc[0] ? cc : "cc", inc, src);
+    EXPECT(system(cmd) == 0, "runtime/cublaslt.c's constants disagree with %s", hdr);
 }
 
 int main(int argc, char **argv) {
@@ -591,6 +780,11 @@ int main(int argc, char **argv) {
         EXPECT(run_child("--missing-symbol", nolaunch) == 0, "missing entry point");
         EXPECT(run_child("--basic", fake) == 0, "stub driver: basics and errors");
         EXPECT(run_child("--program", fake) == 0, "stub driver: programs");
+        const char *lt[] = {"FUSEC_LIBCUDA", fake_lib, "FUSEC_LIBCUBLASLT", fake_lt, "FUSEC_CACHE_DIR", cache, NULL};
+        const char *lt_absent[] = {"FUSEC_LIBCUBLASLT", "/nonexistent/libcublasLt.so", NULL};
+        EXPECT(run_child("--lt", lt) == 0, "stub driver and stub cuBLASLt: library products");
+        EXPECT(run_child("--lt-absent", lt_absent) == 0, "cuBLASLt absent");
+        check_lt_abi(root);
     } else {
         printf("no C compiler: the stub-driver scenarios are skipped\n");
     }
