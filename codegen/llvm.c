@@ -1325,6 +1325,23 @@ static bool iter_reduce(Cg *g, const KirStmt *st, void *ctx) {
  * a warp's shuffle-xor butterfly leaves in lane 0 (ops are commutative), skipped lanes
  * included, exactly as the CUDA backend computes it. */
 static LLVMValueRef tree32(Cg *g, RedCtx *r, KirRedOp op, LLVMValueRef arr, LLVMValueRef base, int count) {
+    if (count == 32 && r->t != KT_BOOL) {
+        /* a full warp as one <32 x T> value: at each level lane l takes op(lane l, lane l + off)
+         * (a shuffle brings lane l + off down), the same operations in the same order as the
+         * scalar tree below for the lanes that matter (l < off); lanes past 32 - off are poison
+         * and never read. The backend makes it a few extract/permute + op steps per level
+         * instead of the scalar chain that SLP leaves of the loop below. */
+        LLVMTypeRef vt = LLVMVectorType(r->lt, 32);
+        LLVMValueRef v = LLVMBuildLoad2(g->b, vt, slot_gep(g, r, arr, base), "");
+        LLVMSetAlignment(v, (unsigned)LLVMABIAlignmentOfType(LLVMGetModuleDataLayout(g->mod), r->lt));
+        LLVMValueRef mask[32];
+        for (int off = 16; off >= 1 && v; off /= 2) {
+            for (int l = 0; l < 32; l++) mask[l] = l + off < 32 ? ci(g->t32, l + off) : LLVMGetUndef(g->t32);
+            LLVMValueRef sh = LLVMBuildShuffleVector(g->b, v, LLVMGetPoison(vt), LLVMConstVector(mask, 32), "");
+            v = red_op(g, op, r->t, v, sh);
+        }
+        return v ? LLVMBuildExtractElement(g->b, v, ci(g->t32, 0), "") : NULL;
+    }
     for (int off = 16; off >= 1; off /= 2) {
         for (int l = 0; l < off && l + off < count; l++) {
             LLVMValueRef pa = slot_gep(g, r, arr, LLVMBuildNSWAdd(g->b, base, ci(g->t64, l), ""));
