@@ -7,6 +7,7 @@
  * makes (codegen/cuda.c), which the CUDA emulation checks against its cuBLASLt model.
  */
 #include "cublaslt.h"
+#include "dl.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -47,13 +48,6 @@ static LtApi lt;
 static bool loaded;
 static char load_error[600];
 
-static bool sym(void *lib, const char *name, void *fnptr, size_t size) {
-    void *p = dlsym(lib, name);
-    if (!p) return false;
-    memcpy(fnptr, &p, size);   /* object to function pointer without the cast ISO C forbids */
-    return true;
-}
-
 static void load(void) {
     const char *pin = getenv("FUSEC_LIBCUBLASLT");
     static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"};
@@ -73,7 +67,7 @@ static void load(void) {
     LtApi a;
     memset(&a, 0, sizeof a);
     const char *missing = NULL;
-#define RES(field, name) if (!missing && !sym(lib, name, &a.field, sizeof a.field)) missing = name
+#define RES(field, name) if (!missing && !rt_dl_fn(lib, name, &a.field, sizeof a.field)) missing = name
     RES(create, "cublasLtCreate");
     RES(destroy, "cublasLtDestroy");
     RES(desc_create, "cublasLtMatmulDescCreate");
@@ -89,7 +83,7 @@ static void load(void) {
         dlclose(lib);
         return;
     }
-    sym(lib, "cublasLtGetStatusName", &a.status_name, sizeof a.status_name);
+    rt_dl_fn(lib, "cublasLtGetStatusName", &a.status_name, sizeof a.status_name);
     lt = a;
     loaded = true;   /* kept loaded for the life of the process */
 }

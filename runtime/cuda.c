@@ -18,6 +18,7 @@
  *   - A program's device workspace holds the temps at their KirBuffer offsets, then (at the
  *     next 256-byte boundary) one int32 status word per launch of a kernel that uses_status.
  */
+#include "dl.h"
 #include "cuda.h"
 #include "cublaslt.h"
 
@@ -99,13 +100,6 @@ static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
 static bool lost[MAX_ORDINALS];
 static char lost_msg[MAX_ORDINALS][600];
 
-/* dlsym into a function pointer without the object-to-function pointer cast ISO C forbids. */
-static bool resolve(void *lib, const char *name, void *fnptr, size_t fnsize) {
-    void *sym = dlsym(lib, name);
-    if (!sym) return false;
-    memcpy(fnptr, &sym, fnsize);
-    return true;
-}
 
 static void load(void) {
     const char *pin = getenv("FUSEC_LIBCUDA");
@@ -126,7 +120,7 @@ static void load(void) {
     CuApi a;
     memset(&a, 0, sizeof a);
     const char *missing = NULL;
-#define RES(sym) if (!missing && !resolve(lib, #sym, &a.sym, sizeof a.sym)) missing = #sym
+#define RES(sym) if (!missing && !rt_dl_fn(lib, #sym, &a.sym, sizeof a.sym)) missing = #sym
     RES(cuInit);
     RES(cuDeviceGet);
     RES(cuDeviceGetCount);
@@ -135,9 +129,9 @@ static void load(void) {
     RES(cuDeviceTotalMem_v2);
     RES(cuDevicePrimaryCtxRetain);
     /* _v2 since CUDA 11; the plain name has the same signature */
-    if (!missing && !resolve(lib, "cuDevicePrimaryCtxRelease_v2", &a.cuDevicePrimaryCtxRelease_v2,
+    if (!missing && !rt_dl_fn(lib, "cuDevicePrimaryCtxRelease_v2", &a.cuDevicePrimaryCtxRelease_v2,
                              sizeof a.cuDevicePrimaryCtxRelease_v2) &&
-        !resolve(lib, "cuDevicePrimaryCtxRelease", &a.cuDevicePrimaryCtxRelease_v2, sizeof a.cuDevicePrimaryCtxRelease_v2))
+        !rt_dl_fn(lib, "cuDevicePrimaryCtxRelease", &a.cuDevicePrimaryCtxRelease_v2, sizeof a.cuDevicePrimaryCtxRelease_v2))
         missing = "cuDevicePrimaryCtxRelease_v2";
     RES(cuCtxSetCurrent);
     RES(cuStreamCreate);

@@ -12,6 +12,7 @@
  * The prototypes below are our own (no CUDA header at build time); they match NVRTC's C ABI,
  * which has been stable since CUDA 11.
  */
+#include "dl.h"
 #include "nvrtc.h"
 
 #include <dlfcn.h>
@@ -50,13 +51,6 @@ static char loaded_path[512];
     "install the CUDA toolkit (NVRTC is in /usr/local/cuda/lib64), or `pip install "       \
     "nvidia-cuda-nvrtc-cu12` and set CUDA_HOME to its nvidia/cuda_nvrtc folder"
 
-/* dlsym into a function pointer without the object/function pointer cast ISO C forbids. */
-static bool resolve(void *lib, const char *name, void *fnptr, size_t fnsize) {
-    void *sym = dlsym(lib, name);
-    if (!sym) return false;
-    memcpy(fnptr, &sym, fnsize);
-    return true;
-}
 
 static bool try_open(const char *path, char *why, size_t whylen) {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -68,7 +62,7 @@ static bool try_open(const char *path, char *why, size_t whylen) {
     NvrtcApi a;
     memset(&a, 0, sizeof a);
     const char *missing = NULL;
-#define RES(field, sym) if (!missing && !resolve(lib, sym, &a.field, sizeof a.field)) missing = sym
+#define RES(field, sym) if (!missing && !rt_dl_fn(lib, sym, &a.field, sizeof a.field)) missing = sym
     RES(create, "nvrtcCreateProgram");
     RES(compile, "nvrtcCompileProgram");
     RES(log_size, "nvrtcGetProgramLogSize");

@@ -34,20 +34,20 @@
 
 const char *const emu_variant_names[EMU_NVARIANTS] = {"fused", "fused GPU-shaped", "eager", "eager GPU-shaped"};
 
-static double now_s(void) {
+double emu_now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void *xcalloc(size_t n, size_t s) {
+void *emu_xcalloc(size_t n, size_t s) {
     void *p = calloc(n ? n : 1, s ? s : 1);
     if (!p) { fprintf(stderr, "emu_runner: out of memory\n"); exit(1); }
     return p;
 }
 
-static char *xstrdup(const char *s) {
-    char *d = xcalloc(strlen(s) + 1, 1);
+char *emu_xstrdup(const char *s) {
+    char *d = emu_xcalloc(strlen(s) + 1, 1);
     memcpy(d, s, strlen(s) + 1);
     return d;
 }
@@ -59,13 +59,13 @@ static bool write_text(const char *path, const char *text) {
     return fclose(f) == 0 && ok;
 }
 
-static char *read_text(const char *path) {
+char *emu_read_text(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *s = xcalloc((size_t)(n > 0 ? n : 0) + 1, 1);
+    char *s = emu_xcalloc((size_t)(n > 0 ? n : 0) + 1, 1);
     size_t got = fread(s, 1, (size_t)(n > 0 ? n : 0), f);
     s[got] = 0;
     fclose(f);
@@ -233,13 +233,13 @@ EmuCase *emu_new_case(EmuRunner *r, const char *name) {
 void emu_alloc_io(EmuCase *c, int nin, int nout) {
     c->nin = nin;
     c->nout = nout;
-    c->in_dt = xcalloc((size_t)nin, sizeof(FcDtype));
-    c->out_dt = xcalloc((size_t)nout, sizeof(FcDtype));
-    c->in_n = xcalloc((size_t)nin, sizeof(int64_t));
-    c->out_n = xcalloc((size_t)nout, sizeof(int64_t));
-    c->in = xcalloc((size_t)nin, sizeof(void *));
-    c->want = xcalloc((size_t)nout, sizeof(void *));
-    c->tol = xcalloc((size_t)nout, sizeof(double));
+    c->in_dt = emu_xcalloc((size_t)nin, sizeof(FcDtype));
+    c->out_dt = emu_xcalloc((size_t)nout, sizeof(FcDtype));
+    c->in_n = emu_xcalloc((size_t)nin, sizeof(int64_t));
+    c->out_n = emu_xcalloc((size_t)nout, sizeof(int64_t));
+    c->in = emu_xcalloc((size_t)nin, sizeof(void *));
+    c->want = emu_xcalloc((size_t)nout, sizeof(void *));
+    c->tol = emu_xcalloc((size_t)nout, sizeof(double));
 }
 
 EmuCase *emu_clone_case(EmuRunner *r, int from, const char *name, char *cu) {
@@ -291,7 +291,7 @@ char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool
     }
     fc_options_free(opt);
     if (st != FC_OK) { fc_block_free(blk); return NULL; }
-    char *out = xcalloc(len + 1, 1);
+    char *out = emu_xcalloc(len + 1, 1);
     memcpy(out, data, len);
     fc_buffer_free(data);
     *blk_out = blk;
@@ -314,7 +314,7 @@ char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool f
     if (st == FC_OK) st = pass_pipeline(g, &po, &res, &err);
     if (st == FC_OK) {
         int nio = g->inputs.len + g->outputs.len;
-        CgIoDesc *io = xcalloc((size_t)nio, sizeof(CgIoDesc));
+        CgIoDesc *io = emu_xcalloc((size_t)nio, sizeof(CgIoDesc));
         for (int i = 0; i < nio; i++) {
             bool o = i >= g->inputs.len;
             const IrValue *v = ir_cval(g, o ? g->outputs.data[i - g->inputs.len] : g->inputs.data[i]);
@@ -322,7 +322,7 @@ char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool f
         }
         st = cg_cuda_aot(res.prog, "emu", io, nio, &sb, &err);
         free(io);
-        if (st == FC_OK && !sb.failed) out = xstrdup(sb.data);
+        if (st == FC_OK && !sb.failed) out = emu_xstrdup(sb.data);
     }
     if (!out) snprintf(why, n, "%s: the GPU-shaped unit: %s", file, st != FC_OK ? err.msg : "out of memory");
     sb_free(&sb);
@@ -339,7 +339,7 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
     int nin = fc_block_num_inputs(blk), nout = fc_block_num_outputs(blk);
     emu_alloc_io(c, nin, nout);
     FcProgram *prog = NULL;
-    FcTensor **ti = xcalloc((size_t)nin, sizeof(FcTensor *)), **to = xcalloc((size_t)nout, sizeof(FcTensor *));
+    FcTensor **ti = emu_xcalloc((size_t)nin, sizeof(FcTensor *)), **to = emu_xcalloc((size_t)nout, sizeof(FcTensor *));
     bool ok = fc_program_new(blk, r->ref, &prog) == FC_OK;
     if (!ok) snprintf(why, n, "%s: reference program: %s", name, prog ? fc_program_last_error(prog) : fc_block_last_error(blk));
     for (int i = 0; i < nin && ok; i++) {
@@ -351,7 +351,7 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
         c->in_n[i] = 1;
         for (int d = 0; d < info.rank; d++) c->in_n[i] *= info.dims[d];
         size_t bytes = ti[i] ? fc_tensor_nbytes(ti[i]) : 0;
-        c->in[i] = xcalloc(bytes, 1);
+        c->in[i] = emu_xcalloc(bytes, 1);
         ok = ok && fc_tensor_copy_to_host(ti[i], c->in[i], bytes) == FC_OK;
         if (!ok) snprintf(why, n, "%s: input %d: %s", name, i, fc_block_last_error(blk));
     }
@@ -369,7 +369,7 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
     if (ok && rs != FC_OK) snprintf(why, n, "%s: reference run: %s", name, fc_program_last_error(prog));
     for (int i = 0; i < nout && rs == FC_OK; i++) {
         size_t bytes = fc_tensor_nbytes(to[i]);
-        c->want[i] = xcalloc(bytes, 1);
+        c->want[i] = emu_xcalloc(bytes, 1);
         fc_tensor_copy_to_host(to[i], c->want[i], bytes);
     }
     for (int i = 0; i < nin; i++) fc_tensor_free(ti[i]);
@@ -446,7 +446,7 @@ typedef struct Job { char cmd[2048]; char log[300]; int rc; } Job;
 
 /* Runs the jobs, at most `par` at a time; each job's rc is its exit status. */
 static void run_jobs(Job *jobs, int n, int par) {
-    pid_t *pids = xcalloc((size_t)n, sizeof(pid_t));
+    pid_t *pids = emu_xcalloc((size_t)n, sizeof(pid_t));
     int next = 0, running = 0;
     if (par < 1) par = 1;
     while (next < n || running > 0) {
@@ -491,7 +491,7 @@ static bool write_batch(EmuRunner *r, int bt, char *path, size_t pathlen) {
         if (c->handwritten) {
             sb_printf(&o, "#line 1 \"%s\"\n", c->path ? c->path : "selftest.cc");
             if (!rewrite_cu(c->cu, true, &o, why, sizeof why)) {
-                c->build_err = xstrdup(why);
+                c->build_err = emu_xstrdup(why);
                 ok = false;
             }
             continue;
@@ -505,7 +505,7 @@ static bool write_batch(EmuRunner *r, int bt, char *path, size_t pathlen) {
         if (!rewrite_cu(c->cu, false, &u, why, sizeof why)) {
             char m[400];
             snprintf(m, sizeof m, "rewrite: %s", why);
-            c->build_err = xstrdup(m);
+            c->build_err = emu_xstrdup(m);
             c->batch = -2;   /* left out of the compile */
             ok = false;
             sb_free(&u);
@@ -542,14 +542,14 @@ static void *link_batch(EmuRunner *r, int bt, char **err) {
     if (system(cmd) != 0) {
         char m[1600];
         snprintf(m, sizeof m, "link failed: %s", cmd);
-        *err = xstrdup(m);
+        *err = emu_xstrdup(m);
         return NULL;
     }
     void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         char m[1600];
         snprintf(m, sizeof m, "dlopen %s: %s", so, dlerror());
-        *err = xstrdup(m);
+        *err = emu_xstrdup(m);
         return NULL;
     }
     if (r->nlibs == r->cap_libs) {
@@ -562,20 +562,20 @@ static void *link_batch(EmuRunner *r, int bt, char **err) {
 }
 
 static char *compile_failure(const Job *j) {
-    char *log = read_text(j->log);
+    char *log = emu_read_text(j->log);
     size_t n = strlen(j->cmd) + (log ? strlen(log) : 0) + 64;
-    char *m = xcalloc(n > 8192 ? 8192 : n, 1);
+    char *m = emu_xcalloc(n > 8192 ? 8192 : n, 1);
     snprintf(m, n > 8192 ? 8192 : n, "compile failed: %s\n%s", j->cmd, log ? log : "");
     free(log);
     return m;
 }
 
 int emu_build(EmuRunner *r, int per_batch, int par) {
-    double t0 = now_s();
+    double t0 = emu_now_s();
     if (per_batch < 1) per_batch = 1;
     /* the batches: generated units per_batch at a time; handwritten sources in one of their own */
     int first = r->nbatch, k = 0, hand = -1;
-    bool *mine = xcalloc((size_t)r->ncases, sizeof(bool));
+    bool *mine = emu_xcalloc((size_t)r->ncases, sizeof(bool));
     for (int i = 0; i < r->ncases; i++) {
         EmuCase *c = &r->cases[i];
         if (c->tried) continue;
@@ -594,7 +594,7 @@ int emu_build(EmuRunner *r, int per_batch, int par) {
             if (r->cases[i].handwritten && r->cases[i].batch < 0) r->cases[i].batch = hand;
     }
     r->nbatch = first + nb;
-    Job *jobs = xcalloc((size_t)nb + 1, sizeof(Job));
+    Job *jobs = emu_xcalloc((size_t)nb + 1, sizeof(Job));
     int nj = 0, rt_job = -1;
     if (r->rt_state == 0) {
         rt_job = nj++;
@@ -628,8 +628,8 @@ int emu_build(EmuRunner *r, int per_batch, int par) {
             continue;
         }
         if (!single) {
-            single = xcalloc((size_t)r->ncases, sizeof(Job));
-            single_case = xcalloc((size_t)r->ncases, sizeof(int));
+            single = emu_xcalloc((size_t)r->ncases, sizeof(Job));
+            single_case = emu_xcalloc((size_t)r->ncases, sizeof(int));
         }
         for (int i = 0; i < r->ncases; i++) {
             EmuCase *c = &r->cases[i];
@@ -657,7 +657,7 @@ int emu_build(EmuRunner *r, int per_batch, int par) {
             EmuCase *c = &r->cases[i];
             if (c->batch != bt || c->build_err) continue;
             c->lib = lib;
-            if (!lib) c->build_err = xstrdup(err);
+            if (!lib) c->build_err = emu_xstrdup(err);
         }
         free(err);
     }
@@ -674,14 +674,14 @@ int emu_build(EmuRunner *r, int per_batch, int par) {
     for (int i = 0; i < r->ncases; i++) {
         EmuCase *c = &r->cases[i];
         if (!mine[i] || c->batch == -1 || c->lib) continue;
-        if (!c->build_err) c->build_err = xstrdup(r->rt_state < 0 && r->rt_err ? r->rt_err : "not built");
+        if (!c->build_err) c->build_err = emu_xstrdup(r->rt_state < 0 && r->rt_err ? r->rt_err : "not built");
         failed++;
     }
     free(mine);
     free(jobs);
     free(single);
     free(single_case);
-    r->t_compile += now_s() - t0;
+    r->t_compile += emu_now_s() - t0;
     return failed;
 }
 /* ---- running a case in a child ----------------------------------------------------------------- */
@@ -758,9 +758,9 @@ static void poison(void *p, FcDtype t, int64_t n) {
 static bool run_case(EmuRunner *r, EmuCase *c, int reverse, void ***outs_ret, RunResult *res) {
     memset(res, 0, sizeof *res);
     int nreg = c->nin + c->nout + 1;
-    Region *reg = xcalloc((size_t)nreg, sizeof(Region));
+    Region *reg = emu_xcalloc((size_t)nreg, sizeof(Region));
     RunResult *shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    void **ins = xcalloc((size_t)c->nin, sizeof(void *)), **outs = xcalloc((size_t)c->nout, sizeof(void *));
+    void **ins = emu_xcalloc((size_t)c->nin, sizeof(void *)), **outs = emu_xcalloc((size_t)c->nout, sizeof(void *));
     bool ok = shared != MAP_FAILED;
     size_t ws_bytes = 0;
     char fn[64];
@@ -834,10 +834,10 @@ static bool run_case(EmuRunner *r, EmuCase *c, int reverse, void ***outs_ret, Ru
         }
     }
     if (ok && res->finished) {
-        void **copy = xcalloc((size_t)c->nout, sizeof(void *));
+        void **copy = emu_xcalloc((size_t)c->nout, sizeof(void *));
         for (int i = 0; i < c->nout; i++) {
             size_t bytes = (size_t)c->out_n[i] * fc_dtype_size(c->out_dt[i]);
-            copy[i] = xcalloc(bytes, 1);
+            copy[i] = emu_xcalloc(bytes, 1);
             memcpy(copy[i], outs[i], bytes);
         }
         *outs_ret = copy;

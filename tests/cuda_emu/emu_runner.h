@@ -144,4 +144,12 @@ void emu_free(EmuRunner *r, bool keep);
 /* The C type of a buffer of dtype t in a generated unit's signature. */
 const char *emu_ctype(FcDtype t);
 
+/* Small helpers the runner's users share: a monotonic clock in seconds; calloc and strdup that
+ * exit(1) when out of memory (tests only); a whole file as a NUL-terminated string (NULL if it
+ * cannot be read; free it). */
+double emu_now_s(void);
+void *emu_xcalloc(size_t n, size_t s);
+char *emu_xstrdup(const char *s);
+char *emu_read_text(const char *path);
+
 #endif

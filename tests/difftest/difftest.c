@@ -119,11 +119,6 @@ typedef struct Result {
     char msg[3072];
 } Result;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void poison(FcTensor *t, FcDtype dt, size_t nbytes) {
     void *buf = malloc(nbytes ? nbytes : 1);
@@ -580,9 +575,9 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
             r->emu_units++;
             if (r->cls != DR_OK) continue;
             EmuReport rep;
-            double t = now_s();
+            double t = emu_now_s();
             EmuVerdict ev = emu_check(&g_emu, id, &rep);
-            g_emu_run_s += now_s() - t;
+            g_emu_run_s += emu_now_s() - t;
             if (ev == EMU_PASS) continue;
             r->which = v;
             if (ev == EMU_ERROR) {
@@ -873,11 +868,11 @@ static bool report_failure(const Opts *o, const DtProg *p, const char *src, cons
         bool emu = r->cls == DR_EMU_MISMATCH || r->cls == DR_EMU_ERROR;
         Min m = {o, r, gs, r->cls == DR_NVRTC, 0, emu ? o->emu_min_checks : 250, *r, false, emu,
                  emu && r->which >= 0 ? 1u << r->which : EMU_ALL_VARIANTS};
-        double tm = now_s();
+        double tm = emu_now_s();
         minimize(mp, &m);
         fin = m.last;
         (*minimized)++;
-        printf("--- minimized in %d checks, %.1f s: %d -> %d statements\n", m.checks, now_s() - tm, orig, mp->ns);
+        printf("--- minimized in %d checks, %.1f s: %d -> %d statements\n", m.checks, emu_now_s() - tm, orig, mp->ns);
     }
     const char *path = write_repro(o, mp, &fin, gs, gi, orig);
     if (path) {
@@ -1031,7 +1026,7 @@ int main(int argc, char **argv) {
         return bad ? 1 : 0;
     }
 
-    double t0 = now_s();
+    double t0 = emu_now_s();
     int counts[DR_NCLASS] = {0}, nvrtc_done = 0, nvrtc_skipped = 0, minimized = 0, stmts = 0;
     int op_graphs[DT_OP_COUNT] = {0};
     int self_written = 0;
@@ -1091,7 +1086,7 @@ int main(int argc, char **argv) {
     }
     if (o.print_only) return 0;
     /* the CUDA emulation of the sampled graphs that passed, DT_EMU_CHUNK graphs per runner */
-    double t_emu = now_s();
+    double t_emu = emu_now_s();
     int emu_done = 0, emu_skipped = 0, emu_units = 0, emu_illcond = 0, emu_failed = 0, emu_written = 0;
     DtProg *ep = nemu ? calloc(DT_EMU_CHUNK, sizeof *ep) : NULL;
     if (nemu && !ep) { fprintf(stderr, "difftest: out of memory\n"); return 1; }
@@ -1131,8 +1126,8 @@ int main(int argc, char **argv) {
         emu_stop((chunk_failed && !o.self_check_emu) || (keep && keep[0] == '1'));
     }
     free(ep);
-    t_emu = now_s() - t_emu;
-    double el = now_s() - t0;
+    t_emu = emu_now_s() - t_emu;
+    double el = emu_now_s() - t0;
     int failures = 0;
     for (int c = 0; c < DR_NCLASS; c++) if (is_failure(c)) failures += counts[c];
     printf("\ndifftest: %d graphs (%d statements) in %.1f s: %d ok, %d ill-conditioned (not counted), %d failed\n", o.count, stmts, el,

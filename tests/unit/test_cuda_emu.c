@@ -41,36 +41,6 @@
 
 static EmuRunner emu;
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void *xcalloc(size_t n, size_t s) {
-    void *p = calloc(n ? n : 1, s ? s : 1);
-    if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
-    return p;
-}
-
-static char *xstrdup(const char *s) {
-    char *d = xcalloc(strlen(s) + 1, 1);
-    memcpy(d, s, strlen(s) + 1);
-    return d;
-}
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = xcalloc((size_t)n + 1, 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = 0;
-    fclose(f);
-    return s;
-}
 
 /* What this file keeps per case beside the runner's (EmuCase.user). */
 typedef struct CaseInfo {
@@ -86,7 +56,7 @@ static const char *planted_of(const EmuCase *c) { return c->user ? ((const CaseI
 static void sample_compare(const EmuCase *c, void *const *got, char *why, size_t n) {
     const CaseInfo *x = c->user;
     const KirProgram *p = x->sample.prog;
-    void **bufs = xcalloc((size_t)p->buffers.len, sizeof(void *));
+    void **bufs = emu_xcalloc((size_t)p->buffers.len, sizeof(void *));
     for (int b = 0; b < p->buffers.len; b++) {
         const KirBuffer *kb = &p->buffers.data[b];
         if (kb->kind == KIR_BUF_INPUT) bufs[b] = c->in[kb->index];
@@ -104,7 +74,7 @@ static void add_sample(int i) {
     char name[128];
     snprintf(name, sizeof name, "sample_%s", s.name);
     EmuCase *c = emu_new_case(&emu, name);
-    CaseInfo *x = xcalloc(1, sizeof *x);
+    CaseInfo *x = emu_xcalloc(1, sizeof *x);
     x->sample = s;
     x->is_sample = true;
     c->user = x;
@@ -116,7 +86,7 @@ static void add_sample(int i) {
         if (p->buffers.data[b].kind == KIR_BUF_OUTPUT) nout++;
     }
     emu_alloc_io(c, nin, nout);
-    CgIoDesc *io = xcalloc((size_t)(nin + nout), sizeof(CgIoDesc));
+    CgIoDesc *io = emu_xcalloc((size_t)(nin + nout), sizeof(CgIoDesc));
     void **bufs = ks_alloc_buffers(p), **want = ks_alloc_buffers(p);
     s.fill(bufs, p, 1234 + (uint64_t)i);
     ks_copy_inputs(p, bufs, want);
@@ -136,7 +106,7 @@ static void add_sample(int i) {
             c->in_dt[kb->index] = kb->dtype;
             c->in_n[kb->index] = kb->numel;
             size_t bytes = (size_t)kb->numel * fc_dtype_size(kb->dtype);
-            c->in[kb->index] = xcalloc(bytes, 1);
+            c->in[kb->index] = emu_xcalloc(bytes, 1);
             memcpy(c->in[kb->index], bufs[b], bytes);
         }
     }
@@ -146,7 +116,7 @@ static void add_sample(int i) {
     FcErr err = {0};
     FcStatus st = cg_cuda_aot(p, "emu", io, nin + nout, &sb, &err);
     EXPECT(st == FC_OK, "%s: cg_cuda_aot: %s", name, err.msg);
-    c->cu = st == FC_OK && !sb.failed ? xstrdup(sb.data) : NULL;
+    c->cu = st == FC_OK && !sb.failed ? emu_xstrdup(sb.data) : NULL;
     sb_free(&sb);
     free(io);
 }
@@ -180,7 +150,7 @@ static bool find_kernel(const char *cu, const char *kind, const char *need, cons
 /* cu with [at, at + cut) replaced by ins (a fresh string). */
 static char *splice(const char *cu, const char *at, size_t cut, const char *ins) {
     size_t pre = (size_t)(at - cu), n = strlen(cu) - cut + strlen(ins);
-    char *s = xcalloc(n + 1, 1);
+    char *s = emu_xcalloc(n + 1, 1);
     memcpy(s, cu, pre);
     strcpy(s + pre, ins);
     strcat(s, at + cut);
@@ -190,7 +160,7 @@ static char *splice(const char *cu, const char *at, size_t cut, const char *ins)
 /* A clone of case from with the unit cu (taken) that carries a planted bug. */
 static void plant(int from, const char *name, char *cu, const char *planted) {
     EmuCase *c = emu_clone_case(&emu, from, name, cu);
-    CaseInfo *x = xcalloc(1, sizeof *x);
+    CaseInfo *x = emu_xcalloc(1, sizeof *x);
     x->planted = planted;
     c->user = x;
 }
@@ -244,7 +214,7 @@ static void add_selftests(void) {
         {"selftest_dynamic_shared_past_end", "dynamic shared memory"},
         {"selftest_different_shuffles", "meet at different warp operations"},
     };
-    char *src = read_text(EMU_DIR "/selftest.cc");
+    char *src = emu_read_text(EMU_DIR "/selftest.cc");
     EXPECT(src, "cannot read %s", EMU_DIR "/selftest.cc");
     if (!src) return;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -345,7 +315,7 @@ static const struct Extra { const char *name; const char *src; } extras[] = {
 };
 
 int main(void) {
-    double t0 = now_s();
+    double t0 = emu_now_s();
     char why[1024];
     int st = emu_init(&emu, FUSEC_CXX, EMU_DIR, FUSEC_BINARY_DIR, why, sizeof why);
     if (st == 77) { printf("SKIP: %s\n", why); return 77; }
@@ -357,7 +327,7 @@ int main(void) {
     for (size_t e = 0; e < sizeof examples / sizeof examples[0]; e++) {
         char path[512];
         snprintf(path, sizeof path, "%s/examples/%s.tf", FUSEC_SOURCE_DIR, examples[e].file);
-        char *src = read_text(path);
+        char *src = emu_read_text(path);
         EXPECT(src, "cannot read %s", path);
         if (!src) continue;
         int first = emu.ncases;
@@ -376,12 +346,12 @@ int main(void) {
     add_planted(mm, pw);
     int nplanted = emu.ncases - first_planted;
     add_selftests();
-    double t_cases = now_s();
+    double t_cases = emu_now_s();
 
     /* ---- compile: the runtime once, then batches of units, two compiles at a time ---- */
     int unbuilt = emu_build(&emu, CASES_PER_BATCH, 2);
     EXPECT(unbuilt == 0, "%d case(s) did not build", unbuilt);
-    double t_compile = now_s();
+    double t_compile = emu_now_s();
 
     /* ---- run and check ---- */
     int passed = 0, caught = 0;
@@ -389,9 +359,9 @@ int main(void) {
         EmuCase *c = &emu.cases[i];
         if (!c->cu && !c->handwritten) { EXPECT(0, "%s: not built", c->name); continue; }
         EmuReport rep;
-        double ts = now_s();
+        double ts = emu_now_s();
         emu_check(&emu, i, &rep);
-        double dt = now_s() - ts;
+        double dt = emu_now_s() - ts;
         const char *planted = planted_of(c);
         if (planted) {
             EXPECT(rep.why[0], "%s (%s): the harness did not catch the planted bug", c->name, planted);
@@ -401,7 +371,7 @@ int main(void) {
             if (!rep.why[0]) { passed++; printf("ok       %-36s %.2f s\n", c->name, dt); }
         }
     }
-    double t_end = now_s();
+    double t_end = emu_now_s();
     printf("cuda emulation: %d of %d cases passed, %d of %d planted bugs caught; building cases %.1f s, "
            "compiling %.1f s (%d C++ compiles), running %.1f s\n",
            passed, emu.ncases - nplanted, caught, nplanted, t_cases - t0, t_compile - t_cases, emu.n_compiles, t_end - t_compile);
