@@ -11,6 +11,11 @@
  * kir->name, parameters in KirParam order (then `int *status` if uses_status), launched
  * with grid = k->grid blocks of k->block threads. NVRTC compiles this text alone. */
 FcStatus cg_cuda_kernels(const KirProgram *p, StrBuf *out, FcErr *err);
+/* Bytes of dynamic shared memory a launch of k needs: its shared arrays when they do not fit
+ * in static shared memory (48 KiB), laid out in one `extern __shared__` buffer; 0 when they
+ * do (static arrays); -1 for a malformed kernel. The launcher must pass it and, above 48 KiB,
+ * raise the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES first. */
+int64_t cg_cuda_dynamic_shared(const KirKernel *k);
 /* The AOT translation unit of CLI.md: the kernels plus extern "C" host functions
  * fusec_<entry>_workspace_size(size_t *bytes) and fusec_<entry>_forward(inputs..., outputs...,
  * void *workspace, size_t workspace_bytes, cudaStream_t stream), with a comment at the top

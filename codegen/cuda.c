@@ -30,6 +30,8 @@
 #define CG_MAX_EXPR_NODES 2000000   /* printed expression nodes per kernel (tree size) */
 #define CG_MAX_EXPR_DEPTH 2000
 #define CG_MAX_STATIC_SHARED 49152  /* bytes of static __shared__ per block */
+#define CG_MAX_DYNAMIC_SHARED 232448 /* opt-in dynamic shared memory of sm_90 (the largest target) */
+#define CG_RED_SCRATCH_MAX 1280      /* static reduction scratch at most: 5 types x 32 warps x 8 bytes */
 #define CG_MAX_GRID 2147483647LL    /* CUDA's gridDim.x limit */
 
 /* Preamble helpers, emitted only when used (an unused static function is a warning). */
@@ -1184,6 +1186,22 @@ static bool shared_vec(const KirKernel *k, int i) {
 }
 
 /* Prints kernel k (its text into `body`, helpers it needs into `helpers`). */
+/* Shared arrays beyond static shared memory live in one dynamic buffer (`extern __shared__`),
+ * each at a 16-byte aligned offset in array order; cg_cuda_dynamic_shared gives its size (0: the
+ * arrays are static). Reduction scratch stays static (small). */
+static int64_t shared_array_bytes(const KirShared *s) {
+    int64_t es = s->type == KT_BOOL ? 1 : s->type == KT_I32 || s->type == KT_F32 ? 4 : 8, b;
+    return (unsigned)s->type < KT_COUNT && s->count >= 1 && fc_mul64(s->count, es, &b) && b <= INT64_MAX - 15 ? b : -1;
+}
+int64_t cg_cuda_dynamic_shared(const KirKernel *k) {
+    int64_t total = 0;
+    for (int i = 0; i < k->shared.len; i++) {
+        int64_t b = shared_array_bytes(&k->shared.data[i]);
+        if (b < 0 || !fc_add64(total, (b + 15) / 16 * 16, &total)) return -1;
+    }
+    return total + CG_RED_SCRATCH_MAX > CG_MAX_STATIC_SHARED ? total : 0;
+}
+
 static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr *err) {
     FC_TRY(check_kernel_header(k, err));
     Cg c = {.k = k, .o = out, .err = err, .st = FC_OK, .helpers = helpers, .vec_var = -1};
@@ -1204,23 +1222,17 @@ static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr
     c.o = out;
     if (c.st != FC_OK) { st = c.st; goto done; }
 
-    int64_t shared_bytes = 0;
     int nw = (k->block + 31) / 32;
-    for (int i = 0; i < k->shared.len; i++) {
-        const KirShared *s = &k->shared.data[i];
-        int64_t b;
-        if ((unsigned)s->type >= KT_COUNT || s->count < 1 || !fc_mul64(s->count, s->type == KT_BOOL ? 1 : s->type == KT_I32 || s->type == KT_F32 ? 4 : 8, &b) ||
-            !fc_add64(shared_bytes, b, &shared_bytes)) {
+    for (int i = 0; i < k->shared.len; i++)
+        if (shared_array_bytes(&k->shared.data[i]) < 0) {
             st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %s: bad shared array sh%d", k->name, i);
             goto done;
         }
-    }
-    for (int t = 0; t < KT_COUNT; t++)
-        if (c.red_type[t]) shared_bytes += (int64_t)nw * 8;
-    if (shared_bytes > CG_MAX_STATIC_SHARED) {
+    int64_t dyn = cg_cuda_dynamic_shared(k);
+    if (dyn < 0 || dyn > CG_MAX_DYNAMIC_SHARED) {
         st = fc_err_set(err, FC_ERR_UNSUPPORTED,
-                        "cuda codegen: kernel %s needs %lld bytes of shared memory; static shared memory is "
-                        "limited to %d bytes a block", k->name, (long long)shared_bytes, CG_MAX_STATIC_SHARED);
+                        "cuda codegen: kernel %s needs %lld bytes of shared memory; a block may have at most %d "
+                        "(sm_90's opt-in dynamic shared memory)", k->name, (long long)dyn, CG_MAX_DYNAMIC_SHARED);
         goto done;
     }
     for (int i = 0; i < k->tarrays.len; i++)
@@ -1234,8 +1246,9 @@ static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr
     put_comment_text(out, k->kind, 64);
     sb_puts(out, ", ops [");
     put_comment_text(out, k->ops, 400);
-    sb_printf(out, "]\n * launch: grid %lld, block %d%s\n", (long long)k->grid, k->block,
-              k->grid > CG_MAX_GRID ? " (over CUDA's gridDim.x limit of 2^31-1: cannot be launched)" : "");
+    sb_printf(out, "]\n * launch: grid %lld, block %d", (long long)k->grid, k->block);
+    if (dyn > 0) sb_printf(out, ", %lld bytes of dynamic shared memory", (long long)dyn);
+    sb_printf(out, "%s\n", k->grid > CG_MAX_GRID ? " (over CUDA's gridDim.x limit of 2^31-1: cannot be launched)" : "");
     for (int i = 0; i < k->params.len; i++) {
         const KirParam *p = &k->params.data[i];
         sb_printf(out, " * p%d: %s[%lld]%s\n", i, fc_dtype_name(p->dtype), (long long)p->numel,
@@ -1254,9 +1267,18 @@ static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr
     if (k->uses_status) sb_printf(out, "%sint* status", k->params.len ? ", " : "");
     if (!k->params.len && !k->uses_status) sb_puts(out, "void");
     sb_puts(out, ")\n{\n");
+    if (dyn > 0) sb_printf(out, "    extern __shared__ uint4 fc_dyn[]; /* %lld bytes, launched with them */\n", (long long)dyn);
+    int64_t off = 0;
     for (int i = 0; i < k->shared.len; i++) {
-        if (!c.sh_read[i]) continue;
         const KirShared *sa = &k->shared.data[i];
+        int64_t at = off;
+        off += (shared_array_bytes(sa) + 15) / 16 * 16;
+        if (!c.sh_read[i]) continue;
+        if (dyn > 0) {
+            sb_printf(out, "    %s *const sh%d = reinterpret_cast<%s *>(reinterpret_cast<char *>(fc_dyn) + %lld);\n",
+                      ctype_names[sa->type], i, ctype_names[sa->type], (long long)at);
+            continue;
+        }
         if (shared_vec(k, i)) {
             /* 16-byte vector accesses: 16-byte aligned storage, used through a typed pointer */
             int64_t bytes = sa->count * (sa->type == KT_F32 || sa->type == KT_I32 ? 4 : 8);
@@ -1602,7 +1624,14 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
             sb_printf(out, ") != 0) return 7; /* %s */\n", k->name);
             continue;
         }
-        sb_printf(out, "    %s<<<%lldu, %du, 0, stream>>>(", k->name, (long long)k->grid, k->block);
+        int64_t dyn = cg_cuda_dynamic_shared(k);
+        if (dyn > CG_MAX_STATIC_SHARED)   /* once per process: allow the kernel its dynamic shared memory */
+            sb_printf(out, "    static const cudaError_t fc_attr_%d = cudaFuncSetAttribute(%s, "
+                           "cudaFuncAttributeMaxDynamicSharedMemorySize, %lld);\n"
+                           "    if (fc_attr_%d != cudaSuccess) return 7;\n",
+                      l, k->name, (long long)dyn, l);
+        sb_printf(out, "    %s<<<%lldu, %du, %lld, stream>>>(", k->name, (long long)k->grid, k->block,
+                  (long long)(dyn > 0 ? dyn : 0));
         for (int a = 0; a < la->nargs; a++) {
             const KirBuffer *buf = &p->buffers.data[la->args[a]];
             if (a) sb_puts(out, ", ");

@@ -42,11 +42,13 @@
 enum { PW_BLOCK = 256, MM_TILE = 16, MAX_MEMO_IDX = IR_MAX_RANK };
 
 /* ---- budgets from the target ------------------------------------------------------------
- * GPU (PassOptions.sm): the generated kernels declare their shared arrays statically, and
- * every supported target (sm_80, sm_86, sm_89, sm_90) allows 48 KiB of static shared memory
- * per block (the larger opt-in dynamic sizes, 163 KiB on sm_80 and 227 KiB on sm_90, need
- * dynamic shared memory, which the code generators do not use yet). A row kernel stages rows
- * in up to 40 KiB of it, leaving 8 KiB for the reductions' scratch.
+ * GPU (PassOptions.sm): a row kernel stages its rows in shared memory up to a budget that
+ * keeps two blocks resident per SM (so one block's loads overlap the other's arithmetic):
+ * half the shared memory of an SM, within what one block may opt in to, less 1 KiB for the
+ * reductions' scratch. sm_80 (A100: 164 KiB per SM, 163 KiB a block): 81 KiB; sm_86 and
+ * sm_89 (100 KiB, 99 KiB): 49 KiB; sm_90 (H100: 228 KiB, 227 KiB): 113 KiB. Shared arrays
+ * beyond the 48 KiB of static shared memory become dynamic shared memory (codegen/cuda.c,
+ * cg_cuda_dynamic_shared), which the launchers opt in to.
  * CPU (PassOptions.host, read off the machine by the runtime; zeros = unknown):
  *  - a pointwise block (one task of an OS thread) covers L2 / 16 bytes of each operand,
  *    16 KiB to 256 KiB (64 KiB with a 1 MiB L2: 16384 f32 elements), so the operands of a
@@ -57,9 +59,15 @@ enum { PW_BLOCK = 256, MM_TILE = 16, MAX_MEMO_IDX = IR_MAX_RANK };
  *    `stream` (KirParam): the next kernel cannot find such results in the cache anyway, and
  *    non-temporal stores skip reading each line before writing it (a third of the traffic of
  *    a kernel that reads two arrays and writes two). */
-static int64_t gpu_static_smem(int sm) { return sm >= 80 ? 48 * 1024 : 0; }   /* 80, 86, 89, 90 */
 static int64_t row_smem_budget(const PassOptions *o) {
-    int64_t b = gpu_static_smem(o->sm) - 8 * 1024;
+    int64_t per_sm, optin;
+    switch (o->sm) {
+    case 80: per_sm = 164 * 1024; optin = 163 * 1024; break;
+    case 86: case 89: per_sm = 100 * 1024; optin = 99 * 1024; break;
+    case 90: per_sm = 228 * 1024; optin = 227 * 1024; break;
+    default: per_sm = 96 * 1024; optin = 48 * 1024; break;   /* unknown: static shared memory only */
+    }
+    int64_t b = (per_sm / 2 < optin ? per_sm / 2 : optin) - 1024;
     return b > 0 ? b : 0;
 }
 

@@ -46,6 +46,8 @@ enum {
     ATTR_MAX_THREADS_PER_BLOCK = 1,
     ATTR_MAX_GRID_DIM_X = 5,
     ATTR_MAX_SHARED_PER_BLOCK = 8,
+    ATTR_MAX_SHARED_PER_BLOCK_OPTIN = 97,
+    FUNC_ATTR_MAX_DYNAMIC_SHARED = 8,    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
     ATTR_SM_COUNT = 16,
     ATTR_CC_MAJOR = 75,
     ATTR_CC_MINOR = 76,
@@ -69,6 +71,7 @@ typedef struct CuApi {
     CUresult (*cuModuleLoadData)(CUmodule *m, const void *image);
     CUresult (*cuModuleUnload)(CUmodule m);
     CUresult (*cuModuleGetFunction)(CUfunction *f, CUmodule m, const char *name);
+    CUresult (*cuFuncSetAttribute)(CUfunction f, int attrib, int value);
     CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                               unsigned bz, unsigned shared_bytes, CUstream s, void **params, void **extra);
     CUresult (*cuMemAlloc_v2)(CUdeviceptr *p, size_t bytes);
@@ -141,6 +144,7 @@ static void load(void) {
     RES(cuModuleUnload);
     RES(cuModuleGetFunction);
     RES(cuLaunchKernel);
+    RES(cuFuncSetAttribute);
     RES(cuMemAlloc_v2);
     RES(cuMemFree_v2);
     RES(cuMemcpyHtoD_v2);
@@ -213,6 +217,7 @@ struct RtCuda {
     int cc_major, cc_minor, sm_count, max_threads;
     int64_t max_grid_x;      /* blocks */
     int64_t max_shared;      /* bytes of static shared memory a block */
+    int64_t max_shared_optin; /* bytes of (dynamic) shared memory a block may opt in to */
     int64_t total_mem;       /* bytes */
     RtCache *cache;          /* NULL: compile without caching (cache_note says why) */
     bool cache_tried;
@@ -315,6 +320,9 @@ static FcStatus open_locked(RtCuda *d, FcErr *err) {
     d->max_grid_x = v;
     CU(d, err, cu.cuDeviceGetAttribute(&v, ATTR_MAX_SHARED_PER_BLOCK, d->dev));
     d->max_shared = v;
+    v = 0;
+    CU(d, err, cu.cuDeviceGetAttribute(&v, ATTR_MAX_SHARED_PER_BLOCK_OPTIN, d->dev));
+    d->max_shared_optin = v > d->max_shared ? v : d->max_shared;
     size_t mem = 0;
     CU(d, err, cu.cuDeviceTotalMem_v2(&mem, d->dev));
     d->total_mem = (int64_t)mem;
@@ -603,6 +611,12 @@ static FcStatus check_program(const RtCuda *d, const KirProgram *p, int *max_arg
         if (k->block > d->max_threads)
             return fc_err_set(err, FC_ERR_UNSUPPORTED, "cuda: kernel %s needs %d threads a block; %s allows %d",
                               k->name, k->block, d->name, d->max_threads);
+        int64_t dyn = cg_cuda_dynamic_shared(k);
+        if (dyn < 0) return fc_err_set(err, FC_ERR_INTERNAL, "cuda: kernel %s has a malformed shared array", k->name);
+        if (dyn > d->max_shared_optin)
+            return fc_err_set(err, FC_ERR_UNSUPPORTED,
+                              "cuda: kernel %s needs %lld bytes of shared memory; %s allows %lld a block (compile "
+                              "for this GPU's --arch)", k->name, (long long)dyn, d->name, (long long)d->max_shared_optin);
     }
     for (int li = 0; li < p->launches.len; li++) {
         const KirLaunch *l = &p->launches.data[li];
@@ -678,6 +692,16 @@ static FcStatus load_locked(RtCudaProgram *cp, const char *bin, FcErr *err) {
             char what[160];
             snprintf(what, sizeof what, "looking up kernel %.100s in the module", name);
             return cu_fail(d, err, r, "cuModuleGetFunction", what, __FILE__, __LINE__);
+        }
+        int64_t dyn = cg_cuda_dynamic_shared(p->kernels.data[ki]);
+        if (dyn > d->max_shared) {   /* opt in to more than the default dynamic shared memory */
+            r = cu.cuFuncSetAttribute(cp->fns[ki], FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)dyn);
+            if (r != 0) {
+                char what[200];
+                snprintf(what, sizeof what, "allowing kernel %.100s %lld bytes of dynamic shared memory", name,
+                         (long long)dyn);
+                return cu_fail(d, err, r, "cuFuncSetAttribute", what, __FILE__, __LINE__);
+            }
         }
     }
     if (library && !d->lt) FC_TRY(rt_lt_create(&d->lt, err));
@@ -866,8 +890,9 @@ static FcStatus run_locked(RtCudaProgram *cp, int first, int last, void *const *
             s = rt_lt_gemm(d->lt, d->stream, &k->gemm, cp->args[0], cp->args[1], cp->args[2], err);
             continue;
         }
-        CUresult r = cu.cuLaunchKernel(cp->fns[l->kernel], (unsigned)k->grid, 1, 1, (unsigned)k->block, 1, 1, 0,
-                                      d->stream, cp->argp, NULL);
+        int64_t dyn = cg_cuda_dynamic_shared(k);
+        CUresult r = cu.cuLaunchKernel(cp->fns[l->kernel], (unsigned)k->grid, 1, 1, (unsigned)k->block, 1, 1,
+                                      (unsigned)(dyn > 0 ? dyn : 0), d->stream, cp->argp, NULL);
         if (r != 0) {
             char what[200];
             snprintf(what, sizeof what, "launching kernel %.100s (grid %lld, block %d)", k->name, (long long)k->grid,

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 
 #if !defined(__x86_64__)
@@ -592,8 +593,21 @@ static void *worker_main(void *arg) {
     return nullptr;
 }
 
-cudaError_t launch_erased(const char *name, dim3 grid, dim3 block, size_t dyn_smem, unsigned bound, ThreadFn fn,
-                          void *closure) {
+/* cudaFuncSetAttribute(MaxDynamicSharedMemorySize), per kernel */
+static std::mutex g_dyn_mu;
+static std::map<const void *, size_t> g_dyn_max;
+cudaError_t set_max_dynamic_shared(const void *key, int bytes) {
+    if (bytes < 0 || bytes > 227 * 1024) {
+        record("cudaFuncSetAttribute: %d bytes of dynamic shared memory (the most is 227 KiB)", bytes);
+        return cudaErrorInvalidValue;
+    }
+    std::lock_guard<std::mutex> lk(g_dyn_mu);
+    g_dyn_max[key] = (size_t)bytes;
+    return cudaSuccess;
+}
+
+cudaError_t launch_erased(const char *name, const void *key, dim3 grid, dim3 block, size_t dyn_smem, unsigned bound,
+                          ThreadFn fn, void *closure) {
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     {
         std::lock_guard<std::mutex> lk(g_err_mu);
@@ -610,8 +624,15 @@ cudaError_t launch_erased(const char *name, dim3 grid, dim3 block, size_t dyn_sm
         record("kernel %s: launched with %llu threads a block, over its __launch_bounds__(%u)", name, nthreads, bound);
         return cudaErrorLaunchOutOfResources;
     }
-    if (dyn_smem > 48 * 1024) {
-        record("kernel %s: %zu bytes of dynamic shared memory (over 48 KiB)", name, dyn_smem);
+    size_t dyn_max = 48 * 1024;
+    {
+        std::lock_guard<std::mutex> lk(g_dyn_mu);
+        auto it = g_dyn_max.find(key);
+        if (it != g_dyn_max.end() && it->second > dyn_max) dyn_max = it->second;
+    }
+    if (dyn_smem > dyn_max) {
+        record("kernel %s: %zu bytes of dynamic shared memory (over %zu: %s)", name, dyn_smem, dyn_max,
+               dyn_max == 48 * 1024 ? "48 KiB without cudaFuncSetAttribute" : "its cudaFuncSetAttribute");
         return cudaErrorInvalidValue;
     }
     Launch L;

@@ -17,7 +17,8 @@
  *     (__float_as_uint, __longlong_as_double, ...), integer intrinsics (__popc, __clz, ...);
  *   - __half / __nv_bfloat16 with their conversions (round to nearest even);
  *   - the host API the AOT unit uses (cudaStream_t, cudaGetLastError, cudaMemsetAsync,
- *     cudaMemcpyAsync, cudaStreamSynchronize, cudaMalloc, ...): host memory, synchronous.
+ *     cudaMemcpyAsync, cudaStreamSynchronize, cudaMalloc, cudaFuncSetAttribute for the
+ *     dynamic shared memory limit, ...): host memory, synchronous.
  *
  * Two constructs need a textual rewrite of the source (tests/unit/test_cuda_emu.c does it):
  *   - `k<<<grid, block, smem, stream>>>(args)` becomes
@@ -91,8 +92,11 @@ extern __thread Ctx *cur_ctx;    /* the fiber running on this OS thread */
 typedef void (*ThreadFn)(void *closure);
 /* Runs fn(closure) in every thread of every block; returns cudaSuccess or the launch error
  * (the reason: fcemu_last_error()). bound: the kernel's __launch_bounds__ (0: none). */
-cudaError_t launch_erased(const char *name, dim3 grid, dim3 block, size_t dyn_smem, unsigned bound,
+cudaError_t launch_erased(const char *name, const void *key, dim3 grid, dim3 block, size_t dyn_smem, unsigned bound,
                           ThreadFn fn, void *closure);
+/* cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes): a launch of k
+ * may then use up to `bytes` (at most 227 KiB, sm_90's opt-in); without it, 48 KiB. */
+cudaError_t set_max_dynamic_shared(const void *key, int bytes);
 void set_last_error(cudaError_t e);
 cudaError_t take_last_error(void);
 cudaError_t peek_last_error(void);
@@ -167,7 +171,7 @@ template <class... P> struct Launcher {
         std::tuple<P...> args(static_cast<P>(std::forward<A>(a))...);
         void (*fn)(P...) = k;
         auto call = [&]() { std::apply(fn, args); };
-        set_last_error(launch_erased(name, grid, block, smem, bound,
+        set_last_error(launch_erased(name, reinterpret_cast<const void *>(k), grid, block, smem, bound,
                                      [](void *c) { (*static_cast<decltype(call) *>(c))(); }, &call));
     }
 };
@@ -440,6 +444,11 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 }
 static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) { return cudaMemcpyAsync(d, s, n, k); }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <class... P> static inline cudaError_t cudaFuncSetAttribute(void (*k)(P...), cudaFuncAttribute a, int v) {
+    if (a != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+    return ::fcemu::set_max_dynamic_shared(reinterpret_cast<const void *>(k), v);
+}
 static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 static inline cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = nullptr; return cudaSuccess; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }

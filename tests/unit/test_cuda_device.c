@@ -17,6 +17,7 @@
  * inputs, outputs poisoned), timings, and a real illegal address in a child process.
  * Exit: 1 on any failure; else 77 when no real GPU was found (the GPU part skipped), else 0.
  */
+#include "codegen.h"
 #include "cuda.h"
 #include "cublaslt.h"
 
@@ -40,7 +41,8 @@ static const char *const fake_src[] = {
     "#include <stdlib.h>\n#include <string.h>\n#include <stdio.h>\n#include <stdint.h>\n",
     "typedef int CUresult; typedef unsigned long long CUdeviceptr;\n",
     "static int calls, poisoned, nlaunch; static CUdeviceptr last_alloc;\n",
-    "static struct { char name[128]; unsigned grid, block; int nargs; CUdeviceptr args[64]; } log_[256];\n",
+    "static struct { char name[128]; unsigned grid, block, shared; int nargs; CUdeviceptr args[64]; } log_[256];\n",
+    "static char dyn_fn[64][128]; static int dyn_max[64], ndyn;\n",
     "static char fnames[256][128]; static int nfn;\n",
     "static int sticky(int r) { return r == 700 || r == 719 || r == 716 || r == 715 || r == 714; }\n",
     "static int fail_code(const char *fn) { char v[160]; snprintf(v, sizeof v, \"FAKECU_FAIL_%s\", fn);\n",
@@ -60,7 +62,8 @@ static const char *const fake_src[] = {
     "CUresult cuDeviceGetName(char *s, int n, int d) { ENTER(cuDeviceGetName); (void)d; snprintf(s, (size_t)n, \"Fake GPU\"); return 0; }\n",
     "CUresult cuDeviceGetAttribute(int *v, int a, int d) { ENTER(cuDeviceGetAttribute); (void)d;\n",
     "  switch (a) { case 75: *v = 9; break; case 76: *v = 0; break; case 16: *v = 4; break; case 1: *v = 1024; break;\n",
-    "  case 5: *v = 2147483647; break; case 8: *v = 49152; break; default: *v = 0; } return 0; }\n",
+    "  case 5: *v = 2147483647; break; case 8: *v = 49152; break;\n",
+    "  case 97: { const char *e = getenv(\"FAKECU_OPTIN\"); *v = e ? atoi(e) : 232448; break; } default: *v = 0; } return 0; }\n",
     "CUresult cuDeviceTotalMem_v2(size_t *b, int d) { ENTER(cuDeviceTotalMem_v2); (void)d; *b = (size_t)1 << 30; return 0; }\n",
     "static void *allocs[4096]; static int nalloc, retained;\n",
     "CUresult cuDevicePrimaryCtxRetain(void **c, int d) { ENTER(cuDevicePrimaryCtxRetain); (void)d; *c = (void *)16;\n",
@@ -78,15 +81,20 @@ static const char *const fake_src[] = {
     "CUresult cuModuleGetFunction(void **f, void *m, const char *name) { ENTER(cuModuleGetFunction); (void)m;\n",
     "  if (nfn >= 256) return 2; snprintf(fnames[nfn], 128, \"%s\", name); *f = fnames[nfn++]; return 0; }\n",
     "CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,\n",
-    "  unsigned sh, void *s, void **params, void **extra) { ENTER(cuLaunchKernel); (void)s; (void)extra; (void)sh;\n",
+    "  unsigned sh, void *s, void **params, void **extra) { ENTER(cuLaunchKernel); (void)s; (void)extra;\n",
     "  if (gy != 1 || gz != 1 || by != 1 || bz != 1 || !params) return 1;\n",
+    "  if (sh > 49152) { int ok = 0; for (int i = 0; i < ndyn; i++) ok |= !strcmp(dyn_fn[i], (const char *)f) && dyn_max[i] >= (int)sh;\n",
+    "    if (!ok) return 1; }\n",
     "  int n = 0; CUdeviceptr a[64]; while (n < 64 && params[n]) { a[n] = *(CUdeviceptr *)params[n]; n++; }\n",
     "  if (nlaunch < 256) { snprintf(log_[nlaunch].name, 128, \"%s\", (const char *)f); log_[nlaunch].grid = gx;\n",
-    "    log_[nlaunch].block = bx; log_[nlaunch].nargs = n; memcpy(log_[nlaunch].args, a, sizeof a); }\n",
+    "    log_[nlaunch].block = bx; log_[nlaunch].shared = sh; log_[nlaunch].nargs = n; memcpy(log_[nlaunch].args, a, sizeof a); }\n",
     "  nlaunch++;\n",
     "  const char *st = getenv(\"FAKECU_STATUS\"); size_t ln = strlen((const char *)f);\n",
     "  if (st && n > 0 && strncmp(st, (const char *)f, ln) == 0 && st[ln] == ':') *(int *)(uintptr_t)a[n - 1] = atoi(st + ln + 1);\n",
     "  return 0; }\n",
+    "CUresult cuFuncSetAttribute(void *f, int a, int v) { ENTER(cuFuncSetAttribute); if (a != 8 || ndyn >= 64) return 1;\n",
+    "  snprintf(dyn_fn[ndyn], 128, \"%s\", (const char *)f); dyn_max[ndyn++] = v; return 0; }\n",
+    "unsigned fakecu_launch_shared(int i) { return i >= 0 && i < nlaunch && i < 256 ? log_[i].shared : 0u; }\n",
     "CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { ENTER(cuMemAlloc_v2); void *m = aligned_alloc(256, (n + 255) / 256 * 256);\n",
     "  if (!m || nalloc >= 4096) { free(m); return 2; } allocs[nalloc++] = m;\n",
     "  memset(m, 0xa5, n); *p = last_alloc = (CUdeviceptr)(uintptr_t)m; return 0; }\n",
@@ -697,6 +705,70 @@ static void scenario_lt(void) {
     rt_cuda_close(d);
 }
 
+/* A kernel whose shared array (20000 f32 = 80000 bytes) is over static shared memory: it is
+ * launched with that much dynamic shared memory after cuFuncSetAttribute raised its limit
+ * (the stub refuses a launch over 48 KiB without it), and refused at compile time on a GPU
+ * that allows less (FAKECU_OPTIN). */
+static KirProgram *big_shared_program(void) {
+    KirProgram *p = kir_program_new("dyn");
+    KirKernel *k = p ? kir_kernel_new(p, "k0_big", 1, 256) : NULL;
+    if (!k) exit(2);
+    int o = kir_param(k, FC_F32, 20000, true), sh = kir_shared(k, KT_F32, 20000);
+    int i = kir_var(k, KT_I64), j = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_THREADS, i, kir_const_i(k, KT_I64, 0), kir_const_i(k, KT_I64, 20000));
+    kir_shstore(k, sh, kir_var_ref(k, i), kir_cast(k, KT_F32, kir_var_ref(k, i)));
+    kir_end(k);
+    kir_barrier(k);
+    kir_for(k, KIR_LOOP_THREADS, j, kir_const_i(k, KT_I64, 0), kir_const_i(k, KT_I64, 20000));
+    kir_store(k, o, kir_var_ref(k, j), kir_shload(k, sh, kir_var_ref(k, j)));
+    kir_end(k);
+    KirBuffer b = {KIR_BUF_OUTPUT, 0, FC_F32, 20000, 0};
+    if (!FC_VEC_PUSH(&p->buffers, b)) exit(2);
+    KirLaunch l = {0, 1, arena_alloc(&p->arena, sizeof(int))};
+    if (!l.args || !FC_VEC_PUSH(&p->launches, l)) exit(2);
+    l.args[0] = 0;
+    return p;
+}
+static void scenario_dynamic_shared(bool small_gpu) {
+    FcErr err = {0};
+    if (rt_nvrtc_available(&err) != FC_OK) {
+        printf("NVRTC absent: the dynamic shared memory scenario is skipped\n");
+        return;
+    }
+    RtCuda *d = NULL;
+    if (rt_cuda_open(0, &d, &err) != FC_OK) {
+        EXPECT(0, "open: %s", err.msg);
+        return;
+    }
+    KirProgram *p = big_shared_program();
+    EXPECT(cg_cuda_dynamic_shared(p->kernels.data[0]) == 80000, "dynamic bytes %lld",
+           (long long)cg_cuda_dynamic_shared(p->kernels.data[0]));
+    RtCudaProgram *cp = NULL;
+    FcStatus st = rt_cuda_compile(d, p, &cp, NULL, &err);
+    if (small_gpu) {
+        EXPECT(st == FC_ERR_UNSUPPORTED && HAS(err.msg, "cuda: kernel k0_big needs 80000 bytes of shared memory; Fake GPU "
+                                                          "allows 65536 a block"),
+               "small GPU: %d %s", (int)st, err.msg);
+    } else {
+        EXPECT(st == FC_OK, "compile: %s", err.msg);
+        void *out = NULL;
+        EXPECT(rt_cuda_alloc(d, 80000, &out, &err) == FC_OK, "alloc: %s", err.msg);
+        int n0 = fake_nlaunch();
+        void *outs[1] = {out};
+        if (st == FC_OK) st = rt_cuda_run(cp, NULL, outs, &err);
+        EXPECT(st == FC_OK, "run: %s", err.msg);
+        unsigned (*shared_of)(int) = NULL;
+        void *sym = fake_sym("fakecu_launch_shared");
+        if (sym) memcpy(&shared_of, &sym, sizeof shared_of);
+        EXPECT(shared_of && fake_nlaunch() == n0 + 1 && shared_of(n0) == 80000, "launch with %u bytes",
+               shared_of ? shared_of(n0) : 0u);
+        rt_cuda_free(d, out);
+    }
+    rt_cuda_program_free(cp);
+    kir_program_free(p);
+    rt_cuda_close(d);
+}
+
 /* Without the library: a clear FC_ERR_UNAVAILABLE from rt_lt_create's caller. */
 static void scenario_lt_absent(void) {
     char why[600] = "";
@@ -714,13 +786,16 @@ static int child_main(const char *what) {
     else if (!strcmp(what, "--program")) scenario_program();
     else if (!strcmp(what, "--lt")) scenario_lt();
     else if (!strcmp(what, "--lt-absent")) scenario_lt_absent();
+    else if (!strcmp(what, "--dynamic-shared")) scenario_dynamic_shared(false);
+    else if (!strcmp(what, "--dynamic-shared-small")) scenario_dynamic_shared(true);
     else if (!strcmp(what, "--real-illegal")) return child_real_illegal();
     else return 99;
     return failures ? 1 : 0;
 }
 
-/* runtime/cublaslt.c declares cuBLASLt's constants itself (fusec builds without the toolkit);
- * where the toolkit's headers are installed, they must agree. */
+/* runtime/cublaslt.c and runtime/cuda.c declare the constants of cuBLASLt and the driver they
+ * use themselves (fusec builds without the toolkit); where the toolkit's headers are
+ * installed, they must agree. */
 static void check_lt_abi(const char *dir) {
     const char *home = getenv("CUDA_HOME");
     char inc[400], hdr[460], src[600], cmd[1600];
@@ -734,7 +809,10 @@ static void check_lt_abi(const char *dir) {
     snprintf(src, sizeof src, "%s/ltabi.c", dir);
     FILE *f = fopen(src, "w");
     if (!f) { EXPECT(0, "cannot write %s", src); return; }
-    fputs("#include <cublasLt.h>\n"
+    fputs("#include <cuda.h>\n"
+          "_Static_assert(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN == 97, \"runtime/cuda.c: optin\");\n"
+          "_Static_assert(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES == 8, \"runtime/cuda.c: dynamic shared\");\n"
+          "#include <cublasLt.h>\n"
           "_Static_assert(CUDA_R_32F == 0 && CUDA_R_64F == 1, \"data types\");\n"
           "_Static_assert(CUBLAS_COMPUTE_32F == 68 && CUBLAS_COMPUTE_64F == 70, \"compute types\");\n"
           "_Static_assert(CUBLAS_OP_N == 0 && CUBLAS_OP_T == 1, \"operations\");\n"
@@ -744,7 +822,7 @@ static void check_lt_abi(const char *dir) {
     fclose(f);
     const char *cc = getenv("CC");
     snprintf(cmd, sizeof cmd, "%s -std=c11 -fsyntax-only -I'%s' '%s' 2>&1", cc && cc[0] ? cc : "cc", inc, src);
-    EXPECT(system(cmd) == 0, "runtime/cublaslt.c's constants disagree with %s", hdr);
+    EXPECT(system(cmd) == 0, "runtime/cublaslt.c's or cuda.c's constants disagree with %s or cuda.h", hdr);
 }
 
 int main(int argc, char **argv) {
@@ -784,6 +862,9 @@ int main(int argc, char **argv) {
         const char *lt_absent[] = {"FUSEC_LIBCUBLASLT", "/nonexistent/libcublasLt.so", NULL};
         EXPECT(run_child("--lt", lt) == 0, "stub driver and stub cuBLASLt: library products");
         EXPECT(run_child("--lt-absent", lt_absent) == 0, "cuBLASLt absent");
+        const char *small[] = {"FUSEC_LIBCUDA", fake_lib, "FUSEC_CACHE_DIR", cache, "FAKECU_OPTIN", "65536", NULL};
+        EXPECT(run_child("--dynamic-shared", fake) == 0, "dynamic shared memory");
+        EXPECT(run_child("--dynamic-shared-small", small) == 0, "dynamic shared memory over the GPU's");
         check_lt_abi(root);
     } else {
         printf("no C compiler: the stub-driver scenarios are skipped\n");

@@ -312,6 +312,13 @@ static const struct Extra { const char *name; const char *src; } extras[] = {
      "{\n"
      "    return x * 2.0 + 1.0\n"
      "}\n"},
+    /* rows of 13001 f32 (52004 bytes) staged in shared memory: over the 48 KiB of static shared
+     * memory, so the row kernel uses dynamic shared memory, opted in with cudaFuncSetAttribute */
+    {"wide_rows_dynamic_shared",
+     "block wide(x: f32[2, 13001], g: f32[13001], b: f32[13001]) -> f32[2, 13001], f32[2, 13001]\n"
+     "{\n"
+     "    return softmax(x, axis=1), layernorm(x, g, b)\n"
+     "}\n"},
 };
 
 int main(void) {
