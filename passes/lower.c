@@ -656,7 +656,7 @@ static int emit(Lower *L, int v, const int *idx) {
     int rank = val(L, v)->shape.rank;
     int e = memo_find(L, v, rank, idx);
     if (e >= 0) return e;
-    if (!in_group(L, v) || L->force_load[v]) e = emit_load(L, v, idx);
+    if (!in_group(L, v) || L->force_load[v] || L->row_shared[v] >= 0) e = emit_load(L, v, idx);
     else e = emit_node(L, node_of(L, v), v, idx);
     return memo_put(L, v, rank, idx, e);
 }
@@ -884,6 +884,57 @@ static bool row_shape(Lower *L, int group, const int *outs, int nouts, IrShape *
  * final writes) reads them there: one pass over memory. Only inputs that every reader in the
  * group reads at the element's own index (elementwise of shape X, or the reductions) are
  * staged. The CPU keeps the row in its caches instead. */
+/* Whether every reader of v in the group reads it at the element's own index of the row
+ * (elementwise ops of shape X, or the reductions): then a row of v kept in shared memory can
+ * serve them all. *read: some reader other than node `skip` exists. */
+static bool row_local_readers(const Lower *L, int group, int v, const IrShape *X, int skip, bool *read) {
+    const IrGraph *g = L->g;
+    *read = false;
+    for (int i = 0; i < g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *n = &g->nodes.data[i];
+        for (int j = 0; j < n->nin; j++) {
+            if (n->in[j] != v) continue;
+            if (i != skip) *read = true;
+            IrCategory c = ir_ops[n->op].cat;
+            bool ew = c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT ||
+                      c == IR_CAT_CAST;
+            if (!(c == IR_CAT_REDUCE || (ew && ir_shape_eq(&val(L, n->out[0])->shape, X)))) return false;
+        }
+    }
+    return true;
+}
+
+/* Bytes of the shared arrays kernel k has so far. */
+static int64_t shared_used(const KirKernel *k) {
+    int64_t b = 0;
+    for (int i = 0; i < k->shared.len; i++)
+        b += k->shared.data[i].count * (k->shared.data[i].type == KT_F64 || k->shared.data[i].type == KT_I64 ? 8 : 4);
+    return b;
+}
+
+/* A transcendental computed in a reduction's body and read again by the outputs (softmax's
+ * exp(x - max): summed, then divided by the sum) is kept: the reduction stores the row of it
+ * in a shared array (a stack array on the CPU, in L1 or L2) and the later passes read it back
+ * instead of computing it again. Returns the array, or -1 (not worth it, or over budget:
+ * GPU, the row staging budget with what is staged already; CPU, a quarter of L2). */
+static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int64_t N, KirType t) {
+    if (!in_group(L, v) || is_generated(L, v) || L->row_shared[v] >= 0 || !ir_shape_eq(&val(L, v)->shape, X)) return -1;
+    const IrNode *p = node_of(L, v);
+    if (!p) return -1;
+    switch (p->op) {
+    case IR_OP_EXP: case IR_OP_LOG: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_SILU: case IR_OP_ERF:
+    case IR_OP_SIN: case IR_OP_COS: case IR_OP_POW: break;
+    default: return -1;
+    }
+    bool read = false;
+    if (!row_local_readers(L, group, v, X, node, &read) || !read || t == KT_BOOL) return -1;
+    int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
+    int64_t l2 = L->opt->host.l2_bytes > 0 ? L->opt->host.l2_bytes : 1 << 20;
+    int64_t budget = L->opt->cpu ? l2 / 4 : row_smem_budget(L->opt) - shared_used(L->k);
+    return bytes <= budget ? kir_shared(L->k, t, N) : -1;
+}
+
 static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const int *lead_vars, int64_t N) {
     if (L->opt->cpu) return;
     const IrGraph *g = L->g;
@@ -891,19 +942,7 @@ static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const in
     for (int v = 0; v < g->values.len && !failed(L); v++) {
         const IrValue *x = val(L, v);
         if (in_group(L, v) || L->buf_of_val[v] < 0 || !ir_shape_eq(&x->shape, X)) continue;
-        bool read = false, ok = true;
-        for (int i = 0; i < g->nodes.len && ok; i++) {
-            if (L->group_of_node[i] != group) continue;
-            const IrNode *n = &g->nodes.data[i];
-            for (int j = 0; j < n->nin; j++) {
-                if (n->in[j] != v) continue;
-                read = true;
-                IrCategory c = ir_ops[n->op].cat;
-                bool ew = c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT ||
-                          c == IR_CAT_CAST;
-                if (!(c == IR_CAT_REDUCE || (ew && ir_shape_eq(&val(L, n->out[0])->shape, X)))) ok = false;
-            }
-        }
+        bool read = false, ok = row_local_readers(L, group, v, X, -1, &read);
         KirType t = ctype(x->dtype);
         int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
         if (!read || !ok || used + bytes > row_smem_budget(L->opt)) continue;
@@ -965,9 +1004,16 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
         delinearize(L, &red, vref(L, it), ridx);
         memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
-        int xv = kir_cast(L->k, at, emit(L, n->in[0], idx));
+        int xe = emit(L, n->in[0], idx);
+        int keep = xe >= 0 ? keep_row(L, group, i, n->in[0], X, N, L->k->exprs.data[xe].type) : -1;
+        if (keep >= 0) kir_shstore(L->k, keep, vref(L, it), xe);
+        int xv = kir_cast(L->k, at, xe);
         scope_close(L);
         kir_end_reduce(L->k, xv);
+        if (keep >= 0) {   /* later passes read the kept row (other threads' elements on a GPU) */
+            kir_barrier(L->k);
+            L->row_shared[n->in[0]] = keep;
+        }
         hc_reset(L);
         int r = vref(L, res);
         if (n->op == IR_OP_MEAN) r = kir_bin(L->k, KB_DIV, r, fconst(L, at, (double)N));
