@@ -8,6 +8,8 @@
  *    and none with the cache unknown (llc_bytes = 0) or in the GPU-shaped program;
  *  - the JIT made some stores non-temporal (x86-64; where rows are 64-byte multiples) and none
  *    without stream params;
+ *  - the acceptance block at full size on a 32 MiB LLC streams both fused outputs and every
+ *    eager kernel's output;
  *  - results are identical, bit for bit, with and without streaming, with outputs 64-byte
  *    aligned (the streaming copy of each kernel runs) and 16 bytes off (the plain copy runs);
  *    outputs are poisoned (NaN) before every run, inputs are seeded random values.
@@ -189,6 +191,40 @@ static void test_block(const char *text) {
     ir_graph_free(src);
 }
 
+/* The acceptance block at full size on a 32 MiB LLC (this machine's): the fused kernel writes
+ * 64 MiB and streams both outputs; eager, each of the four kernels writes 32 MiB and streams. */
+static void test_full_size(void) {
+    static const char *src =
+        "dim N = 8192, C = 1024\n"
+        "block f(x: f32[N, C], y: f32[N, C], param g: f32[C], param b: f32[C], param bias: f32[C]) -> f32[N, C], f32[N, C] {\n"
+        "    r = x + y\n"
+        "    return r, gelu(layernorm(r, g, b, eps=1e-5) + bias)\n}\n";
+    IrGraph *g = NULL;
+    StrBuf diags = {0};
+    FcErr err = {0};
+    FeOptions fo = {0};
+    EXPECT(fe_compile(src, strlen(src), "t.tf", &fo, &g, &diags, &err) == FC_OK, "compile: %s", err.msg);
+    sb_free(&diags);
+    if (!g) return;
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = true, .cpu = true};
+        po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = 1 << 20, .llc_bytes = 32 << 20, .vector_bytes = 64};
+        PassResult r;
+        memset(&r, 0, sizeof r);
+        EXPECT(pass_pipeline(g, &po, &r, &err) == FC_OK, "pipeline: %s", err.msg);
+        int streamed = 0, kernels = 0;
+        for (int i = 0; r.prog && i < r.prog->kernels.len; i++) {
+            const KirKernel *k = r.prog->kernels.data[i];
+            kernels++;
+            for (int j = 0; j < k->params.len; j++) streamed += k->params.data[j].stream;
+        }
+        EXPECT(kernels == (fuse ? 1 : 4) && streamed == (fuse ? 2 : 4), "%s: %d kernels, %d stream params",
+               fuse ? "fused" : "eager", kernels, streamed);
+        pass_result_free(&r);
+    }
+    ir_graph_free(g);
+}
+
 /* the harness can fail: a corrupted result differs */
 static void test_harness_fails(void) {
     char a[16] = {1, 2, 3}, b[16] = {1, 2, 3};
@@ -201,6 +237,7 @@ int main(void) {
         cur = (int)i;
         test_block(blocks[i]);
     }
+    test_full_size();
     test_harness_fails();
     if (failures) fprintf(stderr, "test_stream: %d failures\n", failures);
     return failures != 0;
