@@ -182,6 +182,12 @@ struct FcBlock {
     bool have_cpu;
     PassResult res_gen;    /* GPU-shaped with generated matrix kernels (the CUDA device without cuBLASLt) */
     bool have_gen;
+    /* programs for CUDA devices whose compute capability is not --arch's (budgets follow the
+     * GPU): made when first needed, kept until the block is freed (programs point into them) */
+    PassResult res_dev[4];
+    int res_dev_sm[4];
+    bool res_dev_lib[4];
+    int n_res_dev;
     PassOptions popt;
     char arch[8];
     char *entry;
@@ -335,6 +341,7 @@ void fc_block_free(FcBlock *b) {
     pass_result_free(&b->res);
     pass_result_free(&b->res_cpu);
     pass_result_free(&b->res_gen);
+    for (int i = 0; i < b->n_res_dev; i++) pass_result_free(&b->res_dev[i]);
     fc_free(b->entry);
     fc_free(b->tol);
     fc_free(b);
@@ -364,6 +371,34 @@ static FcStatus block_cpu_program(FcBlock *b, const KirProgram **out) {
         b->have_cpu = true;
     }
     *out = b->res_cpu.prog;
+    return FC_OK;
+}
+
+/* The GPU-shaped program for a CUDA device of compute capability `sm` (not --arch's): with
+ * library products (lib) or generated ones. */
+static FcStatus block_dev_program(FcBlock *b, int sm, bool lib, const KirProgram **out) {
+    for (int i = 0; i < b->n_res_dev; i++)
+        if (b->res_dev_sm[i] == sm && b->res_dev_lib[i] == lib) {
+            *out = b->res_dev[i].prog;
+            return FC_OK;
+        }
+    if (b->n_res_dev == (int)(sizeof b->res_dev / sizeof b->res_dev[0]))
+        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "one block can be loaded on CUDA devices of at most %d compute "
+                          "capabilities besides --arch's", b->n_res_dev);
+    PassOptions po = b->popt;
+    po.cpu = false;
+    po.library_gemm = lib;
+    po.sm = sm;
+    PassResult *r = &b->res_dev[b->n_res_dev];
+    FcStatus s = pass_pipeline(b->src, &po, r, &b->err);
+    if (s != FC_OK) {
+        pass_result_free(r);
+        return block_fail(b, s);
+    }
+    b->res_dev_sm[b->n_res_dev] = sm;
+    b->res_dev_lib[b->n_res_dev] = lib;
+    b->n_res_dev++;
+    *out = r->prog;
     return FC_OK;
 }
 
@@ -901,11 +936,17 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
     }
     if (d->kind == FC_DEVICE_CUDA) {
         /* matrix products through cuBLASLt when it loads (the program of --emit cuda), else
-         * (or with FUSEC_CUDA_GEMM=generated) the generated tiled kernels */
+         * (or with FUSEC_CUDA_GEMM=generated) the generated tiled kernels; lowered for the
+         * GPU's own compute capability (its shared-memory budget) */
         const KirProgram *gp = b->prog;
         const char *e = getenv("FUSEC_CUDA_GEMM");
+        bool lib = !(e && strcmp(e, "generated") == 0) && rt_lt_available(NULL, 0);
+        int major = 0, minor = 0;
+        rt_cuda_compute_capability(d->cuda, &major, &minor);
+        int sm = major * 10 + minor;
         FcStatus s = FC_OK;
-        if ((e && strcmp(e, "generated") == 0) || !rt_lt_available(NULL, 0)) s = block_gen_program(b, &gp);
+        if (sm != b->popt.sm) s = block_dev_program(b, sm, lib, &gp);
+        else if (!lib) s = block_gen_program(b, &gp);
         if (s != FC_OK) return fc_err_set(&p->err, s, "%s", b->err.msg);
         p->prog = gp;
         s = rt_cuda_compile(d->cuda, gp, &p->cuda, NULL, &p->err);

@@ -19,6 +19,7 @@
  */
 #include "codegen.h"
 #include "cuda.h"
+#include "fusec.h"
 #include "cublaslt.h"
 
 #include <dlfcn.h>
@@ -61,7 +62,9 @@ static const char *const fake_src[] = {
     "CUresult cuDeviceGet(int *d, int o) { ENTER(cuDeviceGet); *d = o; return 0; }\n",
     "CUresult cuDeviceGetName(char *s, int n, int d) { ENTER(cuDeviceGetName); (void)d; snprintf(s, (size_t)n, \"Fake GPU\"); return 0; }\n",
     "CUresult cuDeviceGetAttribute(int *v, int a, int d) { ENTER(cuDeviceGetAttribute); (void)d;\n",
-    "  switch (a) { case 75: *v = 9; break; case 76: *v = 0; break; case 16: *v = 4; break; case 1: *v = 1024; break;\n",
+    "  const char *cc = getenv(\"FAKECU_CC\");\n",
+    "  switch (a) { case 75: *v = cc ? atoi(cc) / 10 : 9; break; case 76: *v = cc ? atoi(cc) % 10 : 0; break;\n",
+    "  case 16: *v = 4; break; case 1: *v = 1024; break;\n",
     "  case 5: *v = 2147483647; break; case 8: *v = 49152; break;\n",
     "  case 97: { const char *e = getenv(\"FAKECU_OPTIN\"); *v = e ? atoi(e) : 232448; break; } default: *v = 0; } return 0; }\n",
     "CUresult cuDeviceTotalMem_v2(size_t *b, int d) { ENTER(cuDeviceTotalMem_v2); (void)d; *b = (size_t)1 << 30; return 0; }\n",
@@ -769,6 +772,37 @@ static void scenario_dynamic_shared(bool small_gpu) {
     rt_cuda_close(d);
 }
 
+/* Through the public API on an "sm_86" stub GPU (99 KiB of opt-in shared memory): a block whose
+ * rows (26000 f32, 104000 bytes) fit sm_90's staging budget, the default --arch, but not
+ * this GPU's is lowered again for sm_86 and loads; compiled for sm_86 it loads as well. */
+static void scenario_device_arch(void) {
+    FcErr err = {0};
+    if (rt_nvrtc_available(&err) != FC_OK) {
+        printf("NVRTC absent: the device arch scenario is skipped\n");
+        return;
+    }
+    static const char *src = "block wide(x: f32[3, 26000]) -> f32[3, 26000] {\n    return softmax(x, axis=1)\n}\n";
+    FcDevice *dev = NULL;
+    FcStatus st = fc_device_open(FC_DEVICE_CUDA, 0, &dev);
+    EXPECT(st == FC_OK && HAS(fc_device_description(dev), "sm_86"), "open: %d %s", (int)st,
+           dev ? fc_device_description(dev) : "");
+    for (int pass = 0; pass < 2 && st == FC_OK; pass++) {
+        FcOptions *o = NULL;
+        fc_options_new(&o);
+        if (pass == 1) fc_options_set_arch(o, "sm_86");
+        FcBlock *b = NULL;
+        EXPECT(fc_compile_string(src, "wide.tf", o, &b) == FC_OK, "compile: %s", fc_block_last_error(b));
+        FcProgram *p = NULL;
+        FcStatus ps = fc_program_new(b, dev, &p);
+        EXPECT(ps == FC_OK, "%s: program: %d %s", pass ? "--arch sm_86" : "default --arch", (int)ps,
+               p ? fc_program_last_error(p) : fc_block_last_error(b));
+        fc_program_free(p);
+        fc_block_free(b);
+        fc_options_free(o);
+    }
+    fc_device_free(dev);
+}
+
 /* Without the library: a clear FC_ERR_UNAVAILABLE from rt_lt_create's caller. */
 static void scenario_lt_absent(void) {
     char why[600] = "";
@@ -788,6 +822,7 @@ static int child_main(const char *what) {
     else if (!strcmp(what, "--lt-absent")) scenario_lt_absent();
     else if (!strcmp(what, "--dynamic-shared")) scenario_dynamic_shared(false);
     else if (!strcmp(what, "--dynamic-shared-small")) scenario_dynamic_shared(true);
+    else if (!strcmp(what, "--device-arch")) scenario_device_arch();
     else if (!strcmp(what, "--real-illegal")) return child_real_illegal();
     else return 99;
     return failures ? 1 : 0;
@@ -865,6 +900,9 @@ int main(int argc, char **argv) {
         const char *small[] = {"FUSEC_LIBCUDA", fake_lib, "FUSEC_CACHE_DIR", cache, "FAKECU_OPTIN", "65536", NULL};
         EXPECT(run_child("--dynamic-shared", fake) == 0, "dynamic shared memory");
         EXPECT(run_child("--dynamic-shared-small", small) == 0, "dynamic shared memory over the GPU's");
+        const char *sm86[] = {"FUSEC_LIBCUDA", fake_lib, "FUSEC_CACHE_DIR", cache, "FAKECU_CC", "86",
+                              "FAKECU_OPTIN", "101376", "FUSEC_LIBCUBLASLT", "/nonexistent/libcublasLt.so", NULL};
+        EXPECT(run_child("--device-arch", sm86) == 0, "a block lowered for its GPU's compute capability");
         check_lt_abi(root);
     } else {
         printf("no C compiler: the stub-driver scenarios are skipped\n");
