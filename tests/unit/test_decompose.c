@@ -15,26 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);  \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
+#include "check.h"
+#include "ir_build.h"
 
-static IrShape shp(int rank, const int64_t *dims) {
-    IrShape s = {.rank = rank};
-    for (int i = 0; i < rank; i++) s.dims[i] = dims[i];
-    return s;
-}
-#define SH(...) shp((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
-#define LIST(...) .nlist = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), .list = (int64_t[]){__VA_ARGS__}
 
-static int inp(IrGraph *g, const char *name, FcDtype t, IrShape s, bool param) {
-    return ir_add_input(g, name, t, &s, param);
-}
 
 static int node(IrGraph *g, IrOp op, int nin, const int *ins, IrAttrs a, IrLoc loc) {
     FcErr err = {0};

@@ -17,26 +17,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "ir_build.h"
 static bool covered[IR_OP_COUNT];
 static IrGraph *g;
 
-#define REQUIRE(cond)                                                                         \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "%s:%d: fatal: %s\n", __FILE__, __LINE__, #cond);                 \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 /* ---- graph building -------------------------------------------------------------------- */
-static IrShape mkshape(const int64_t *d, int rank) {
-    IrShape s = {.rank = rank};
-    for (int i = 0; i < rank; i++) s.dims[i] = d[i];
-    return s;
-}
-#define SH(...) mkshape((const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 static const IrShape SCALAR = {0};
-#define L(...) .list = (int64_t[]){__VA_ARGS__}, .nlist = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 #define INS(...) (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
 
 static void new_graph(void) {
@@ -314,7 +301,7 @@ static void test_reduce(void) {
             new_graph();
             int v = input(FC_F64, SH(2, 3, 4));
             /* axes given negative and unsorted: the shape rule normalizes them to {0, 2} */
-            IrAttrs a = {L(-1, 0), .i = {keep}};
+            IrAttrs a = {LIST(-1, 0), .i = {keep}};
             int r = add(ops[c], INS(v), a);
             const IrNode *n = &g->nodes.data[g->nodes.len - 1];
             EXPECT(n->a.list[0] == 0 && n->a.list[1] == 2, "normalized axes");
@@ -339,10 +326,10 @@ static void test_reduce(void) {
     /* NaN propagates through max/min only in its own group; sum of i32 saturates */
     new_graph();
     int v = input(FC_F32, SH(2, 3));
-    output(add(IR_OP_MAX, INS(v), (IrAttrs){L(1)}));
-    output(add(IR_OP_MIN, INS(v), (IrAttrs){L(1)}));
+    output(add(IR_OP_MAX, INS(v), (IrAttrs){LIST(1)}));
+    output(add(IR_OP_MIN, INS(v), (IrAttrs){LIST(1)}));
     int w = input(FC_I32, SH(3));
-    output(add(IR_OP_SUM, INS(w), (IrAttrs){L(0), .i = {1}}));
+    output(add(IR_OP_SUM, INS(w), (IrAttrs){LIST(0), .i = {1}}));
     double *o[3];
     FcErr err = {0};
     const double *ins[] = {(const double[]){1, NAN, 3, -1, -5, 2}, (const double[]){2e9, 2e9, 5}};
@@ -354,7 +341,7 @@ static void test_reduce(void) {
     /* reduce in bf16: the f64 sum is rounded once */
     new_graph();
     v = input(FC_BF16, SH(3));
-    output(add(IR_OP_SUM, INS(v), (IrAttrs){L(0)}));
+    output(add(IR_OP_SUM, INS(v), (IrAttrs){LIST(0)}));
     check1("bf16 sum", (const double *const[]){(const double[]){256, 1, 1}}, (const double[]){258}, 0);
 }
 
@@ -388,7 +375,7 @@ static void test_composites(void) {
     new_graph();
     v = input(FC_F64, SH(2, 4));
     int gg = input(FC_F64, SH(4)), bb = input(FC_F64, SH(4));
-    output(add(IR_OP_LAYERNORM, INS(v, gg, bb), (IrAttrs){L(-1), .i = {1, 1}, .f = 1e-5}));
+    output(add(IR_OP_LAYERNORM, INS(v, gg, bb), (IrAttrs){LIST(-1), .i = {1, 1}, .f = 1e-5}));
     check1("layernorm", (const double *const[]){lx, lg, lb}, lw, 1e-14);
     /* over two trailing axes, no gain or bias: [2, 2, 2] normalizing [2, 2] */
     for (int r = 0; r < 2; r++) {
@@ -399,7 +386,7 @@ static void test_composites(void) {
     }
     new_graph();
     v = input(FC_F64, SH(2, 2, 2));
-    output(add(IR_OP_LAYERNORM, INS(v), (IrAttrs){L(-1, -2), .f = 0.25}));
+    output(add(IR_OP_LAYERNORM, INS(v), (IrAttrs){LIST(-1, -2), .f = 0.25}));
     check1("layernorm 2 axes", (const double *const[]){lx}, lw, 1e-14);
     /* bias without gain */
     for (int r = 0; r < 2; r++) {
@@ -411,7 +398,7 @@ static void test_composites(void) {
     new_graph();
     v = input(FC_F64, SH(2, 4));
     bb = input(FC_F64, SH(4));
-    output(add(IR_OP_LAYERNORM, INS(v, bb), (IrAttrs){L(1), .i = {0, 1}, .f = 1e-5}));
+    output(add(IR_OP_LAYERNORM, INS(v, bb), (IrAttrs){LIST(1), .i = {0, 1}, .f = 1e-5}));
     check1("layernorm bias only", (const double *const[]){lx, lb}, lw, 1e-14);
 
     /* rmsnorm with gain */
@@ -423,7 +410,7 @@ static void test_composites(void) {
     new_graph();
     v = input(FC_F64, SH(2, 4));
     gg = input(FC_F64, SH(4));
-    output(add(IR_OP_RMSNORM, INS(v, gg), (IrAttrs){L(-1), .i = {1}, .f = 1e-6}));
+    output(add(IR_OP_RMSNORM, INS(v, gg), (IrAttrs){LIST(-1), .i = {1}, .f = 1e-6}));
     check1("rmsnorm", (const double *const[]){lx, lg}, lw, 1e-14);
 
     /* causal_mask on [3, 4] (Tq=3, Tk=4): keep j <= i + 1 */
@@ -480,7 +467,7 @@ static void test_shape_ops(void) {
     /* reshape keeps the row-major order */
     new_graph();
     int v = input(FC_F32, SH(2, 3, 4));
-    output(add(IR_OP_RESHAPE, INS(v), (IrAttrs){L(4, -1)}));
+    output(add(IR_OP_RESHAPE, INS(v), (IrAttrs){LIST(4, -1)}));
     check1("reshape", (const double *const[]){x}, x, 0);
     /* transpose [2,3,4] by [2,0,1] -> [4,2,3]; out[a][b][c] = x[b][c][a] */
     double w[24];
@@ -489,7 +476,7 @@ static void test_shape_ops(void) {
             for (int c = 0; c < 3; c++) w[(a * 2 + b) * 3 + c] = x[(b * 3 + c) * 4 + a];
     new_graph();
     v = input(FC_F64, SH(2, 3, 4));
-    output(add(IR_OP_TRANSPOSE, INS(v), (IrAttrs){L(-1, 0, 1)}));
+    output(add(IR_OP_TRANSPOSE, INS(v), (IrAttrs){LIST(-1, 0, 1)}));
     check1("transpose", (const double *const[]){x}, w, 0);
     /* broadcast [3,1] -> [2,3,4] */
     for (int a = 0; a < 2; a++)
@@ -497,7 +484,7 @@ static void test_shape_ops(void) {
             for (int c = 0; c < 4; c++) w[(a * 3 + b) * 4 + c] = x[b];
     new_graph();
     v = input(FC_F64, SH(3, 1));
-    output(add(IR_OP_BROADCAST, INS(v), (IrAttrs){L(2, 3, 4)}));
+    output(add(IR_OP_BROADCAST, INS(v), (IrAttrs){LIST(2, 3, 4)}));
     check1("broadcast", (const double *const[]){x}, w, 0);
     /* concat [2,1] and [2,2] along axis -1 */
     new_graph();
@@ -508,7 +495,7 @@ static void test_shape_ops(void) {
     /* split [2,5] into 2 + 3 along axis 1 (two results) */
     new_graph();
     v = input(FC_F64, SH(2, 5));
-    int s0 = add(IR_OP_SPLIT, INS(v), (IrAttrs){L(2, 3), .i = {-1}});
+    int s0 = add(IR_OP_SPLIT, INS(v), (IrAttrs){LIST(2, 3), .i = {-1}});
     output(s0);
     output(s0 + 1);
     double *o[2];
@@ -533,9 +520,9 @@ static void test_shape_ops(void) {
 
 static void test_generators(void) {
     new_graph();
-    output(add(IR_OP_IOTA, NULL, 0, (IrAttrs){L(2, 3), .i = {1}, .dtype = FC_I32}));
-    output(add(IR_OP_IOTA, NULL, 0, (IrAttrs){L(2, 3), .i = {-2}, .dtype = FC_F32}));
-    output(add(IR_OP_FULL, NULL, 0, (IrAttrs){L(2), .f = 2.5, .dtype = FC_F32}));
+    output(add(IR_OP_IOTA, NULL, 0, (IrAttrs){LIST(2, 3), .i = {1}, .dtype = FC_I32}));
+    output(add(IR_OP_IOTA, NULL, 0, (IrAttrs){LIST(2, 3), .i = {-2}, .dtype = FC_F32}));
+    output(add(IR_OP_FULL, NULL, 0, (IrAttrs){LIST(2), .f = 2.5, .dtype = FC_F32}));
     output(add(IR_OP_FULL, NULL, 0, (IrAttrs){.nlist = 0, .f = 1 + 0x1p-9, .dtype = FC_BF16}));
     double *o[4];
     FcErr err = {0};
@@ -651,9 +638,9 @@ static void test_cross_checks(void) {
     new_graph();
     int x = input(FC_F64, SH(3, 7, 5));
     output(add(IR_OP_SOFTMAX, INS(x), (IrAttrs){.i = {1}}));
-    int m = add(IR_OP_MAX, INS(x), (IrAttrs){L(1), .i = {1}});
+    int m = add(IR_OP_MAX, INS(x), (IrAttrs){LIST(1), .i = {1}});
     int e = add(IR_OP_EXP, INS(add(IR_OP_SUB, INS(x, m), none)), none);
-    int s = add(IR_OP_SUM, INS(e), (IrAttrs){L(1), .i = {1}});
+    int s = add(IR_OP_SUM, INS(e), (IrAttrs){LIST(1), .i = {1}});
     output(add(IR_OP_DIV, INS(e, s), none));
     double *r = randn(105, 11);
     expect_outputs_agree("softmax", (const double *const[]){r}, 1e-15);
@@ -661,19 +648,19 @@ static void test_cross_checks(void) {
     new_graph();
     x = input(FC_F64, SH(3, 7, 5));
     output(add(IR_OP_LOG_SOFTMAX, INS(x), (IrAttrs){.i = {-1}}));
-    m = add(IR_OP_MAX, INS(x), (IrAttrs){L(2), .i = {1}});
+    m = add(IR_OP_MAX, INS(x), (IrAttrs){LIST(2), .i = {1}});
     int d = add(IR_OP_SUB, INS(x, m), none);
-    s = add(IR_OP_SUM, INS(add(IR_OP_EXP, INS(d), none)), (IrAttrs){L(2), .i = {1}});
+    s = add(IR_OP_SUM, INS(add(IR_OP_EXP, INS(d), none)), (IrAttrs){LIST(2), .i = {1}});
     output(add(IR_OP_SUB, INS(d, add(IR_OP_LOG, INS(s), none)), none));
     expect_outputs_agree("log_softmax", (const double *const[]){r}, 1e-14);
     /* layernorm over the last two axes with gain and bias */
     new_graph();
     x = input(FC_F64, SH(3, 7, 5));
     int gg = input(FC_F64, SH(7, 5)), bb = input(FC_F64, SH(7, 5));
-    output(add(IR_OP_LAYERNORM, INS(x, gg, bb), (IrAttrs){L(1, 2), .i = {1, 1}, .f = 1e-5}));
-    m = add(IR_OP_MEAN, INS(x), (IrAttrs){L(1, 2), .i = {1}});
+    output(add(IR_OP_LAYERNORM, INS(x, gg, bb), (IrAttrs){LIST(1, 2), .i = {1, 1}, .f = 1e-5}));
+    m = add(IR_OP_MEAN, INS(x), (IrAttrs){LIST(1, 2), .i = {1}});
     d = add(IR_OP_SUB, INS(x, m), none);
-    int var = add(IR_OP_MEAN, INS(add(IR_OP_SQUARE, INS(d), none)), (IrAttrs){L(1, 2), .i = {1}});
+    int var = add(IR_OP_MEAN, INS(add(IR_OP_SQUARE, INS(d), none)), (IrAttrs){LIST(1, 2), .i = {1}});
     int eps = add(IR_OP_FULL, NULL, 0, (IrAttrs){.f = 1e-5, .dtype = FC_F64});
     int rs = add(IR_OP_RSQRT, INS(add(IR_OP_ADD, INS(var, eps), none)), none);
     output(add(IR_OP_ADD, INS(add(IR_OP_MUL, INS(add(IR_OP_MUL, INS(d, rs), none), gg), none), bb), none));
@@ -683,8 +670,8 @@ static void test_cross_checks(void) {
     new_graph();
     x = input(FC_F64, SH(3, 7, 5));
     gg = input(FC_F64, SH(5));
-    output(add(IR_OP_RMSNORM, INS(x, gg), (IrAttrs){L(2), .i = {1}, .f = 1e-6}));
-    var = add(IR_OP_MEAN, INS(add(IR_OP_MUL, INS(x, x), none)), (IrAttrs){L(2), .i = {1}});
+    output(add(IR_OP_RMSNORM, INS(x, gg), (IrAttrs){LIST(2), .i = {1}, .f = 1e-6}));
+    var = add(IR_OP_MEAN, INS(add(IR_OP_MUL, INS(x, x), none)), (IrAttrs){LIST(2), .i = {1}});
     eps = add(IR_OP_FULL, NULL, 0, (IrAttrs){.f = 1e-6, .dtype = FC_F64});
     rs = add(IR_OP_RSQRT, INS(add(IR_OP_ADD, INS(var, eps), none)), none);
     output(add(IR_OP_MUL, INS(add(IR_OP_MUL, INS(x, rs), none), gg), none));
@@ -706,7 +693,7 @@ static void test_cross_checks(void) {
     new_graph();
     int q = input(FC_F64, SH(2, 3, 5, 4)), k = input(FC_F64, SH(2, 3, 6, 4)), v = input(FC_F64, SH(2, 3, 6, 3));
     output(add(IR_OP_ATTENTION, INS(q, k, v), (IrAttrs){.i = {1}, .f = 0.5}));
-    int kt = add(IR_OP_TRANSPOSE, INS(k), (IrAttrs){L(0, 1, 3, 2)});
+    int kt = add(IR_OP_TRANSPOSE, INS(k), (IrAttrs){LIST(0, 1, 3, 2)});
     int sc = add(IR_OP_MUL, INS(add(IR_OP_MATMUL, INS(q, kt), none), add(IR_OP_FULL, NULL, 0, (IrAttrs){.f = 0.5, .dtype = FC_F64})), none);
     int p = add(IR_OP_SOFTMAX, INS(add(IR_OP_CAUSAL_MASK, INS(sc), (IrAttrs){.f = -INFINITY})), (IrAttrs){.i = {-1}});
     output(add(IR_OP_MATMUL, INS(p, v), none));
@@ -793,7 +780,7 @@ static void build_mixed_graph(void) {
     int x = input(FC_F32, SH(3, 5)), w = input(FC_BF16, SH(5, 4)), t = input(FC_F32, SH(6, 4)), ids = input(FC_I32, SH(2));
     IrAttrs none = {0};
     int sq = add(IR_OP_MUL, INS(x, x), none); /* one value read twice by one node */
-    int ln = add(IR_OP_LAYERNORM, INS(sq), (IrAttrs){L(-1), .f = 1e-5});
+    int ln = add(IR_OP_LAYERNORM, INS(sq), (IrAttrs){LIST(-1), .f = 1e-5});
     int mm = add(IR_OP_MATMUL, INS(add(IR_OP_CAST, INS(ln), (IrAttrs){.dtype = FC_BF16}), w), none);
     int ga = add(IR_OP_GATHER, INS(t, ids), none);
     int c = add(IR_OP_CONCAT, INS(add(IR_OP_CAST, INS(mm), (IrAttrs){.dtype = FC_F32}), ga), (IrAttrs){.i = {0}});

@@ -15,14 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(c)                                                                   \
-    do {                                                                           \
-        if (!(c)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);  \
-            failures++;                                                            \
-        }                                                                          \
-    } while (0)
+#include "check.h"
+#include "ir_build.h"
 #define CHECK_OK(s, err)                                                                     \
     do {                                                                                     \
         if ((s) != FC_OK) {                                                                  \
@@ -31,16 +25,7 @@ static int failures;
         }                                                                                    \
     } while (0)
 
-static IrShape shp(int rank, const int64_t *dims) {
-    IrShape s = {.rank = rank};
-    for (int i = 0; i < rank; i++) s.dims[i] = dims[i];
-    return s;
-}
-#define SH(...) shp((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
-static int inp(IrGraph *g, const char *name, FcDtype t, IrShape s, bool param) {
-    return ir_add_input(g, name, t, &s, param);
-}
 
 /* Adds a node and returns its first result (or -1 after reporting). */
 static int add(IrGraph *g, IrOp op, int nin, const int *ins, IrAttrs a, IrLoc loc, int origin, IrOp origin_op) {
@@ -57,7 +42,6 @@ static int add(IrGraph *g, IrOp op, int nin, const int *ins, IrAttrs a, IrLoc lo
 #define N(g, op, a, ...) \
     add(g, op, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), (int[]){__VA_ARGS__}, a, (IrLoc){0}, -1, 0)
 #define N0(g, op, a) add(g, op, 0, NULL, a, (IrLoc){0}, -1, 0)
-#define LIST(...) .nlist = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), .list = (int64_t[]){__VA_ARGS__}
 #define NOATTR ((IrAttrs){0})
 
 static char *print_graph(const IrGraph *g) {

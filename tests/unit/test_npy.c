@@ -12,13 +12,6 @@
 
 #include "check.h"
 static char dir[256];
-#define REQUIRE(cond)                                                                         \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "%s:%d: fatal: %s\n", __FILE__, __LINE__, #cond);                 \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 static const char *path_of(const char *name) {
     static char buf[4][512];
