@@ -16,28 +16,16 @@
  * The agreement check: each program is within fc_block_output_tolerance of the f64 oracle
  * (max |err| / max |ref|), so the two differ from each other by at most twice that.
  * Times are wall-clock medians in milliseconds (printed in microseconds); per-launch times
- * are taken by running each launch alone, so their sum need not equal the total.
+ * are taken launch by launch inside further runs of the whole program (fc_program_time), so
+ * they add up to about the total.
  */
-#include <fusec.h>
+#define EXAMPLE_NAME "fused_vs_eager"
+#include "example_common.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifndef FUSEC_EXAMPLE_TF
-#define FUSEC_EXAMPLE_TF "../gpt2_block.tf"
-#endif
-
-enum { EXIT_ERROR = 1, EXIT_USAGE = 2, EXIT_UNAVAILABLE = 3, EXIT_MISMATCH = 4 };
-
-static int report(const char *what, FcStatus s, const char *detail) {
-    fprintf(stderr, "fused_vs_eager: %s: %s%s%s\n", what, fc_status_name(s), detail && *detail ? ": " : "",
-            detail ? detail : "");
-    if (s == FC_ERR_USAGE) return EXIT_USAGE;
-    if (s == FC_ERR_UNAVAILABLE) return EXIT_UNAVAILABLE;
-    return EXIT_ERROR;
-}
 
 typedef struct Args {
     const char *path;
@@ -112,33 +100,6 @@ static int parse_args(int argc, char **argv, Args *a, FcOptions *opt) {
     return 0;
 }
 
-static int open_device(const char *which, FcDevice **out) {
-    FcDevice *d = NULL;
-    FcStatus s;
-    if (strcmp(which, "cpu") != 0) {
-        s = fc_device_open(FC_DEVICE_CUDA, 0, &d);
-        if (s == FC_OK) {
-            *out = d;
-            return 0;
-        }
-        if (strcmp(which, "cuda") == 0 || s != FC_ERR_UNAVAILABLE) {
-            int rc = report("opening the CUDA device", s, d ? fc_device_last_error(d) : NULL);
-            fc_device_free(d);
-            return rc;
-        }
-        printf("CUDA unavailable (%s); using the CPU\n", d ? fc_device_last_error(d) : fc_status_name(s));
-        fc_device_free(d);
-        d = NULL;
-    }
-    s = fc_device_open(FC_DEVICE_CPU, 0, &d);
-    if (s != FC_OK) {
-        int rc = report("opening the CPU device", s, d ? fc_device_last_error(d) : NULL);
-        fc_device_free(d);
-        return rc;
-    }
-    *out = d;
-    return 0;
-}
 
 /* One compiled variant (fused or eager) loaded on the device, with its outputs. */
 typedef struct Variant {
@@ -158,10 +119,6 @@ typedef struct Run {
     FcTensor **in;           /* [nin], shared by both variants */
 } Run;
 
-static void free_tensors(FcTensor **t, int n) {
-    for (int i = 0; t && i < n; i++) fc_tensor_free(t[i]);
-    free(t);
-}
 static void cleanup(Run *r) {
     for (int k = 0; k < 2; k++) {
         free_tensors(r->v[k].out, r->nout);
@@ -183,15 +140,6 @@ static int compile_variant(const char *path, FcOptions *opt, int fuse, Variant *
     return 0;
 }
 
-static int new_tensor(FcDevice *d, const FcTensorInfo *ti, FcTensor **out) {
-    FcStatus s = fc_tensor_new(d, ti->dtype, ti->rank, ti->dims, out);
-    if (s != FC_OK) {
-        char what[200];
-        snprintf(what, sizeof what, "creating tensor '%s'", ti->name);
-        return report(what, s, fc_device_last_error(d));
-    }
-    return 0;
-}
 
 /* Input i as a tensor on dev, filled with fc_block_random_input: the data is made in a
  * tensor on `host` (the reference device: host memory) and copied over through a host

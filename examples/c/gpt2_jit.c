@@ -17,28 +17,14 @@
  * back a handle together with an error status, so that its error text can be read; it is
  * freed all the same.
  */
-#include <fusec.h>
+#define EXAMPLE_NAME "gpt2_jit"
+#include "example_common.h"
 
 #include <math.h>   /* NAN, INFINITY, isfinite: macros, no libm needed */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifndef FUSEC_EXAMPLE_TF
-#define FUSEC_EXAMPLE_TF "../gpt2_block.tf"
-#endif
-
-enum { EXIT_ERROR = 1, EXIT_USAGE = 2, EXIT_UNAVAILABLE = 3, EXIT_MISMATCH = 4 };
-
-/* Prints "gpt2_jit: WHAT: STATUS: DETAIL" and gives the exit status for s. */
-static int report(const char *what, FcStatus s, const char *detail) {
-    fprintf(stderr, "gpt2_jit: %s: %s%s%s\n", what, fc_status_name(s), detail && *detail ? ": " : "",
-            detail ? detail : "");
-    if (s == FC_ERR_USAGE) return EXIT_USAGE;
-    if (s == FC_ERR_UNAVAILABLE) return EXIT_UNAVAILABLE;
-    return EXIT_ERROR;
-}
 
 /* ---- host-side element access (for checksums): every FcDtype ------------------------------- */
 static double pow2(int e) {
@@ -174,34 +160,6 @@ static int parse_args(int argc, char **argv, Args *a, FcOptions *opt) {
     return 0;
 }
 
-/* Opens the device asked for; "auto" tries CUDA first and falls back to the CPU. */
-static int open_device(const char *which, FcDevice **out) {
-    FcDevice *d = NULL;
-    FcStatus s;
-    if (strcmp(which, "cpu") != 0) {
-        s = fc_device_open(FC_DEVICE_CUDA, 0, &d);
-        if (s == FC_OK) {
-            *out = d;
-            return 0;
-        }
-        if (strcmp(which, "cuda") == 0 || s != FC_ERR_UNAVAILABLE) {
-            int rc = report("opening the CUDA device", s, d ? fc_device_last_error(d) : NULL);
-            fc_device_free(d);
-            return rc;
-        }
-        printf("CUDA unavailable (%s); using the CPU\n", d ? fc_device_last_error(d) : fc_status_name(s));
-        fc_device_free(d);
-        d = NULL;
-    }
-    s = fc_device_open(FC_DEVICE_CPU, 0, &d);
-    if (s != FC_OK) {
-        int rc = report("opening the CPU device", s, d ? fc_device_last_error(d) : NULL);
-        fc_device_free(d);
-        return rc;
-    }
-    *out = d;
-    return 0;
-}
 
 /* The state of one run; everything in it is freed by cleanup(). */
 typedef struct Run {
@@ -215,10 +173,6 @@ typedef struct Run {
     void *buf;                     /* host staging buffer */
 } Run;
 
-static void free_tensors(FcTensor **t, int n) {
-    for (int i = 0; t && i < n; i++) fc_tensor_free(t[i]);
-    free(t);
-}
 static void cleanup(Run *r) {
     free_tensors(r->in, r->nin);
     free_tensors(r->out, r->nout);
@@ -233,15 +187,6 @@ static void cleanup(Run *r) {
     fc_options_free(r->opt);
 }
 
-static int new_tensor(FcDevice *d, const FcTensorInfo *ti, FcTensor **out) {
-    FcStatus s = fc_tensor_new(d, ti->dtype, ti->rank, ti->dims, out);
-    if (s != FC_OK) {
-        char what[200];
-        snprintf(what, sizeof what, "creating tensor '%s' on %s", ti->name, fc_device_description(d));
-        return report(what, s, fc_device_last_error(d));
-    }
-    return 0;
-}
 
 /* Grows r->buf to n bytes. */
 static int staging(Run *r, size_t n, size_t *cap) {
