@@ -724,3 +724,54 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     fc_free(v.stamp);
     return s;
 }
+
+FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_align, bool restrict_args,
+                           int *max_args, FcErr *err) {
+    *max_args = 1;
+    if (p->workspace_bytes < 0) return fc_err_set(err, FC_ERR_INTERNAL, "%s: negative workspace size", who);
+    for (int i = 0; i < p->buffers.len; i++) {
+        const KirBuffer *b = &p->buffers.data[i];
+        size_t es = fc_dtype_size(b->dtype);
+        int64_t bytes, end;
+        if (es == 0 || b->numel < 0 || !fc_mul64(b->numel, (int64_t)es, &bytes))
+            return fc_err_set(err, FC_ERR_INTERNAL, "%s: buffer b%d has a bad dtype or size", who, i);
+        if (b->kind == KIR_BUF_TEMP) {
+            if (b->offset < 0 || b->offset % temp_align != 0 || !fc_add64(b->offset, bytes, &end) ||
+                end > p->workspace_bytes)
+                return fc_err_set(err, FC_ERR_INTERNAL, "%s: temp buffer b%d lies outside the workspace or is not "
+                                  "%lld-byte aligned", who, i, (long long)temp_align);
+        } else if (b->index < 0 || (b->kind != KIR_BUF_INPUT && b->kind != KIR_BUF_OUTPUT)) {
+            return fc_err_set(err, FC_ERR_INTERNAL, "%s: buffer b%d has a bad kind or index", who, i);
+        }
+    }
+    for (int li = 0; li < p->launches.len; li++) {
+        const KirLaunch *l = &p->launches.data[li];
+        if (l->kernel < 0 || l->kernel >= p->kernels.len)
+            return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d names no kernel", who, li);
+        const KirKernel *k = p->kernels.data[l->kernel];
+        if (l->nargs != k->params.len)
+            return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s binds %d buffers to %d params", who, li,
+                              k->name, l->nargs, k->params.len);
+        for (int a = 0; a < l->nargs; a++) {
+            int bi = l->args[a];
+            if (bi < 0 || bi >= p->buffers.len)
+                return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s: bad buffer id %d", who, li, k->name, bi);
+            const KirBuffer *b = &p->buffers.data[bi];
+            const KirParam *prm = &k->params.data[a];
+            if (b->dtype != prm->dtype || b->numel < prm->numel)
+                return fc_err_set(err, FC_ERR_INTERNAL,
+                                  "%s: launch %d of %s: buffer b%d (%s[%lld]) does not fit param p%d (%s[%lld])", who,
+                                  li, k->name, bi, fc_dtype_name(b->dtype), (long long)b->numel, a,
+                                  fc_dtype_name(prm->dtype), (long long)prm->numel);
+            if (b->kind == KIR_BUF_INPUT && prm->written)
+                return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s writes input buffer b%d", who, li,
+                                  k->name, bi);
+            for (int a2 = 0; restrict_args && a2 < a; a2++)
+                if (l->args[a2] == bi && (prm->written || k->params.data[a2].written))
+                    return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s binds buffer b%d to p%d and p%d, "
+                                      "one written (params are __restrict__)", who, li, k->name, bi, a2, a);
+        }
+        if (l->nargs > *max_args) *max_args = l->nargs;
+    }
+    return FC_OK;
+}

@@ -257,5 +257,13 @@ void kir_print_program(const KirProgram *p, StrBuf *out);
  * a vec loop, with an index of the form v or add(B, v), 16-byte multiples, vec stores in the
  * loop's own body and vec loads not of a written param. */
 FcStatus kir_verify(const KirKernel *k, FcErr *err);
+/* The structure of a program as a device checks it before compiling (bugs upstream are
+ * FC_ERR_INTERNAL; messages start with `who`, e.g. "cpu"): buffer dtypes and sizes, temps
+ * inside the workspace at multiples of temp_align, inputs and outputs with an index, launches
+ * that name a kernel and bind one buffer that fits each param, no input written, and with
+ * restrict_args no buffer bound twice in a launch when one binding is written. *max_args:
+ * the most buffers one launch binds (at least 1). */
+FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_align, bool restrict_args,
+                           int *max_args, FcErr *err);
 
 #endif

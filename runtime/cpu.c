@@ -157,50 +157,6 @@ static FcStatus resolve_threads(int nthreads, int *out, FcErr *err) {
     return FC_OK;
 }
 
-/* ---- checking the program ------------------------------------------------------------------ */
-static FcStatus check_program(const KirProgram *p, int *max_args, FcErr *err) {
-    *max_args = 1;
-    if (p->workspace_bytes < 0) return fc_err_set(err, FC_ERR_INTERNAL, "cpu: negative workspace size");
-    for (int i = 0; i < p->buffers.len; i++) {
-        const KirBuffer *b = &p->buffers.data[i];
-        size_t es = fc_dtype_size(b->dtype);
-        int64_t bytes, end;
-        if (es == 0 || b->numel < 0 || !fc_mul64(b->numel, (int64_t)es, &bytes))
-            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: buffer b%d has a bad dtype or size", i);
-        if (b->kind == KIR_BUF_TEMP) {
-            if (b->offset < 0 || b->offset % 64 != 0 || !fc_add64(b->offset, bytes, &end) || end > p->workspace_bytes)
-                return fc_err_set(err, FC_ERR_INTERNAL, "cpu: temp buffer b%d lies outside the workspace", i);
-        } else if (b->index < 0 || (b->kind != KIR_BUF_INPUT && b->kind != KIR_BUF_OUTPUT)) {
-            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: buffer b%d has a bad kind or index", i);
-        }
-    }
-    for (int li = 0; li < p->launches.len; li++) {
-        const KirLaunch *l = &p->launches.data[li];
-        if (l->kernel < 0 || l->kernel >= p->kernels.len)
-            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: launch %d names no kernel", li);
-        const KirKernel *k = p->kernels.data[l->kernel];
-        if (l->nargs != k->params.len)
-            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: launch %d of %s binds %d buffers to %d params",
-                              li, k->name, l->nargs, k->params.len);
-        for (int a = 0; a < l->nargs; a++) {
-            int bi = l->args[a];
-            if (bi < 0 || bi >= p->buffers.len)
-                return fc_err_set(err, FC_ERR_INTERNAL, "cpu: launch %d of %s: bad buffer id %d", li, k->name, bi);
-            const KirBuffer *b = &p->buffers.data[bi];
-            const KirParam *prm = &k->params.data[a];
-            if (b->dtype != prm->dtype || b->numel < prm->numel)
-                return fc_err_set(err, FC_ERR_INTERNAL,
-                                  "cpu: launch %d of %s: buffer b%d (%s[%lld]) does not fit param p%d (%s[%lld])",
-                                  li, k->name, bi, fc_dtype_name(b->dtype), (long long)b->numel, a,
-                                  fc_dtype_name(prm->dtype), (long long)prm->numel);
-            if (b->kind == KIR_BUF_INPUT && prm->written)
-                return fc_err_set(err, FC_ERR_INTERNAL, "cpu: launch %d of %s writes input buffer b%d", li, k->name, bi);
-        }
-        if (l->nargs > *max_args) *max_args = l->nargs;
-    }
-    return FC_OK;
-}
-
 /* ---- compile ----------------------------------------------------------------------------- */
 /* Does the comma-separated LLVM feature string enable `name` ("+name" as a whole token)? */
 static bool has_feature(const char *features, const char *name) {
@@ -396,7 +352,7 @@ FcStatus rt_cpu_compile(const KirProgram *p, int nthreads, RtCpuProgram **out, F
     *out = NULL;
     int nt = 0, max_args = 1;
     FC_TRY(resolve_threads(nthreads, &nt, err));
-    FC_TRY(check_program(p, &max_args, err));
+    FC_TRY(kir_check_program(p, "cpu", 64, false, &max_args, err));
     pthread_once(&llvm_once, llvm_init);
     if (llvm_init_failed) return fc_err_set(err, FC_ERR_DEVICE, "cpu: LLVM has no native target for this host");
 

@@ -579,25 +579,10 @@ struct RtCudaProgram {
 
 RtCuda *rt_cuda_program_device(const RtCudaProgram *cp) { return cp ? cp->d : NULL; }
 
-/* The program's structure, as the CPU device checks it: bugs upstream are FC_ERR_INTERNAL. */
+/* The program's structure (kir_check_program, as the CPU device checks it; bugs upstream are
+ * FC_ERR_INTERNAL), then its kernels against this GPU's limits. */
 static FcStatus check_program(const RtCuda *d, const KirProgram *p, int *max_args, FcErr *err) {
-    *max_args = 1;
-    if (p->workspace_bytes < 0) return fc_err_set(err, FC_ERR_INTERNAL, "cuda: negative workspace size");
-    for (int i = 0; i < p->buffers.len; i++) {
-        const KirBuffer *b = &p->buffers.data[i];
-        size_t es = fc_dtype_size(b->dtype);
-        int64_t bytes, end;
-        if (es == 0 || b->numel < 0 || !fc_mul64(b->numel, (int64_t)es, &bytes))
-            return fc_err_set(err, FC_ERR_INTERNAL, "cuda: buffer b%d has a bad dtype or size", i);
-        if (b->kind == KIR_BUF_TEMP) {
-            if (b->offset < 0 || b->offset % STATUS_ALIGN != 0 || !fc_add64(b->offset, bytes, &end) ||
-                end > p->workspace_bytes)
-                return fc_err_set(err, FC_ERR_INTERNAL, "cuda: temp buffer b%d lies outside the workspace or is not "
-                                  "256-byte aligned", i);
-        } else if (b->index < 0 || (b->kind != KIR_BUF_INPUT && b->kind != KIR_BUF_OUTPUT)) {
-            return fc_err_set(err, FC_ERR_INTERNAL, "cuda: buffer b%d has a bad kind or index", i);
-        }
-    }
+    FC_TRY(kir_check_program(p, "cuda", STATUS_ALIGN, true, max_args, err));
     for (int ki = 0; ki < p->kernels.len; ki++) {
         const KirKernel *k = p->kernels.data[ki];
         if (k->library) {   /* a cuBLASLt call (cublaslt.c) */
@@ -617,35 +602,6 @@ static FcStatus check_program(const RtCuda *d, const KirProgram *p, int *max_arg
             return fc_err_set(err, FC_ERR_UNSUPPORTED,
                               "cuda: kernel %s needs %lld bytes of shared memory; %s allows %lld a block (compile "
                               "for this GPU's --arch)", k->name, (long long)dyn, d->name, (long long)d->max_shared_optin);
-    }
-    for (int li = 0; li < p->launches.len; li++) {
-        const KirLaunch *l = &p->launches.data[li];
-        if (l->kernel < 0 || l->kernel >= p->kernels.len)
-            return fc_err_set(err, FC_ERR_INTERNAL, "cuda: launch %d names no kernel", li);
-        const KirKernel *k = p->kernels.data[l->kernel];
-        if (l->nargs != k->params.len)
-            return fc_err_set(err, FC_ERR_INTERNAL, "cuda: launch %d of %s binds %d buffers to %d params", li, k->name,
-                              l->nargs, k->params.len);
-        for (int a = 0; a < l->nargs; a++) {
-            int bi = l->args[a];
-            if (bi < 0 || bi >= p->buffers.len)
-                return fc_err_set(err, FC_ERR_INTERNAL, "cuda: launch %d of %s: bad buffer id %d", li, k->name, bi);
-            const KirBuffer *b = &p->buffers.data[bi];
-            const KirParam *prm = &k->params.data[a];
-            if (b->dtype != prm->dtype || b->numel < prm->numel)
-                return fc_err_set(err, FC_ERR_INTERNAL,
-                                  "cuda: launch %d of %s: buffer b%d (%s[%lld]) does not fit param p%d (%s[%lld])", li,
-                                  k->name, bi, fc_dtype_name(b->dtype), (long long)b->numel, a,
-                                  fc_dtype_name(prm->dtype), (long long)prm->numel);
-            if (b->kind == KIR_BUF_INPUT && prm->written)
-                return fc_err_set(err, FC_ERR_INTERNAL, "cuda: launch %d of %s writes input buffer b%d", li, k->name,
-                                  bi);
-            for (int a2 = 0; a2 < a; a2++)
-                if (l->args[a2] == bi && (prm->written || k->params.data[a2].written))
-                    return fc_err_set(err, FC_ERR_INTERNAL, "cuda: launch %d of %s binds buffer b%d to p%d and p%d, "
-                                      "one written (params are __restrict__)", li, k->name, bi, a2, a);
-        }
-        if (l->nargs > *max_args) *max_args = l->nargs;
     }
     return FC_OK;
 }
