@@ -106,7 +106,7 @@ int kir_var(KirKernel *k, KirType t) {
     return k->vars.len - 1;
 }
 int kir_shared(KirKernel *k, KirType t, int64_t count) {
-    KirShared s = {t, count};
+    KirShared s = {t, count, -1};
     if (k->failed || !FC_VEC_PUSH(&k->shared, s)) { k->failed = true; return -1; }
     return k->shared.len - 1;
 }
@@ -116,8 +116,25 @@ int kir_tarray(KirKernel *k, KirType t, int count) {
     return k->tarrays.len - 1;
 }
 
+void kir_shared_base(KirKernel *k, int shared, int base) {
+    if (k->failed || shared < 0 || shared >= k->shared.len || base < 0 || base >= k->exprs.len) {
+        k->failed = true;
+        return;
+    }
+    k->shared.data[shared].base = base;
+}
+void kir_set_view(KirKernel *k, int load, int view) {
+    if (k->failed || load < 0 || load >= k->exprs.len || view < 0 || view >= k->exprs.len ||
+        (k->exprs.data[load].kind != KE_LOAD && k->exprs.data[load].kind != KE_SHLOAD)) {
+        k->failed = true;
+        return;
+    }
+    k->exprs.data[load].view = view;
+}
+
 /* ---- expressions ------------------------------------------------------------------------ */
 static int add_expr(KirKernel *k, KirExpr e) {
+    e.view = -1;   /* set afterwards by kir_set_view */
     if (k->failed || !FC_VEC_PUSH(&k->exprs, e)) { k->failed = true; return -1; }
     return k->exprs.len - 1;
 }
@@ -352,10 +369,11 @@ static void print_expr(const KirKernel *k, int id, StrBuf *o) {
         break;
     case KE_VAR: sb_printf(o, "v%d", e->ref); break;
     case KE_LOAD:
-        sb_printf(o, "p%d[%s", e->ref, e->vec ? "vec " : ""); print_expr(k, e->a, o); sb_putc(o, ']');
-        break;
     case KE_SHLOAD:
-        sb_printf(o, "sh%d[%s", e->ref, e->vec ? "vec " : ""); print_expr(k, e->a, o); sb_putc(o, ']');
+        sb_printf(o, "%s%d[%s", e->kind == KE_LOAD ? "p" : "sh", e->ref, e->vec ? "vec " : "");
+        print_expr(k, e->a, o);
+        if (e->view >= 0) { sb_puts(o, " view "); print_expr(k, e->view, o); }
+        sb_putc(o, ']');
         break;
     case KE_TLOAD: sb_printf(o, "ta%d[", e->ref); print_expr(k, e->a, o); sb_putc(o, ']'); break;
     case KE_UNARY:
@@ -457,9 +475,12 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
         sb_printf(o, "  param p%d: %s[%lld]%s%s\n", i, fc_dtype_name(k->params.data[i].dtype),
                   (long long)k->params.data[i].numel, k->params.data[i].written ? " out" : "",
                   k->params.data[i].stream ? " stream" : "");
-    for (int i = 0; i < k->shared.len; i++)
-        sb_printf(o, "  shared sh%d: %s[%lld]\n", i, type_names[k->shared.data[i].type],
+    for (int i = 0; i < k->shared.len; i++) {
+        sb_printf(o, "  shared sh%d: %s[%lld]", i, type_names[k->shared.data[i].type],
                   (long long)k->shared.data[i].count);
+        if (k->shared.data[i].base >= 0) { sb_puts(o, " row at "); print_expr(k, k->shared.data[i].base, o); }
+        sb_putc(o, '\n');
+    }
     for (int i = 0; i < k->tarrays.len; i++)
         sb_printf(o, "  thread ta%d: %s[%d]\n", i, type_names[k->tarrays.data[i].type],
                   k->tarrays.data[i].count);
@@ -542,6 +563,14 @@ static FcStatus vvec(Verify *v, int idx, int size, int id) {
     return FC_OK;
 }
 
+static FcStatus vexpr(Verify *v, int id, int limit);
+/* A load's view: an i64 index expression over variables in scope (it is made after the load,
+ * so its id may be larger). */
+static FcStatus vview(Verify *v, int view, int id) {
+    if (view >= v->k->exprs.len || v->k->exprs.data[view].type != KT_I64) return vfail(v, "bad view of a load", id);
+    return vexpr(v, view, v->k->exprs.len);
+}
+
 static FcStatus vexpr(Verify *v, int id, int limit) {
     const KirKernel *k = v->k;
     if (id < 0 || id >= k->exprs.len || id >= limit) return vfail(v, "bad expression id", id);
@@ -559,10 +588,12 @@ static FcStatus vexpr(Verify *v, int id, int limit) {
         if (e->vec && k->params.data[e->ref].written) return vfail(v, "vec load of a written param", id);
         if (k->params.data[e->ref].stream) return vfail(v, "load of a stream param", id);
         if (e->vec) FC_TRY(vvec(v, e->a, (int)fc_dtype_size(k->params.data[e->ref].dtype), id));
+        if (e->view >= 0) FC_TRY(vview(v, e->view, id));
         return vexpr(v, e->a, id);
     case KE_SHLOAD:
         if (e->ref < 0 || e->ref >= k->shared.len) return vfail(v, "bad shared array", e->ref);
         if (e->vec) FC_TRY(vvec(v, e->a, type_bytes(k->shared.data[e->ref].type), id));
+        if (e->view >= 0) FC_TRY(vview(v, e->view, id));
         return vexpr(v, e->a, id);
     case KE_TLOAD:
         if (e->ref < 0 || e->ref >= k->tarrays.len) return vfail(v, "bad thread array", e->ref);
@@ -697,6 +728,243 @@ static FcStatus vlist_open(Verify *v, int s, int depth) {
     return FC_OK;
 }
 
+/* ---- the view check (see kir_verify) -------------------------------------------------------
+ * An interpreter of the kernel's index arithmetic: i64, i32 and bool values of variables and
+ * expressions, with "unknown" for anything that depends on data (loads, floats). It walks the
+ * statements of sample blocks with sample loop iterations and checks, at every load that carries
+ * a view, that the index reads the element the view names. */
+enum { VC_BUDGET = 400000, VC_SAMPLES = 8 };
+typedef struct VCheck {
+    const KirKernel *k;
+    FcErr *err;
+    FcStatus st;
+    int64_t block;
+    int64_t *var_val;
+    bool *var_known;
+    int64_t *e_val;          /* [exprs] cached per statement (stamp) */
+    int *e_stamp;            /* [exprs] */
+    unsigned char *e_known;  /* [exprs] */
+    int stamp;
+    int64_t steps;
+} VCheck;
+
+static bool vc_int(KirType t) { return t == KT_I64 || t == KT_I32 || t == KT_BOOL; }
+static int64_t vc_wrap(KirType t, uint64_t x) {
+    if (t == KT_BOOL) return x != 0;
+    if (t == KT_I32) return (int64_t)(int32_t)(uint32_t)x;
+    return (int64_t)x;
+}
+static bool vc_eval(VCheck *c, int id, int depth, int64_t *out);
+static void vc_fail(VCheck *c, int id, const char *what, int64_t got, int64_t want) {
+    if (c->st != FC_OK) return;
+    c->st = fc_err_set(c->err, FC_ERR_INTERNAL,
+                       "kernel IR of %s reads the wrong element: %s (expression %d): in block %lld it reads "
+                       "element %lld where the consumer's view maps it to element %lld",
+                       c->k->name, what, id, (long long)c->block, (long long)got, (long long)want);
+}
+static bool vc_eval_uncached(VCheck *c, int id, int depth, int64_t *out) {
+    const KirKernel *k = c->k;
+    const KirExpr *e = &k->exprs.data[id];
+    int64_t a = 0, b = 0, x = 0;
+    bool ka, kb;
+    switch (e->kind) {
+    case KE_CONST: *out = e->ival; return vc_int(e->type);
+    case KE_BLOCK_IDX: *out = c->block; return true;
+    case KE_VAR:
+        if (e->ref < 0 || e->ref >= k->vars.len || !c->var_known[e->ref]) return false;
+        *out = c->var_val[e->ref];
+        return true;
+    case KE_LOAD:
+    case KE_SHLOAD: {
+        ka = vc_eval(c, e->a, depth + 1, &a);
+        const KirShared *sh = e->kind == KE_SHLOAD ? &k->shared.data[e->ref] : NULL;
+        if (sh && sh->base >= 0 && e->view < 0) {
+            vc_fail(c, id, "a load of a staged row with no view", a, -1);
+            return false;
+        }
+        if (e->view < 0) return false;
+        bool kv = vc_eval(c, e->view, depth + 1, &x);
+        if (!ka || !kv) return false;
+        if (!sh) {
+            if (a != x) vc_fail(c, id, "a load", a, x);
+        } else if (sh->base >= 0) {
+            if (a < 0 || a >= sh->count) {
+                vc_fail(c, id, "a load of a staged row outside the row", a, x);
+            } else if (vc_eval(c, sh->base, depth + 1, &b) && (int64_t)((uint64_t)b + (uint64_t)a) != x) {
+                vc_fail(c, id, "a load of a staged row", (int64_t)((uint64_t)b + (uint64_t)a), x);
+            }
+        }
+        return false;   /* data */
+    }
+    case KE_TLOAD: vc_eval(c, e->a, depth + 1, &a); return false;
+    case KE_ROUND: vc_eval(c, e->a, depth + 1, &a); return false;
+    case KE_CAST:
+        ka = vc_eval(c, e->a, depth + 1, &a);
+        if (!ka || !vc_int(e->type) || !vc_int(k->exprs.data[e->a].type)) return false;
+        *out = vc_wrap(e->type, (uint64_t)a);
+        return true;
+    case KE_UNARY:
+        ka = vc_eval(c, e->a, depth + 1, &a);
+        if (!ka || !vc_int(e->type)) return false;
+        if (e->op == KU_NEG) *out = vc_wrap(e->type, 0 - (uint64_t)a);
+        else if (e->op == KU_ABS) *out = vc_wrap(e->type, a < 0 ? 0 - (uint64_t)a : (uint64_t)a);
+        else if (e->op == KU_NOT) *out = !a;
+        else return false;
+        return true;
+    case KE_SELECT: {
+        int64_t cv = 0;
+        bool kc = vc_eval(c, e->a, depth + 1, &cv);
+        ka = vc_eval(c, e->b, depth + 1, &a);
+        kb = vc_eval(c, e->c, depth + 1, &b);
+        if (!vc_int(e->type)) return false;
+        if (kc) { *out = cv ? a : b; return cv ? ka : kb; }
+        *out = a;
+        return ka && kb && a == b;
+    }
+    case KE_BINARY: {
+        ka = vc_eval(c, e->a, depth + 1, &a);
+        kb = vc_eval(c, e->b, depth + 1, &b);
+        KirType ot = k->exprs.data[e->a].type;
+        if (!ka || !kb || !vc_int(ot)) return false;
+        uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+        switch ((KirBinOp)e->op) {
+        case KB_ADD: *out = vc_wrap(ot, ua + ub); return true;
+        case KB_SUB: *out = vc_wrap(ot, ua - ub); return true;
+        case KB_MUL: *out = vc_wrap(ot, ua * ub); return true;
+        case KB_DIV:
+        case KB_REM:
+            if (b == 0 || (b == -1 && a == INT64_MIN)) return false;
+            *out = vc_wrap(ot, (uint64_t)(e->op == KB_DIV ? a / b : a % b));
+            return true;
+        case KB_MAX: *out = a > b ? a : b; return true;
+        case KB_MIN: *out = a < b ? a : b; return true;
+        case KB_LT: *out = a < b; return true;
+        case KB_LE: *out = a <= b; return true;
+        case KB_GT: *out = a > b; return true;
+        case KB_GE: *out = a >= b; return true;
+        case KB_EQ: *out = a == b; return true;
+        case KB_NE: *out = a != b; return true;
+        case KB_AND: *out = a && b; return true;
+        case KB_OR: *out = a || b; return true;
+        default: return false;
+        }
+    }
+    default: return false;
+    }
+}
+static bool vc_eval(VCheck *c, int id, int depth, int64_t *out) {
+    if (id < 0 || id >= c->k->exprs.len || depth > 256 || c->st != FC_OK || c->steps > VC_BUDGET) return false;
+    if (c->e_stamp[id] == c->stamp) {
+        *out = c->e_val[id];
+        return c->e_known[id];
+    }
+    c->steps++;
+    int64_t v = 0;
+    bool kn = vc_eval_uncached(c, id, depth, &v);
+    c->e_stamp[id] = c->stamp;
+    c->e_val[id] = v;
+    c->e_known[id] = kn;
+    *out = v;
+    return kn;
+}
+/* Evaluates expression id afresh (variables may have changed since the last statement). */
+static bool vc_use(VCheck *c, int id, int64_t *out) {
+    c->stamp++;
+    *out = 0;
+    return vc_eval(c, id, 0, out);
+}
+static void vc_set(VCheck *c, int var, int expr) {
+    int64_t x = 0;
+    bool kn = vc_use(c, expr, &x);
+    if (var < 0 || var >= c->k->vars.len) return;
+    c->var_known[var] = kn && vc_int(c->k->vars.data[var].type);
+    c->var_val[var] = x;
+}
+static void vc_list(VCheck *c, int s, int depth);
+/* Runs body with loop variable var over sample iterations of [lo, hi): all of them when there
+ * are at most VC_SAMPLES, else the first three, the last three and two in between. */
+static void vc_loop(VCheck *c, int var, int lo_e, int hi_e, int body, int value, int depth) {
+    int64_t lo = 0, hi = 0;
+    if (!vc_use(c, lo_e, &lo) || !vc_use(c, hi_e, &hi) || hi <= lo) return;
+    uint64_t n = (uint64_t)hi - (uint64_t)lo;
+    for (int j = 0; j < VC_SAMPLES && (uint64_t)j < n && c->st == FC_OK && c->steps <= VC_BUDGET; j++) {
+        uint64_t off = n <= VC_SAMPLES ? (uint64_t)j
+                       : j < 3         ? (uint64_t)j
+                       : j < 6         ? n - 1 - (uint64_t)(j - 3)
+                                       : n / 3 * (uint64_t)(j - 5);
+        c->var_val[var] = (int64_t)((uint64_t)lo + off);
+        c->var_known[var] = true;
+        vc_list(c, body, depth + 1);
+        if (value >= 0) {
+            int64_t x;
+            vc_use(c, value, &x);
+        }
+    }
+    c->var_known[var] = false;
+}
+static void vc_list(VCheck *c, int s, int depth) {
+    const KirKernel *k = c->k;
+    int64_t x = 0;
+    for (; s >= 0 && s < k->stmts.len && c->st == FC_OK && c->steps <= VC_BUDGET && depth <= 64;
+         s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        switch (st->kind) {
+        case KS_LET: case KS_ASSIGN: vc_set(c, st->var, st->a); break;
+        case KS_STORE: case KS_SHSTORE: case KS_TSTORE:
+            vc_use(c, st->a, &x);
+            vc_use(c, st->b, &x);
+            break;
+        case KS_FOR: vc_loop(c, st->var, st->a, st->b, st->body, -1, depth); break;
+        case KS_IF:
+            if (vc_use(c, st->a, &x)) {
+                vc_list(c, x ? st->body : st->body2, depth + 1);
+            } else {
+                vc_list(c, st->body, depth + 1);
+                vc_list(c, st->body2, depth + 1);
+            }
+            break;
+        case KS_REDUCE:
+            vc_loop(c, st->loop_var, st->a, st->b, st->body, st->c, depth);
+            if (st->var >= 0 && st->var < k->vars.len) c->var_known[st->var] = false;
+            break;
+        case KS_ERROR: vc_use(c, st->a, &x); break;
+        default: break;
+        }
+    }
+}
+static FcStatus kir_check_views(const KirKernel *k, FcErr *err) {
+    bool any = false;
+    for (int i = 0; i < k->shared.len && !any; i++) any = k->shared.data[i].base >= 0;
+    for (int i = 0; i < k->exprs.len && !any; i++) any = k->exprs.data[i].view >= 0;
+    if (!any) return FC_OK;
+    VCheck c = {.k = k, .err = err, .st = FC_OK};
+    size_t nv = (size_t)k->vars.len + 1, ne = (size_t)k->exprs.len + 1;
+    c.var_val = fc_calloc(nv, sizeof(int64_t));
+    c.var_known = fc_calloc(nv, sizeof(bool));
+    c.e_val = fc_calloc(ne, sizeof(int64_t));
+    c.e_stamp = fc_calloc(ne, sizeof(int));
+    c.e_known = fc_calloc(ne, 1);
+    if (!c.var_val || !c.var_known || !c.e_val || !c.e_stamp || !c.e_known) {
+        c.st = FC_OOM(err);
+    } else {
+        int64_t blocks[4] = {0, 1, k->grid / 2, k->grid - 1};
+        for (int b = 0; b < 4 && c.st == FC_OK; b++) {
+            bool seen = blocks[b] >= k->grid;
+            for (int b2 = 0; b2 < b; b2++) seen |= blocks[b2] == blocks[b];
+            if (seen) continue;
+            c.block = blocks[b];
+            memset(c.var_known, 0, nv * sizeof(bool));
+            vc_list(&c, k->body, 0);
+        }
+    }
+    fc_free(c.var_val);
+    fc_free(c.var_known);
+    fc_free(c.e_val);
+    fc_free(c.e_stamp);
+    fc_free(c.e_known);
+    return c.st;
+}
+
 FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     if (!kir_kernel_ok(k)) return fc_err_set(err, FC_ERR_INTERNAL, "kernel IR of %s is incomplete", k ? k->name : "?");
     if (k->library) {
@@ -719,9 +987,15 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     FcStatus s;
     if (!v.var_state || !v.decl_stack || !v.stamp) s = FC_OOM(err);
     else s = vlist(&v, k->body, 0);
+    for (int i = 0; s == FC_OK && i < k->shared.len; i++) {
+        int b = k->shared.data[i].base;
+        if (b >= k->exprs.len || (b >= 0 && k->exprs.data[b].type != KT_I64))
+            s = fc_err_set(err, FC_ERR_INTERNAL, "kernel IR of %s is malformed: bad row base of sh%d", k->name, i);
+    }
     fc_free(v.var_state);
     fc_free(v.decl_stack);
     fc_free(v.stamp);
+    if (s == FC_OK) s = kir_check_views(k, err);
     return s;
 }
 

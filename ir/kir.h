@@ -81,6 +81,13 @@ typedef struct KirExpr {
     FcDtype dtype;       /* KE_ROUND */
     int64_t ival;
     double fval;
+    int view;            /* KE_LOAD/KE_SHLOAD of a tensor value (-1: none, the default): the linear
+                          * element index, in the value's own row-major shape, that the consumer's
+                          * view (transpose, slice, broadcast, gather, ...) maps this read to, as
+                          * the lowering derived it from the consumer's index. A load whose index
+                          * `a` was computed another way (a shared row, a folded vec index) carries
+                          * it, and the verifier checks that the index reads that element: for a
+                          * LOAD, a == view; for a SHLOAD of a staged array, base + a == view. */
     bool vec;            /* KE_LOAD/KE_SHLOAD inside a thread loop with vec W > 1 (see KirStmt.vec):
                           * the index is the loop variable v, or add(B, v) with B block-uniform, so
                           * iteration v + j reads element index(v) + j; a backend may read the W
@@ -126,7 +133,11 @@ typedef struct KirStmt {
 } KirStmt;
 
 typedef struct KirVar { KirType type; } KirVar;
-typedef struct KirShared { KirType type; int64_t count; } KirShared;
+/* A shared array. base -1: scratch (matrix tiles, whatever the kernel keeps there). base >= 0:
+ * a staged row: an i64 block-uniform expression such that, in each block, element j of the array
+ * holds element base + j of one tensor value (a row staged from memory or kept by a reduction);
+ * every SHLOAD of it must carry a view (KirExpr.view), which the verifier checks. */
+typedef struct KirShared { KirType type; int64_t count; int base; } KirShared;
 typedef struct KirTArray { KirType type; int count; } KirTArray;
 
 typedef struct KirParam {
@@ -209,6 +220,11 @@ int kir_param(KirKernel *k, FcDtype dtype, int64_t numel, bool written);
 int kir_var(KirKernel *k, KirType t);
 int kir_shared(KirKernel *k, KirType t, int64_t count);
 int kir_tarray(KirKernel *k, KirType t, int count);
+/* Marks shared array `shared` a staged row whose element j holds element base + j of a value
+ * (KirShared.base), and records on load expression `load` the element its consumer's view maps
+ * it to (KirExpr.view). */
+void kir_shared_base(KirKernel *k, int shared, int base);
+void kir_set_view(KirKernel *k, int load, int view);
 
 /* Expressions; each returns an id (or -1 after an allocation failure, which sticks:
  * check kir_kernel_ok before using the kernel). */
@@ -255,7 +271,13 @@ void kir_print_program(const KirProgram *p, StrBuf *out);
 /* Structural checks: types agree, vars defined before use, thread arrays only inside
  * thread loops, thread loops not nested, barriers only at block level; vec accesses only in
  * a vec loop, with an index of the form v or add(B, v), 16-byte multiples, vec stores in the
- * loop's own body and vec loads not of a written param. */
+ * loop's own body and vec loads not of a written param.
+ * Then the view check, when the kernel has staged rows or views: the index arithmetic is run
+ * for sample blocks (first, second, middle, last) and sample iterations of every loop (all of
+ * a short loop; the first, last and a few middle ones of a long one), and every load that
+ * carries a view must read the element the view names (a staged row's load must carry one,
+ * and its index must lie in the array). Indices that depend on loaded data (a gather's ids)
+ * are not known and not checked. */
 FcStatus kir_verify(const KirKernel *k, FcErr *err);
 /* The structure of a program as a device checks it before compiling (bugs upstream are
  * FC_ERR_INTERNAL; messages start with `who`, e.g. "cpu"): buffer dtypes and sizes, temps

@@ -124,6 +124,11 @@ typedef struct Lower {
     int *row_shared;         /* [values] shared array holding this row of the value, or -1 */
     int row_lead;            /* rank of the row index (leading dims) while row_shared is used */
     IrShape row_red;         /* the reduced dims */
+    bool in_rows;            /* a row kernel is being built: row_shared and the reductions' bound
+                              * values hold the block's own row, and only that row */
+    int row_var;             /* its row (the block index) */
+    int row_lead_vars[IR_MAX_RANK]; /* the row's index in the leading dims, one variable each */
+    IrShape row_lead_shape;  /* the leading dims */
     FC_VEC(Memo) memo;
     int depth;
     /* GPU vectorization (KirStmt.vec): while a vec thread loop is built, its variable and
@@ -520,18 +525,39 @@ static void fold_set(Lower *L, const IrShape *s, int r, const int *idx, int lin)
     memcpy(L->fold_idx, idx, sizeof(int) * (size_t)r);
 }
 
+/* In a row kernel: index idx (of a value whose leading dims are the rows') names an element
+ * of the block's own row. Only then may a staged or kept row, or a reduction's per-row result,
+ * stand for the value: a consumer behind a view (transpose, slice, gather, reshape, concat,
+ * broadcast) may ask for another row's element. The test is on the index expressions: each
+ * leading index is the row's own variable, or the dim has size 1 (any index in it is 0). A
+ * different expression that happens to equal it only costs a reload. */
+static bool row_current(Lower *L, const int *idx) {
+    for (int d = 0; d < L->row_lead; d++) {
+        if (L->row_lead_shape.dims[d] == 1) continue;
+        if (idx[d] < 0) return false;
+        const KirExpr *x = &L->k->exprs.data[idx[d]];
+        if (x->kind != KE_VAR || x->ref != L->row_lead_vars[d]) return false;
+    }
+    return true;
+}
+
+/* Reads this row's element idx of v from the shared array holding the row, with the view (the
+ * element's linear index in v) for the verifier. */
+static int emit_shared_load(Lower *L, int v, const int *idx) {
+    int off = linearize(L, &L->row_red, idx + L->row_lead);
+    if (L->fold_shape && L->fold_rank == L->row_red.rank &&
+        !memcmp(idx + L->row_lead, L->fold_idx, sizeof(int) * (size_t)L->fold_rank))
+        off = L->fold_lin;
+    int sh = L->row_shared[v];
+    KirType t = L->k->shared.data[sh].type;
+    int e = t != KT_BOOL && vec_index(L, off, t == KT_F32 || t == KT_I32 ? 4 : 8) ? kir_shload_vec(L->k, sh, off)
+                                                                                   : kir_shload(L->k, sh, off);
+    if (e >= 0) kir_set_view(L->k, e, linearize(L, &val(L, v)->shape, idx));
+    return e;
+}
+
 /* Loads a value that lives in a buffer (computed by an earlier kernel, or a block input). */
 static int emit_load(Lower *L, int v, const int *idx) {
-    if (L->row_shared[v] >= 0) {   /* this row of v was staged in shared memory */
-        int off = linearize(L, &L->row_red, idx + L->row_lead);
-        if (L->fold_shape && L->fold_rank == L->row_red.rank &&
-            !memcmp(idx + L->row_lead, L->fold_idx, sizeof(int) * (size_t)L->fold_rank))
-            off = L->fold_lin;
-        KirType t = L->k->shared.data[L->row_shared[v]].type;
-        if (t != KT_BOOL && vec_index(L, off, t == KT_F32 || t == KT_I32 ? 4 : 8))
-            return kir_shload_vec(L->k, L->row_shared[v], off);
-        return kir_shload(L->k, L->row_shared[v], off);
-    }
     int buf = L->buf_of_val[v];
     LCHECK(L, buf >= 0);
     int prm = param_for_buf(L, buf, false);
@@ -547,9 +573,12 @@ static int emit_load(Lower *L, int v, const int *idx) {
     } else {
         lin = linearize(L, s, idx);
     }
-    if (prm >= 0 && !L->k->params.data[prm].written && vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype)))
-        return kir_load_vec(L->k, prm, lin);
-    return kir_load(L->k, prm, lin);
+    int e = prm >= 0 && !L->k->params.data[prm].written && vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype))
+                ? kir_load_vec(L->k, prm, lin)
+                : kir_load(L->k, prm, lin);
+    int plain = linearize(L, s, idx);
+    if (e >= 0 && plain != lin) kir_set_view(L->k, e, plain);   /* a folded index: the verifier checks it */
+    return e;
 }
 
 /* Constants and iotas are computed where they are used, in every kernel: never loaded. */
@@ -652,12 +681,18 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
 
 static int emit(Lower *L, int v, const int *idx) {
     if (failed(L)) return -1;
-    if (L->bound[v] >= 0) return L->bound[v];
+    if (L->bound[v] >= 0) {
+        /* a reduction's result in a row kernel is this row's: fusion lets only elementwise ops
+         * read it, so it is never asked for at another row; check rather than miscompile */
+        LCHECK(L, !L->in_rows || row_current(L, idx));
+        return L->bound[v];
+    }
     int rank = val(L, v)->shape.rank;
     int e = memo_find(L, v, rank, idx);
     if (e >= 0) return e;
-    if (!in_group(L, v) || L->force_load[v] || L->row_shared[v] >= 0) e = emit_load(L, v, idx);
-    else e = emit_node(L, node_of(L, v), v, idx);
+    if (L->row_shared[v] >= 0 && row_current(L, idx)) e = emit_shared_load(L, v, idx);
+    else if (!in_group(L, v) || L->force_load[v]) e = emit_load(L, v, idx);
+    else e = emit_node(L, node_of(L, v), v, idx);   /* kept rows are recomputed at another row */
     return memo_put(L, v, rank, idx, e);
 }
 
@@ -678,6 +713,8 @@ static void kernel_begin(Lower *L, int group, const char *kind, int64_t grid, in
     L->vec_w = 0;
     L->fold_shape = NULL;
     L->fold_rank = 0;
+    L->in_rows = false;
+    L->row_lead = 0;
     hc_reset(L);
 }
 
@@ -932,7 +969,10 @@ static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int6
     int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
     int64_t l2 = L->opt->host.l2_bytes > 0 ? L->opt->host.l2_bytes : 1 << 20;
     int64_t budget = L->opt->cpu ? l2 / 4 : row_smem_budget(L->opt) - shared_used(L->k);
-    return bytes <= budget ? kir_shared(L->k, t, N) : -1;
+    if (bytes > budget) return -1;
+    int sh = kir_shared(L->k, t, N);
+    if (sh >= 0) kir_shared_base(L->k, sh, ib(L, KB_MUL, vref(L, L->row_var), ci(L, N)));
+    return sh;
 }
 
 static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const int *lead_vars, int64_t N) {
@@ -948,6 +988,7 @@ static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const in
         if (!read || !ok || used + bytes > row_smem_budget(L->opt)) continue;
         used += bytes;
         int sh = kir_shared(L->k, t, N);
+        if (sh >= 0) kir_shared_base(L->k, sh, ib(L, KB_MUL, vref(L, L->row_var), ci(L, N)));
         int it = kir_var(L->k, KT_I64);
         /* W consecutive elements a thread when rows start at multiples of W (N % W == 0) */
         int w = 16 / (int)fc_dtype_size(x->dtype);
@@ -988,7 +1029,11 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     for (int d = 0; d < lead.rank; d++) {
         lead_vars[d] = kir_var(L->k, KT_I64);
         kir_let(L->k, lead_vars[d], lidx[d]);
+        L->row_lead_vars[d] = lead_vars[d];
     }
+    L->in_rows = true;
+    L->row_var = row;
+    L->row_lead_shape = lead;
     hc_reset(L);
     stage_rows(L, group, X, nred, lead_vars, N);
     /* one block reduction per reduction node, in order */
@@ -1050,10 +1095,19 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         k_for(L, KIR_LOOP_THREADS, it, ci(L, 0), ci(L, 1));
         for (int i = 0; i < nouts; i++) {
             if (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) continue;
-            /* the reduced shape, with or without kept size-1 dims: the row's index */
+            /* the reduced shape, with or without kept size-1 dims: the row's index (its own
+             * variables, so that per-row values may be used); another shape of R elements: the
+             * row's linear index delinearized */
             const IrShape *s = &val(L, outs[i])->shape;
             int idx[IR_MAX_RANK];
-            delinearize(L, s, vref(L, row), idx);
+            bool lead_like = s->rank >= lead.rank;
+            for (int d = 0; d < s->rank && lead_like; d++)
+                lead_like = d < lead.rank ? s->dims[d] == lead.dims[d] : s->dims[d] == 1;
+            if (lead_like) {
+                for (int d = 0; d < s->rank; d++) idx[d] = d < lead.rank ? vref(L, lead_vars[d]) : ci(L, 0);
+            } else {
+                delinearize(L, s, vref(L, row), idx);
+            }
             store_value(L, outs[i], vref(L, row), idx);
         }
         k_end(L);

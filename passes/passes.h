@@ -13,6 +13,11 @@
  * IR_CAT_COMPOSITE op and no split; same inputs and outputs. */
 FcStatus pass_decompose(const IrGraph *in, IrGraph **out, FcErr *err);
 
+/* dce.c: removes every node from which no block output can be reached (a value that reaches
+ * no output reaches no kernel). Requires: a verified graph. Leaves: a verified graph with the
+ * live nodes in their order, all the inputs and the same outputs. */
+FcStatus pass_dce(const IrGraph *in, IrGraph **out, FcErr *err);
+
 /* The CPU that CPU-shaped schedules are made for: its budgets. runtime/cpu.c fills it from
  * the host (rt_cpu_host); zeros mean unknown and give the defaults of lower.c. */
 typedef struct PassCpu {

@@ -1,6 +1,8 @@
 /* pipeline.c: the ordered list of passes, from a source graph to a kernel program.
  *
- *   verify(source) -> decompose -> verify -> fuse (groups) -> lower (schedules, buffers)
+ *   verify(source) -> decompose -> verify -> dce -> verify -> fuse (groups) -> lower
+ *
+ * (dce verifies its result itself; lower builds the schedules and buffers.)
  *
  * Every stage is checked: the graph verifier after each graph pass, the kernel IR verifier
  * on every kernel (inside pass_lower).
@@ -24,6 +26,14 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
     FC_TRY(ir_verify(src, err));
     FC_TRY(pass_decompose(src, &r.graph, err));
     FcStatus s = ir_verify(r.graph, err);
+    if (s == FC_OK) {
+        IrGraph *live = NULL;
+        s = pass_dce(r.graph, &live, err);
+        if (s == FC_OK) {
+            ir_graph_free(r.graph);
+            r.graph = live;
+        }
+    }
     int *groups = NULL;
     if (s == FC_OK) {
         groups = fc_calloc((size_t)r.graph->nodes.len + 1, sizeof(int));

@@ -19,7 +19,8 @@
 #   difftest_noisy       the noisy variants used by the conditioning check compile, for the
 #                        500 graphs of difftest_cpu (a check of the generator; seconds).
 #   difftest_found_<f>   every reproducer in tests/difftest/found/ (bugs difftest found, since
-#                        fixed) replayed as a regression test.
+#                        fixed) replayed as a regression test: CPU fused and eager, NVRTC, and
+#                        the CUDA emulation.
 # Reproducers of failures go to ${PROJECT_BINARY_DIR}/difftest-failures (FUSEC_DIFFTEST_OUT).
 # Run more on demand:  build/difftest --seed S --count N [--jobs 2] [--emu-every K]
 # The emulation runner (tests/cuda_emu/emu_runner.c) is shared with test_cuda_emu (cuda_emu.cmake).
@@ -59,6 +60,6 @@ set_tests_properties(difftest_stream PROPERTIES LABELS difftest TIMEOUT 600
 file(GLOB _dt_found CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/difftest/found/*.tf)
 foreach(f ${_dt_found})
   get_filename_component(_n ${f} NAME_WE)
-  add_test(NAME difftest_found_${_n} COMMAND difftest --replay ${f} --nvrtc-every 1)
+  add_test(NAME difftest_found_${_n} COMMAND difftest --replay ${f} --nvrtc-every 1 --emu-every 1)
   set_tests_properties(difftest_found_${_n} PROPERTIES LABELS difftest TIMEOUT 120 ENVIRONMENT "${_dt_env}")
 endforeach()
