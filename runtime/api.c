@@ -192,6 +192,7 @@ struct FcBlock {
     char arch[8];
     char *entry;
     double *tol;           /* [outputs] --check tolerance */
+    bool narrow_mid;       /* a computing op has a 16/8-bit float result (rt_interp_has_narrow_intermediates) */
     bool unusable;         /* an internal error happened */
 };
 
@@ -254,6 +255,7 @@ static FcStatus compute_tolerances(FcBlock *b) {
         FcDtype t = dt[v] >= 0 ? (FcDtype)dt[v] : ir_cval(g, v)->dtype;
         b->tol[j] = rt_host_tolerance(t, K[v]);
     }
+    b->narrow_mid = rt_interp_has_narrow_intermediates(g);
     fc_free(K);
     fc_free(dt);
     return FC_OK;
@@ -866,6 +868,61 @@ FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max
     }
     host_end((FcTensor *)got, hg, false);
     return s;
+}
+
+/* The safety factor on the rounding spread: the spread is one sample (these inputs, these
+ * rounding errors) of the effect of rounding at every op, and a fused program rounds at a
+ * subset of those points (its kernels' outputs), whose partial effect can exceed the whole
+ * where the terms of different roundings cancel (docs/tolerances.md). */
+#define CHECK_SPREAD_FACTOR 2.0
+
+FcStatus fc_block_check_tolerances(FcBlock *b, FcTensor *const *inputs, double *rel_tol, double *spread) {
+    if (!block_ready(b) || !rel_tol) return FC_ERR_USAGE;
+    const IrGraph *g = b->src;
+    int nin = g->inputs.len, nout = g->outputs.len;
+    for (int j = 0; j < nout; j++) {
+        rel_tol[j] = b->tol[j];
+        if (spread) spread[j] = 0;
+    }
+    if (!b->narrow_mid || nout == 0) return FC_OK;   /* both roundings are the same program */
+    if (nin && !inputs) return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_check_tolerances: inputs are required");
+    for (int i = 0; i < nin; i++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        if (!inputs[i] || inputs[i]->dtype != x->dtype || !ir_shape_eq(&inputs[i]->shape, &x->shape))
+            return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_check_tolerances: input %d ('%s') is missing or does not match the block", i,
+                              x->name);
+    }
+    void **in = fc_calloc((size_t)nin + 1, sizeof *in), **out[2] = {fc_calloc((size_t)nout, sizeof(void *)),
+                                                                  fc_calloc((size_t)nout, sizeof(void *))};
+    FcStatus s = in && out[0] && out[1] ? FC_OK : FC_OOM(&b->err);
+    int fetched = 0;   /* inputs [0, fetched) hold host copies to release */
+    for (int i = 0; s == FC_OK && i < nin; i++)
+        if ((s = host_begin(inputs[i], true, &in[i])) == FC_OK) fetched = i + 1;
+    for (int j = 0; s == FC_OK && j < nout; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        int64_t n = 1;
+        ir_shape_numel(&y->shape, &n);
+        for (int k = 0; k < 2 && s == FC_OK; k++)
+            if (!(out[k][j] = fc_alloc((size_t)n * fc_dtype_size(y->dtype) + 1))) s = FC_OOM(&b->err);
+    }
+    if (s == FC_OK) s = rt_interp_run_rounding(g, (const void *const *)in, out[0], RT_ROUND_EVERY_OP, &b->err);
+    if (s == FC_OK) s = rt_interp_run_rounding(g, (const void *const *)in, out[1], RT_ROUND_AT_OUTPUTS, &b->err);
+    for (int j = 0; s == FC_OK && j < nout; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        int64_t n = 1;
+        ir_shape_numel(&y->shape, &n);
+        double a = 0, sp = 0;
+        rt_host_compare(y->dtype, out[1][j], out[0][j], n, &a, &sp);
+        rel_tol[j] = b->tol[j] + CHECK_SPREAD_FACTOR * sp;
+        if (spread) spread[j] = sp;
+    }
+    for (int i = 0; i < fetched; i++) host_end(inputs[i], in[i], false);
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; out[k] && j < nout; j++) fc_free(out[k][j]);
+        fc_free(out[k]);
+    }
+    fc_free(in);
+    return block_fail(b, s);
 }
 
 /* ids of a gather: the rows of its table bound the random values */

@@ -180,6 +180,16 @@ FcStatus fc_tensor_save_npy(const FcTensor *t, const char *path);
  * values must agree in position and kind, else both are set to +inf. */
 FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max_abs,
                            double *max_rel);
+/* The --check tolerance of every output for these inputs (docs/tolerances.md): rel_tol[j] =
+ * fc_block_output_tolerance(b, j) + 2 * spread[j], where spread[j] is max |e - f| / max |e| for
+ * the reference interpreter's two legal meanings of 16- and 8-bit float intermediates on these
+ * inputs: e rounds them at every op (eager, PyTorch), f keeps them in f32 to the block's
+ * outputs (a fused kernel). A block without such intermediates gets spread 0 and runs nothing;
+ * otherwise the interpreter runs twice. spread is +inf (so is the tolerance) where e and f
+ * disagree on which elements are non-finite. inputs: as fc_program_run's, on any device;
+ * rel_tol and spread (may be NULL) have room for fc_block_num_outputs(b) numbers. Use it for
+ * every comparison of a program with the reference or of two programs with each other. */
+FcStatus fc_block_check_tolerances(FcBlock *b, FcTensor *const *inputs, double *rel_tol, double *spread);
 
 /* Fills t (input i's dtype and shape) with seeded random data as `fusec run` does:
  * floats from N(0, 1), except `param` inputs of rank >= 2 (weight matrices [.., in, out])

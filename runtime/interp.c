@@ -7,6 +7,10 @@
  *   f64 exact; f32 by a (float) cast; f16/bf16/f8 round to nearest even with this file's
  *   own rounding (rnd_narrow), f8 saturating (f8e4m3 also maps +-inf to +-448, having no
  *   inf); i32/i64 truncate toward zero and saturate, NaN gives 0; bool is (v != 0).
+ * rt_interp_run_rounding with RT_ROUND_AT_OUTPUTS is the other legal meaning of 16- and 8-bit
+ * float intermediates, a fused kernel's: such results of computing ops stay in f32 and are
+ * rounded to their dtype only at block outputs (and by explicit casts and generators); the
+ * difference between the two runs is the tolerance's "rounding spread" (docs/tolerances.md).
  * Consequences worth knowing:
  * - integer add/sub/mul/neg/abs/square/pow saturate at the type's range (they never wrap);
  *   an integer div (the frontend never makes one) is true division truncated toward zero,
@@ -708,8 +712,27 @@ static FcStatus alloc_value(const IrGraph *g, int id, double **out, FcErr *err) 
     return FC_OK;
 }
 
+/* A 16- or 8-bit float: the dtypes whose intermediates the two roundings treat differently. */
+static bool is_narrow_float(FcDtype t) { return t == FC_F16 || t == FC_BF16 || t == FC_F8E4M3 || t == FC_F8E5M2; }
+
+bool rt_interp_has_narrow_intermediates(const IrGraph *g) {
+    for (int k = 0; k < g->nodes.len; k++) {
+        const IrNode *n = &g->nodes.data[k];
+        IrCategory c = ir_ops[n->op].cat;
+        if (c == IR_CAT_CAST || c == IR_CAT_GENERATOR || c == IR_CAT_SHAPE) continue;
+        for (int r = 0; r < n->nout; r++)
+            if (is_narrow_float(val(g, n->out[r])->dtype)) return true;
+    }
+    return false;
+}
+
 FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const *outputs,
                        FcErr *err) {
+    return rt_interp_run_rounding(g, inputs, outputs, RT_ROUND_EVERY_OP, err);
+}
+
+FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                                RtRounding rounding, FcErr *err) {
     for (int op = 0; op < IR_OP_COUNT; op++) FC_CHECK(err, ex_table[op] != NULL);
     FC_CHECK(err, g != NULL);
     FC_CHECK(err, g->inputs.len == 0 || inputs != NULL);
@@ -790,13 +813,19 @@ FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const 
         if (ins != ins_fast) fc_free((void *)ins);
         if (outs != outs_fast) fc_free(outs);
         if (st != FC_OK) goto done;
-        /* op-by-op semantics: every result element rounded to its dtype */
+        /* op-by-op semantics: every result element rounded to its dtype; with
+         * RT_ROUND_AT_OUTPUTS a 16/8-bit float result of a computing op is kept in f32 instead
+         * (a fused kernel's register), while casts and generators still round (every backend
+         * rounds them) */
+        IrCategory cat = ir_ops[n->op].cat;
+        bool keep_wide = rounding == RT_ROUND_AT_OUTPUTS && cat != IR_CAT_CAST && cat != IR_CAT_GENERATOR;
         for (int r = 0; r < n->nout; r++) {
             const IrValue *v = val(g, n->out[r]);
             double *d = buf[n->out[r]];
             int64_t m = count(&v->shape);
-            if (v->dtype != FC_F64)
-                for (int64_t j = 0; j < m; j++) d[j] = rnd(v->dtype, d[j]);
+            FcDtype rt = keep_wide && is_narrow_float(v->dtype) ? FC_F32 : v->dtype;
+            if (rt != FC_F64)
+                for (int64_t j = 0; j < m; j++) d[j] = rnd(rt, d[j]);
         }
         /* free what is no longer needed: inputs at their last use, results never used */
         for (int i = 0; i < n->nin; i++)
@@ -815,7 +844,12 @@ FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const 
         int v = g->outputs.data[o];
         CHECK_OR_FAIL(buf[v] != NULL && outputs[o] != NULL);
         int64_t m = count(&val(g, v)->shape);
-        for (int64_t j = 0; j < m; j++) store_elem(val(g, v)->dtype, outputs[o], j, buf[v][j]);
+        FcDtype t = val(g, v)->dtype;
+        /* kept-wide values are rounded here, at the block's output */
+        if (rounding == RT_ROUND_AT_OUTPUTS && is_narrow_float(t))
+            for (int64_t j = 0; j < m; j++) store_elem(t, outputs[o], j, rnd(t, buf[v][j]));
+        else
+            for (int64_t j = 0; j < m; j++) store_elem(t, outputs[o], j, buf[v][j]);
     }
 #undef CHECK_OR_FAIL
 done:

@@ -1199,15 +1199,28 @@ static int cmd_run(const Args *a) {
             rc = report(s, "running the reference interpreter", fc_program_last_error(rb.prog), 0);
             goto done;
         }
+        /* the tolerances for these inputs: they widen with the rounding spread of 16/8-bit
+         * intermediates (docs/tolerances.md) */
+        double *tols = calloc((size_t)nout + 1, sizeof *tols), *spread = calloc((size_t)nout + 1, sizeof *spread);
+        if (!tols || !spread) { free(tols); free(spread); rc = oom(); goto done; }
+        s = fc_block_check_tolerances(b, rb.in, tols, spread);
+        if (s != FC_OK) {
+            free(tols);
+            free(spread);
+            rc = report(s, "computing the tolerances", fc_block_last_error(b), 0);
+            goto done;
+        }
         int failed = 0;
         for (int i = 0; i < nout; i++) {
             FcTensorInfo ti;
-            double abs_err = 0, rel_err = 0, tol = 0;
+            double abs_err = 0, rel_err = 0, tol = tols[i], base = 0;
             s = fc_block_output_info(b, i, &ti);
-            if (s == FC_OK) s = fc_block_output_tolerance(b, i, &tol);
-            if (s != FC_OK) { rc = report(s, "reading the tolerance", fc_block_last_error(b), 0); goto done; }
+            if (s == FC_OK) s = fc_block_output_tolerance(b, i, &base);
+            if (s != FC_OK) { free(tols); free(spread); rc = report(s, "reading the tolerance", fc_block_last_error(b), 0); goto done; }
             s = fc_tensor_compare(bd.out[i], rb.out[i], &abs_err, &rel_err);
             if (s != FC_OK) {
+                free(tols);
+                free(spread);
                 rc = report(s, "comparing with the reference", fc_tensor_last_error(bd.out[i]), 0);
                 goto done;
             }
@@ -1215,7 +1228,12 @@ static int cmd_run(const Args *a) {
             failed += !ok;
             printf("check %s: max_abs_err=%.2e max_rel_err=%.2e tol=%.1e %s\n",
                    stems[i], abs_err, rel_err, tol, ok ? "ok" : "FAIL");
+            if (spread[i] != 0)
+                printf("  (%s: tol = %.1e + 2 x %.2e, the rounding spread of its 16/8-bit intermediates)\n",
+                       stems[i], base, spread[i]);
         }
+        free(tols);
+        free(spread);
         fflush(stdout);
         if (failed) {
             err_line("check failed: %d of %d output%s over tolerance", failed, nout,

@@ -367,6 +367,9 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
     }
     FcStatus rs = ok ? fc_program_run(prog, ti, to) : FC_ERR_INTERNAL;
     if (ok && rs != FC_OK) snprintf(why, n, "%s: reference run: %s", name, fc_program_last_error(prog));
+    /* the tolerances for these inputs (widened by the rounding spread of 16/8-bit intermediates) */
+    if (rs == FC_OK && (rs = fc_block_check_tolerances(blk, ti, c->tol, NULL)) != FC_OK)
+        snprintf(why, n, "%s: tolerances: %s", name, fc_block_last_error(blk));
     for (int i = 0; i < nout && rs == FC_OK; i++) {
         size_t bytes = fc_tensor_nbytes(to[i]);
         c->want[i] = emu_xcalloc(bytes, 1);

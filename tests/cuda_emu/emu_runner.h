@@ -120,7 +120,7 @@ char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool
 char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, char *why, size_t n);
 /* A case for the unit cu (taken) of blk: inputs from fc_block_random_input(blk, i,
  * seed + i * seed_step), references from the reference interpreter, tolerances from
- * fc_block_output_tolerance. NULL with why when the reference cannot run. */
+ * fc_block_check_tolerances. NULL with why when the reference cannot run. */
 EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, uint64_t seed, uint64_t seed_step, char *why,
                        size_t n);
 /* The block fused (NAME_fused) and eager (NAME_eager) and, where the unit calls cuBLASLt, their

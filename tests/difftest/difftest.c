@@ -5,8 +5,9 @@
  * source graph on FC_DEVICE_REFERENCE with the same seeded inputs (fc_block_random_input,
  * the inputs `fusec run --random SEED` uses), outputs poisoned (NaN; 0x5A bytes for
  * integers and bools) before every run, and compare fused vs reference, eager vs reference
- * and fused vs eager with fc_tensor_compare against fc_block_output_tolerance
- * (docs/tolerances.md). Every --nvrtc-every'th graph is also compiled to PTX for sm_80 and
+ * and fused vs eager with fc_tensor_compare against fc_block_check_tolerances (the
+ * per-dtype rule widened by the rounding spread of 16/8-bit intermediates on these inputs,
+ * docs/tolerances.md). Every --nvrtc-every'th graph is also compiled to PTX for sm_80 and
  * sm_90 through NVRTC (fc_block_emit; skipped where NVRTC is absent). Every --emu-every'th
  * graph that passed is also run as CUDA on the CPU emulation (emu_graphs: its fused, eager and
  * GPU-shaped AOT units, through the runner shared with test_cuda_emu, tests/cuda_emu/
@@ -111,6 +112,7 @@ typedef struct Result {
     char out_name[64];
     char out_type[96];
     double rel, abs, tol, sens;
+    double spread;         /* the output's rounding spread (fc_block_check_tolerances) */
     int64_t worst;         /* flat index of the worst element */
     double got, want;
     int nvrtc;             /* 0 not tried, 1 compiled, 2 skipped (NVRTC unavailable) */
@@ -331,11 +333,20 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         }
         free(h);
     }
+    /* the tolerances for these inputs, widened by the rounding spread of 16/8-bit
+     * intermediates (both legal meanings; docs/tolerances.md) */
+    double *tols = calloc((size_t)u.nout + 1, sizeof *tols), *spread = calloc((size_t)u.nout + 1, sizeof *spread);
+    if (!tols || !spread) { free(tols); free(spread); r->cls = DR_RUN; msgf(r, "out of memory"); goto done; }
+    if ((s = fc_block_check_tolerances(u.blk[0], u.in, tols, spread)) != FC_OK) {
+        r->cls = DR_RUN;
+        r->which = 2;
+        r->status = s;
+        msgf(r, "tolerances: %s: %s", fc_status_name(s), fc_block_last_error(u.blk[0]));
+    }
     static const int pa[3] = {0, 1, 0}, pb[3] = {2, 2, 1};
     for (int p = 0; p < 3 && r->cls == DR_OK; p++) {
         for (int j = 0; j < u.nout; j++) {
-            double tol = 0, ab = 0, rel = 0;
-            fc_block_output_tolerance(u.blk[0], j, &tol);
+            double tol = tols[j], ab = 0, rel = 0;
             fc_tensor_compare(u.out[pa[p]][j], u.out[pb[p]][j], &ab, &rel);
             if (!(rel <= tol)) {
                 FcTensorInfo ti;
@@ -346,17 +357,22 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
                 r->rel = rel;
                 r->abs = ab;
                 r->tol = tol;
+                r->spread = spread[j];
+                double base = 0;
+                fc_block_output_tolerance(u.blk[0], j, &base);
                 out_desc(u.blk[0], j, r);
                 worst_element(ti.dtype, u.out[pa[p]][j], u.out[pb[p]][j], r);
                 r->sens = sensitivity(&u, j, noisy);
                 if (r->sens * 4 >= rel) r->cls = DR_ILLCOND;
-                msgf(r, "%s, output %d '%s' %s: max_rel %.3g (tol %.3g), max_abs %.3g; worst element [%lld]: %s %.9g, %s %.9g; oracle change under rounding noise %.3g",
-                     pair_name[p], j, r->out_name, r->out_type, rel, tol, ab, (long long)r->worst, who_name[pa[p]], r->got,
-                     who_name[pb[p]], r->want, r->sens);
+                msgf(r, "%s, output %d '%s' %s: max_rel %.3g (tol %.3g = %.3g + 2 x rounding spread %.3g), max_abs %.3g; worst element [%lld]: %s %.9g, %s %.9g; oracle change under rounding noise %.3g",
+                     pair_name[p], j, r->out_name, r->out_type, rel, tol, base, spread[j], ab, (long long)r->worst,
+                     who_name[pa[p]], r->got, who_name[pb[p]], r->want, r->sens);
                 break;
             }
         }
     }
+    free(tols);
+    free(spread);
     if (nvrtc && r->cls == DR_OK) {
         static const char *arch[2] = {"sm_80", "sm_90"};
         r->nvrtc = 1;
@@ -460,7 +476,7 @@ static bool is_failure(int cls) { return cls != DR_OK && cls != DR_ILLCOND; }
  * cuBLASLt call also the GPU-shaped units) are compiled by the host C++ compiler in batches
  * (DT_EMU_PER_BATCH units a file, --jobs compiles at a time) and run forward and in reverse
  * thread order, each run in a child process; both must match the reference interpreter within
- * fc_block_output_tolerance and each other bit for bit. Runs in the parent, after the CPU
+ * fc_block_check_tolerances and each other bit for bit. Runs in the parent, after the CPU
  * checks: the batches span graphs. */
 static EmuRunner g_emu;
 static int g_emu_state;          /* 0 not started, 1 ready, 2 no C++ compiler, -1 cannot start */

@@ -1,0 +1,196 @@
+/* test_tolerance.c: the --check tolerance for these inputs, fc_block_check_tolerances
+ * (docs/tolerances.md, "16- and 8-bit intermediates").
+ *
+ * (a) blocks without 16/8-bit intermediates (f32; a bf16 value made only by casts) get exactly
+ *     fc_block_output_tolerance, with spread 0, and run nothing (NULL inputs are accepted);
+ * (b) the bf16 chain difftest found (seed 20261124, graph 3308; tests/difftest/found/
+ *     bf16_log_near_one.tf): the fused CPU result is over the per-dtype rule, as it was when
+ *     found, and within the widened tolerance, as is the eager one; the spread equals the
+ *     fused-vs-eager difference (the fused kernel is the "kept in f32" meaning);
+ * (c) the widening is not a blank cheque: a result off by far more than it still fails, in
+ *     the same chain and in a larger bf16 block whose spread is small.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "fusec.h"
+
+typedef struct Case {
+    FcBlock *blk[2];          /* fused, eager */
+    FcDevice *cpu, *ref;
+    int nin, nout;
+    FcTensor *in[4], *out[3][4];   /* [fused CPU, eager CPU, reference][output] */
+    double tol[4], spread[4], base[4];
+} Case;
+
+static void case_free(Case *c) {
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < c->nout; j++) fc_tensor_free(c->out[k][j]);
+    for (int i = 0; i < c->nin; i++) fc_tensor_free(c->in[i]);
+    fc_block_free(c->blk[0]);
+    fc_block_free(c->blk[1]);
+    fc_device_free(c->cpu);
+    fc_device_free(c->ref);
+    memset(c, 0, sizeof *c);
+}
+
+/* Compiles src fused and eager, runs both on the CPU and the reference on `fusec run
+ * --random seed` inputs, and computes the tolerances (with the inputs, or NULL). */
+static void case_run(Case *c, const char *src, uint64_t seed, int null_inputs) {
+    memset(c, 0, sizeof *c);
+    for (int k = 0; k < 2; k++) {
+        FcOptions *o = NULL;
+        REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_fuse(o, k == 0) == FC_OK);
+        FcStatus s = fc_compile_string(src, "t.tf", o, &c->blk[k]);
+        fc_options_free(o);
+        if (s != FC_OK) fprintf(stderr, "%s\n", fc_block_diagnostics(c->blk[k]));
+        REQUIRE(s == FC_OK);
+    }
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &c->cpu) == FC_OK && fc_device_open(FC_DEVICE_REFERENCE, 0, &c->ref) == FC_OK);
+    c->nin = fc_block_num_inputs(c->blk[0]);
+    c->nout = fc_block_num_outputs(c->blk[0]);
+    REQUIRE(c->nin <= 4 && c->nout <= 4);
+    for (int i = 0; i < c->nin; i++) {
+        FcTensorInfo ti;
+        REQUIRE(fc_block_input_info(c->blk[0], i, &ti) == FC_OK);
+        REQUIRE(fc_tensor_new(c->cpu, ti.dtype, ti.rank, ti.dims, &c->in[i]) == FC_OK);
+        REQUIRE(fc_block_random_input(c->blk[0], i, seed, c->in[i]) == FC_OK);
+    }
+    for (int j = 0; j < c->nout; j++) {
+        FcTensorInfo ti;
+        REQUIRE(fc_block_output_info(c->blk[0], j, &ti) == FC_OK);
+        for (int k = 0; k < 3; k++) REQUIRE(fc_tensor_new(k == 2 ? c->ref : c->cpu, ti.dtype, ti.rank, ti.dims, &c->out[k][j]) == FC_OK);
+        REQUIRE(fc_block_output_tolerance(c->blk[0], j, &c->base[j]) == FC_OK);
+    }
+    for (int k = 0; k < 3; k++) {
+        FcProgram *p = NULL;
+        REQUIRE(fc_program_new(c->blk[k == 1], k == 2 ? c->ref : c->cpu, &p) == FC_OK);
+        FcStatus s = fc_program_run(p, c->in, c->out[k]);
+        if (s != FC_OK) fprintf(stderr, "run: %s\n", fc_program_last_error(p));
+        REQUIRE(s == FC_OK);
+        fc_program_free(p);
+    }
+    FcStatus s = fc_block_check_tolerances(c->blk[0], null_inputs ? NULL : c->in, c->tol, c->spread);
+    if (s != FC_OK) fprintf(stderr, "tolerances: %s\n", fc_block_last_error(c->blk[0]));
+    REQUIRE(s == FC_OK);
+}
+
+static double rel_of(FcTensor *got, FcTensor *ref) {
+    double a = 0, r = 0;
+    REQUIRE(fc_tensor_compare(got, ref, &a, &r) == FC_OK);
+    return r;
+}
+
+/* (a) */
+static void test_no_narrow_intermediates(void) {
+    static const char *const srcs[] = {
+        "block g(x: f32[64]) {\n    return log(abs(x) + 0.5), exp(x) * 2.0\n}\n",
+        /* bf16 only through explicit casts: every backend rounds a cast, so both meanings agree */
+        "block g(x: f32[64]) {\n    return cast(cast(log(abs(x) + 0.5), bf16), f32) * 3.0\n}\n",
+        /* a bf16 input read by f32 ops */
+        "block g(x: bf16[64]) {\n    return log(abs(cast(x, f32)) + 0.5)\n}\n",
+    };
+    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+        Case c;
+        case_run(&c, srcs[i], 5, 1);   /* NULL inputs: nothing may run */
+        for (int j = 0; j < c.nout; j++) {
+            EXPECT(c.tol[j] == c.base[j] && c.spread[j] == 0, "source %zu output %d: tol %g (base %g), spread %g", i, j,
+                   c.tol[j], c.base[j], c.spread[j]);
+            for (int k = 0; k < 2; k++)
+                EXPECT(rel_of(c.out[k][j], c.out[2][j]) <= c.tol[j], "source %zu output %d: %s over the tolerance", i, j,
+                       k ? "eager" : "fused");
+        }
+        case_free(&c);
+    }
+}
+
+/* (b) and (c) on the chain of tests/difftest/found/bf16_log_near_one.tf */
+static const char *const k_3308 =
+    "block g(x0: bf16[]) {\n"
+    "    v1 = x0 + x0\n"
+    "    v2 = x0 - 1.25\n"
+    "    v3 = v2 * v1\n"
+    "    v5 = log(abs(v3) + 0.5)\n"
+    "    return v5\n}\n";
+#define SEED_3308 14810965746054394676ull
+
+static void test_bf16_chain(void) {
+    Case c;
+    case_run(&c, k_3308, SEED_3308, 0);
+    double fused = rel_of(c.out[0][0], c.out[2][0]), eager = rel_of(c.out[1][0], c.out[2][0]);
+    double between = rel_of(c.out[0][0], c.out[1][0]);
+    EXPECT(fused > c.base[0], "the fused result (rel %g) is over the bf16 rule %g, as when difftest found it", fused, c.base[0]);
+    EXPECT(c.spread[0] > 0.1, "spread %g: log near 1 amplifies one bf16 rounding", c.spread[0]);
+    EXPECT(c.tol[0] == c.base[0] + 2 * c.spread[0], "tol %g = %g + 2 x %g", c.tol[0], c.base[0], c.spread[0]);
+    EXPECT(fused <= c.tol[0] && eager <= c.tol[0] && between <= c.tol[0], "fused %g, eager %g, fused vs eager %g; tol %g", fused,
+           eager, between, c.tol[0]);
+    /* the fused kernel computes the "kept in f32" meaning, eager the "rounded at every op" one */
+    EXPECT(eager <= c.base[0], "eager rel %g", eager);
+    EXPECT(fabs(fused - c.spread[0]) <= c.base[0], "fused rel %g vs spread %g", fused, c.spread[0]);
+
+    /* (c) a result off by 3 x the whole tolerance fails */
+    uint16_t h = 0;
+    float want = 0;
+    REQUIRE(fc_tensor_copy_to_host(c.out[2][0], &h, sizeof h) == FC_OK);
+    uint32_t w = (uint32_t)h << 16;
+    memcpy(&want, &w, sizeof want);
+    float bad = want * (float)(1 + 3 * c.tol[0]);
+    uint32_t bb;
+    memcpy(&bb, &bad, sizeof bb);
+    uint16_t hb = (uint16_t)(bb >> 16);   /* truncation: still over 2.5 x tol */
+    REQUIRE(fc_tensor_copy_from_host(c.out[0][0], &hb, sizeof hb) == FC_OK);
+    double r = rel_of(c.out[0][0], c.out[2][0]);
+    EXPECT(r > c.tol[0], "a result off by %g (tol %g) must fail", r, c.tol[0]);
+    case_free(&c);
+}
+
+/* (c) in a block of 256 elements where the widening is small: one element off by 10 x the
+ * tolerance (of max |ref|) fails, while the untouched fused and eager results pass */
+static void test_bf16_block_still_fails(void) {
+    Case c;
+    case_run(&c, "block g(x: bf16[256], y: bf16[256]) {\n    return tanh(x * y + x) * 0.5 + sigmoid(y)\n}\n", 11, 0);
+    EXPECT(c.spread[0] > 0 && c.spread[0] < c.base[0], "spread %g (base %g): a well-conditioned chain", c.spread[0], c.base[0]);
+    EXPECT(rel_of(c.out[0][0], c.out[2][0]) <= c.tol[0] && rel_of(c.out[1][0], c.out[2][0]) <= c.tol[0], "untouched results pass");
+    uint16_t h[256];
+    REQUIRE(fc_tensor_copy_to_host(c.out[2][0], h, sizeof h) == FC_OK);
+    float mx = 0;
+    for (int i = 0; i < 256; i++) {
+        uint32_t w = (uint32_t)h[i] << 16;
+        float f;
+        memcpy(&f, &w, sizeof f);
+        if (fabsf(f) > mx) mx = fabsf(f);
+    }
+    uint32_t w = (uint32_t)h[100] << 16;
+    float f;
+    memcpy(&f, &w, sizeof f);
+    f += (float)(10 * c.tol[0]) * mx;
+    memcpy(&w, &f, sizeof w);
+    h[100] = (uint16_t)(w >> 16);
+    REQUIRE(fc_tensor_copy_from_host(c.out[0][0], h, sizeof h) == FC_OK);
+    double r = rel_of(c.out[0][0], c.out[2][0]);
+    EXPECT(r > c.tol[0], "one element off by %g (tol %g) must fail", r, c.tol[0]);
+    case_free(&c);
+}
+
+static void test_usage(void) {
+    Case c;
+    case_run(&c, k_3308, SEED_3308, 0);
+    double t[1];
+    EXPECT(fc_block_check_tolerances(c.blk[0], NULL, t, NULL) == FC_ERR_USAGE, "inputs are required where the block has bf16 intermediates");
+    EXPECT(fc_block_check_tolerances(c.blk[0], c.in, NULL, NULL) == FC_ERR_USAGE, "rel_tol is required");
+    EXPECT(fc_block_check_tolerances(NULL, c.in, t, NULL) == FC_ERR_USAGE, "no block");
+    EXPECT(fc_block_check_tolerances(c.blk[0], c.in, t, NULL) == FC_OK && t[0] == c.tol[0], "spread may be NULL");
+    case_free(&c);
+}
+
+int main(void) {
+    test_no_narrow_intermediates();
+    test_bf16_chain();
+    test_bf16_block_still_fails();
+    test_usage();
+    if (failures) fprintf(stderr, "test_tolerance: %d failure(s)\n", failures);
+    return failures != 0;
+}
