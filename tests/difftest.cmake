@@ -9,7 +9,7 @@
 #                        sanitizer build, and there no emulation: the emulated units are not
 #                        instrumented anyway, test_cuda_emu runs the shared runner under the
 #                        sanitizers, and difftest_emu_selfcheck still runs.
-#   difftest_emu_all     120 other graphs, every one through the CUDA emulation (fused, eager
+#   difftest_emu_all     100 other graphs, every one through the CUDA emulation (fused, eager
 #                        and GPU-shaped units; the device's math modelled at its documented ulp
 #                        bounds, docs/cuda_emu.md); about 2-4 min on 2 cores, almost all of it
 #                        C++ compiles. Not in a sanitizer build (as above).
@@ -49,7 +49,7 @@ endif()
 set(_dt_env "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
 add_test(NAME difftest_cpu COMMAND difftest --seed 20240601 --count ${_dt_count} --nvrtc-every 10 --emu-every ${_dt_emu} --jobs 2)
 if(NOT FUSEC_SANITIZE)
-  add_test(NAME difftest_emu_all COMMAND difftest --seed 20261125 --count 120 --nvrtc-every 0 --emu-every 1 --jobs 2)
+  add_test(NAME difftest_emu_all COMMAND difftest --seed 20261125 --count 100 --nvrtc-every 0 --emu-every 1 --jobs 2)
   set_tests_properties(difftest_emu_all PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
 endif()
 add_test(NAME difftest_selfcheck

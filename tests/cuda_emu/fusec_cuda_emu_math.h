@@ -9,8 +9,9 @@
  * error (glibc: under 1 ulp for these in f32, 1-2 for tanhf/erff) comes on top, so the model
  * is at least as far from the exact result as the device is allowed to be. Not moved: results
  * that are not finite or are zero, the exact special values CUDA documents (exp(±0) = 1,
- * pow(x, ±0) = 1, pow(1, y) = 1), and results are kept inside the function's range (sin, cos,
- * tanh, erf in [-1, 1]; a move never crosses zero or overflows).
+ * pow(x, ±0) = 1, pow(1, y) = 1), results at an end of the function's range (tanh and erf
+ * saturated at ±1: the device's implementations return it exactly), and results are kept
+ * inside that range (a move never crosses zero or overflows).
  *
  * sqrtf and division are correctly rounded on the device (-prec-sqrt / -prec-div, the
  * defaults) and fabsf/floorf are exact: those stay the host's. The batch includes this header
@@ -43,7 +44,8 @@ static inline uint64_t bits(double x) { uint64_t u; memcpy(&u, &x, 8); return u;
 /* r moved by n ulp, up or down by the hash h, inside [lo, hi], never to zero, the other sign
  * or infinity. */
 template <class T> static inline T move(T r, uint64_t h, int n, T lo, T hi) {
-    if (!std::isfinite(r) || r == (T)0) return r;
+    /* at an end of its range (tanh, erf saturated at ±1) the device returns the end exactly */
+    if (!std::isfinite(r) || r == (T)0 || r == lo || r == hi) return r;
     T to = (mix(h) & 1) ? (T)INFINITY : -(T)INFINITY;
     T v = r;
     for (int i = 0; i < n; i++) {
