@@ -238,6 +238,7 @@ typedef struct Cg {
     long vec_var_prints;       /* times vec_var was printed (to declare it only when read) */
     struct VecSlot *slots;     /* the loop's vec accesses */
     int nslots;
+    int fma_expr;              /* the accumulation printed as fmaf/fma in this statement, or -1 */
 } Cg;
 
 /* One vec access of a vec loop: W elements of a param or shared array at index idx (the
@@ -460,6 +461,48 @@ static const char *binop_c[KB_COUNT] = {
     [KB_LT] = "<", [KB_LE] = "<=", [KB_GT] = ">", [KB_GE] = ">=", [KB_EQ] = "==", [KB_NE] = "!=",
     [KB_AND] = "&&", [KB_OR] = "||"};
 
+/* ---- contraction --------------------------------------------------------------------------
+ * The generated code never leaves contraction to the compiler: nvcc and NVRTC contract a*b + c
+ * into an FMA by default (--fmad=true), which makes x - mean of a one-element normalization
+ * the rounding error of a product instead of 0, and differs from the CPU backend, which never
+ * contracts. So every float multiply is printed as __fmul_rn / __dmul_rn (never merged into an
+ * FMA, under any flags), and the one place where an FMA is wanted says so: an accumulation
+ * `acc = acc + x*y` (a matmul tile's inner loop), printed as fmaf(x, y, acc). Its rounding
+ * differs from the CPU's by one rounding of a product per term, which is inside the
+ * accumulation term of the tolerance (docs/tolerances.md); the library GEMMs use FMAs too. */
+static bool is_mul(Cg *c, int id) {
+    const KirExpr *e = &c->k->exprs.data[id];
+    return e->kind == KE_BINARY && e->op == KB_MUL && is_float(e->type);
+}
+
+/* Does expression id read what statement st writes (the same variable, or the same
+ * thread-array element)? */
+static bool reads_target(Cg *c, const KirStmt *st, int id) {
+    const KirExpr *e = &c->k->exprs.data[id];
+    if (st->kind == KS_ASSIGN) return e->kind == KE_VAR && e->ref == st->var;
+    if (st->kind != KS_TSTORE || e->kind != KE_TLOAD || e->ref != st->ref) return false;
+    if (e->a == st->a) return true;
+    const KirExpr *i = &c->k->exprs.data[e->a], *j = &c->k->exprs.data[st->a];
+    return i->kind == KE_CONST && j->kind == KE_CONST && i->ival == j->ival;
+}
+
+/* The accumulation `target + x*y` (or `x*y + target`) that statement st stores, printed as an
+ * FMA, or -1. */
+static int accumulation(Cg *c, const KirStmt *st, int value) {
+    if (value < 0 || value >= c->k->exprs.len) return -1;
+    const KirExpr *e = &c->k->exprs.data[value];
+    if (e->kind != KE_BINARY || e->op != KB_ADD || !is_float(e->type)) return -1;
+    if (e->a < 0 || e->b < 0 || e->a >= value || e->b >= value) return -1;
+    int m = is_mul(c, e->b) && reads_target(c, st, e->a) ? e->b
+          : is_mul(c, e->a) && reads_target(c, st, e->b) ? e->a : -1;
+    if (m < 0) return -1;
+    const KirExpr *x = &c->k->exprs.data[m];
+    if (x->a < 0 || x->b < 0 || x->a >= m || x->b >= m || x->type != e->type ||
+        c->k->exprs.data[x->a].type != e->type || c->k->exprs.data[x->b].type != e->type)
+        return -1;   /* printed as a plain add, whose checks report it */
+    return value;
+}
+
 static void put_index(Cg *c, int id, int parent, int depth) {
     if (!operand_ok(c, id, parent)) return;
     if (!is_int(expr_type(c, id))) cg_fail(c, FC_ERR_INTERNAL, "expression e%d: index is not an integer", parent);
@@ -579,6 +622,19 @@ static void put_expr(Cg *c, int id, int parent, int depth) {
             if (op == KB_POW) fn = t == KT_F32 ? "powf" : "pow";
             else { int h = maxmin_helper(t, op == KB_MAX); use(c, h); fn = helper_name(h); }
             sb_printf(o, "%s(", fn); put_expr(c, e->a, id, depth + 1); sb_puts(o, ", ");
+            put_expr(c, e->b, id, depth + 1); sb_putc(o, ')');
+        } else if (id == c->fma_expr) {
+            /* acc + x*y where acc is the location the statement updates (see accumulation) */
+            const KirExpr *m = &k->exprs.data[is_mul(c, e->b) ? e->b : e->a];
+            int acc = is_mul(c, e->b) ? e->a : e->b;
+            sb_puts(o, t == KT_F32 ? "fmaf(" : "fma(");
+            put_expr(c, m->a, id, depth + 1); sb_puts(o, ", ");
+            put_expr(c, m->b, id, depth + 1); sb_puts(o, ", ");
+            put_expr(c, acc, id, depth + 1); sb_putc(o, ')');
+        } else if (op == KB_MUL && is_float(t)) {
+            /* never contracted into an FMA, whatever the compiler's flags (docs/cuda.md) */
+            sb_puts(o, t == KT_F32 ? "__fmul_rn(" : "__dmul_rn(");
+            put_expr(c, e->a, id, depth + 1); sb_puts(o, ", ");
             put_expr(c, e->b, id, depth + 1); sb_putc(o, ')');
         } else {
             sb_putc(o, '('); put_expr(c, e->a, id, depth + 1); sb_printf(o, " %s ", binop_c[op]);
@@ -1031,7 +1087,9 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
             } else {
                 if (st->kind == KS_LET) sb_printf(o, "%s ", ctype_names[t]);
                 sb_printf(o, "v%d = ", st->var);
+                c->fma_expr = accumulation(c, st, st->a);
                 put_typed(c, st->a, t, "assigned value");
+                c->fma_expr = -1;
                 sb_puts(o, ";\n");
             }
             if (st->kind == KS_LET) declare(c, st->var, &declared, &ndecl);
@@ -1084,7 +1142,9 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
                 sb_printf(o, "%s%d[", sh ? "sh" : "ta", st->ref);
                 put_index(c, st->a, -1, 0);
                 sb_puts(o, "] = ");
+                c->fma_expr = accumulation(c, st, st->b);
                 put_typed(c, st->b, t, "stored value");
+                c->fma_expr = -1;
                 sb_puts(o, ";\n");
             }
             break;
@@ -1204,7 +1264,7 @@ int64_t cg_cuda_dynamic_shared(const KirKernel *k) {
 
 static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr *err) {
     FC_TRY(check_kernel_header(k, err));
-    Cg c = {.k = k, .o = out, .err = err, .st = FC_OK, .helpers = helpers, .vec_var = -1};
+    Cg c = {.k = k, .o = out, .err = err, .st = FC_OK, .helpers = helpers, .vec_var = -1, .fma_expr = -1};
     int nv = k->vars.len, ne = k->exprs.len;
     c.visible = fc_calloc((size_t)nv + 1, 1);
     c.var_read = fc_calloc((size_t)nv + 1, sizeof(bool));

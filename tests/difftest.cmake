@@ -9,6 +9,10 @@
 #                        sanitizer build, and there no emulation: the emulated units are not
 #                        instrumented anyway, test_cuda_emu runs the shared runner under the
 #                        sanitizers, and difftest_emu_selfcheck still runs.
+#   difftest_emu_all     100 other graphs, every one through the CUDA emulation (fused, eager
+#                        and GPU-shaped units; the device's math modelled at its documented ulp
+#                        bounds, docs/cuda_emu.md); about 2-4 min on 2 cores, almost all of it
+#                        C++ compiles. Not in a sanitizer build (as above).
 #   difftest_selfcheck   the harness must fail: a corrupted fused result must be caught and
 #                        minimized to a reproducer, for every graph.
 #   difftest_emu_selfcheck  the same for the emulation: one element of each emulated fused
@@ -22,7 +26,7 @@
 #                        fixed) replayed as a regression test: CPU fused and eager, NVRTC, and
 #                        the CUDA emulation.
 # Reproducers of failures go to ${PROJECT_BINARY_DIR}/difftest-failures (FUSEC_DIFFTEST_OUT).
-# Run more on demand:  build/difftest --seed S --count N [--jobs 2] [--emu-every K]
+# Run more on demand:  build/difftest --seed S --count N [--jobs 2] [--emu-every K] [--emu-contract]
 # The emulation runner (tests/cuda_emu/emu_runner.c) is shared with test_cuda_emu (cuda_emu.cmake).
 add_executable(difftest ${CMAKE_CURRENT_LIST_DIR}/difftest/difftest.c ${CMAKE_CURRENT_LIST_DIR}/difftest/gen.c
                ${CMAKE_CURRENT_LIST_DIR}/cuda_emu/emu_runner.c)
@@ -45,6 +49,10 @@ else()
 endif()
 set(_dt_env "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
 add_test(NAME difftest_cpu COMMAND difftest --seed 20240601 --count ${_dt_count} --nvrtc-every 10 --emu-every ${_dt_emu} --jobs 2)
+if(NOT FUSEC_SANITIZE)
+  add_test(NAME difftest_emu_all COMMAND difftest --seed 20261125 --count 100 --nvrtc-every 0 --emu-every 1 --jobs 2)
+  set_tests_properties(difftest_emu_all PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
+endif()
 add_test(NAME difftest_selfcheck
          COMMAND difftest --self-check --seed 7 --count 3 --nvrtc-every 0 --out ${PROJECT_BINARY_DIR}/difftest-selfcheck)
 add_test(NAME difftest_emu_selfcheck

@@ -481,12 +481,27 @@ static void run_jobs(Job *jobs, int n, int par) {
 }
 
 #define EMU_FLAGS "-std=c++17 -O1 -g0 -fPIC -fno-strict-aliasing"
+/* How the units' floating point is compiled. By default as the generated code says: its
+ * __fmul_rn / __dmul_rn are never contracted (an asm barrier in fusec_cuda_emu.h), its fmaf
+ * is an FMA, and the compiler contracts nothing else. The contraction mode models a GPU
+ * compiler free to contract every a*b + c (nvcc's default --fmad=true on code without the
+ * intrinsics, which is what the generated code was before it said where contraction is
+ * allowed): the intrinsics become plain operators (FCEMU_CONTRACT_EVERYWHERE) and the host
+ * compiler contracts across statements (-ffp-contract=fast; GCC does it at -O1 only with
+ * -fexpensive-optimizations) into the host's FMA instructions. */
+#define EMU_FP_STRICT "-ffp-contract=off"
+#if defined(__x86_64__) || defined(__i386__)
+#define EMU_FP_CONTRACT "-DFCEMU_CONTRACT_EVERYWHERE -ffp-contract=fast -fexpensive-optimizations -mfma"
+#else
+#define EMU_FP_CONTRACT "-DFCEMU_CONTRACT_EVERYWHERE -ffp-contract=fast -fexpensive-optimizations"
+#endif
 
 /* Writes batch file bt with the cases of batch bt; false (and build_err) if a rewrite failed. */
 static bool write_batch(EmuRunner *r, int bt, char *path, size_t pathlen) {
     StrBuf o = {0};
     bool ok = true;
-    sb_puts(&o, "#include \"fusec_cuda_emu.h\"\n#include \"fusec_cublaslt_emu.h\"\n");
+    /* the device's math functions last: they are macros (fusec_cuda_emu_math.h) */
+    sb_puts(&o, "#include \"fusec_cuda_emu.h\"\n#include \"fusec_cublaslt_emu.h\"\n#include \"fusec_cuda_emu_math.h\"\n");
     for (int i = 0; i < r->ncases; i++) {
         EmuCase *c = &r->cases[i];
         if (c->batch != bt || !c->cu) continue;
@@ -531,8 +546,8 @@ static bool write_batch(EmuRunner *r, int bt, char *path, size_t pathlen) {
 
 static void set_job(EmuRunner *r, Job *j, int bt, const char *path) {
     snprintf(j->log, sizeof j->log, "%s/batch%d.log", r->workdir, bt);
-    snprintf(j->cmd, sizeof j->cmd, "%s " EMU_FLAGS " -I%s -c %s -o %s/batch%d.o > %s 2>&1", r->cxx, r->emu_dir, path,
-             r->workdir, bt, j->log);
+    snprintf(j->cmd, sizeof j->cmd, "%s " EMU_FLAGS " %s -I%s -c %s -o %s/batch%d.o > %s 2>&1", r->cxx,
+             r->contract ? EMU_FP_CONTRACT : EMU_FP_STRICT, r->emu_dir, path, r->workdir, bt, j->log);
     r->n_compiles++;
 }
 

@@ -77,6 +77,8 @@ typedef struct EmuRunner {
     int run_timeout_s;        /* per run (default 60) */
     double t_compile;         /* seconds spent in emu_build */
     int n_compiles;           /* C++ compilations started */
+    bool contract;            /* compile the units with contraction everywhere (as nvcc's
+                                 --fmad=true would treat plain a*b + c); set before emu_build */
 } EmuRunner;
 
 typedef enum EmuVerdict { EMU_PASS, EMU_MISMATCH, EMU_ERROR } EmuVerdict;

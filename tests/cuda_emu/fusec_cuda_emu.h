@@ -363,8 +363,24 @@ static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __fdividef(float x, float y) { return x / y; }
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __fsqrt_rn(float x) { return sqrtf(x); }
-static inline float __fadd_rn(float x, float y) { return x + y; }
-static inline float __fmul_rn(float x, float y) { return x * y; }
+/* The _rn intrinsics are never contracted into an FMA on a GPU; here neither: the empty asm
+ * makes the rounded result a value the compiler cannot see through. The runner's contraction
+ * mode (docs/cuda_emu.md) defines FCEMU_CONTRACT_EVERYWHERE and compiles the unit to contract
+ * every a*b + c: then they are plain operators, which models a GPU compiler left free to
+ * contract everything (what nvcc --fmad=true does with code that does not use them). */
+#if defined(FCEMU_CONTRACT_EVERYWHERE)
+#define FCEMU_OPAQUE(v) (void)(v)
+#elif defined(__x86_64__) || defined(__i386__)
+#define FCEMU_OPAQUE(v) __asm__("" : "+x"(v))
+#elif defined(__aarch64__)
+#define FCEMU_OPAQUE(v) __asm__("" : "+w"(v))
+#else
+#define FCEMU_OPAQUE(v) __asm__("" : "+m"(v))
+#endif
+static inline float __fadd_rn(float x, float y) { float r = x + y; FCEMU_OPAQUE(r); return r; }
+static inline float __fmul_rn(float x, float y) { float r = x * y; FCEMU_OPAQUE(r); return r; }
+static inline double __dadd_rn(double x, double y) { double r = x + y; FCEMU_OPAQUE(r); return r; }
+static inline double __dmul_rn(double x, double y) { double r = x * y; FCEMU_OPAQUE(r); return r; }
 static inline float __fmaf_rn(float x, float y, float z) { return fmaf(x, y, z); }
 static inline float __saturatef(float x) { return x != x ? 0.0f : x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 static inline int __float2int_rz(float x) { return (int)x; }

@@ -483,11 +483,13 @@ static int g_emu_state;          /* 0 not started, 1 ready, 2 no C++ compiler, -
 static int g_emu_names;          /* unique case names */
 static double g_emu_run_s;       /* seconds in emu_check */
 static char g_emu_why[1024];
+static bool g_emu_contract;      /* --emu-contract: the units compiled with contraction everywhere */
 
 static int emu_start(void) {
     if (g_emu_state) return g_emu_state;
     int st = emu_init(&g_emu, FUSEC_CXX, DT_EMU_DIR, FUSEC_BINARY_DIR, g_emu_why, sizeof g_emu_why);
     g_emu_state = st == 0 ? 1 : st == 77 ? 2 : -1;
+    g_emu.contract = g_emu_contract;
     return g_emu_state;
 }
 
@@ -843,9 +845,9 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
                  (emu && (r->which == EMU_V_EAGER || r->which == EMU_V_EAGER_GPU));
     char how[600];
     if (emu)
-        snprintf(how, sizeof how, "difftest --replay FILE --emu-every 1 --input-seed %llu\n"
+        snprintf(how, sizeof how, "difftest --replay FILE --emu-every 1%s --input-seed %llu\n"
                  "#  the unit: fusec FILE --emit cuda%s%s (docs/cuda_emu.md)",
-                 (unsigned long long)gseed, eager ? " --no-fuse" : "",
+                 g_emu_contract ? " --emu-contract" : "", (unsigned long long)gseed, eager ? " --no-fuse" : "",
                  r->which == EMU_V_FUSED_GPU || r->which == EMU_V_EAGER_GPU ? "; GPU-shaped: matrix products as generated kernels" : "");
     else
         snprintf(how, sizeof how, "%s%llu%s\n#        or: difftest --replay FILE --input-seed %llu",
@@ -906,7 +908,7 @@ static int usage(void) {
     fprintf(stderr,
             "usage: difftest [--seed S] [--count N] [--first G] [--nvrtc-every K] [--emu-every K] [--out DIR] [--jobs J]\n"
             "                [--exclude OP,OP...] [--min-stmts N] [--max-stmts N] [--timeout S]\n"
-            "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--no-fork]\n"
+            "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--emu-contract] [--no-fork]\n"
             "                [--self-check] [--self-check-emu] [--verbose]\n"
             "                [--print] [--replay FILE.tf [--input-seed S]]\n"
             "ops for --exclude:");
@@ -1008,6 +1010,7 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--no-minimize")) o.minimize = false;
         else if (!strcmp(a, "--no-fork")) o.fork = false;
+        else if (!strcmp(a, "--emu-contract")) g_emu_contract = true;
         else if (!strcmp(a, "--self-check")) o.self_check = true;
         else if (!strcmp(a, "--self-check-emu")) o.self_check_emu = true;
         else if (!strcmp(a, "--verbose")) o.verbose = true;
@@ -1019,6 +1022,12 @@ int main(int argc, char **argv) {
     if (o.gen.max_stmts < o.gen.min_stmts) o.gen.max_stmts = o.gen.min_stmts;
     if (!o.fork) o.jobs = 1;
     if (o.self_check_emu && o.emu_every == 0) o.emu_every = 1;
+#if defined(__x86_64__) || defined(__i386__)
+    if (g_emu_contract && !__builtin_cpu_supports("fma")) {
+        fprintf(stderr, "difftest: --emu-contract needs a CPU with FMA instructions\n");
+        return 2;
+    }
+#endif
     if (o.replay) return replay(&o);
     if (o.verify_noisy) {
         int bad = 0;

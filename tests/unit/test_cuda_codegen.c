@@ -83,7 +83,7 @@ static const char *golden_tiny =
     "{\n"
     "    long long v0 = (((long long)blockIdx.x) * 64LL);\n"
     "    for (long long v1 = v0 + (long long)threadIdx.x; v1 < fc_min_i64((v0 + 64LL), 100LL); v1 += 64) {\n"
-    "        p1[v1] = fc_f32_to_bf16(((p0[v1] * 2.5f) + (-0.1f)));\n"
+    "        p1[v1] = fc_f32_to_bf16((__fmul_rn(p0[v1], 2.5f) + (-0.1f)));\n"
     "    }\n"
     "}\n";
 
