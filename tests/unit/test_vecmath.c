@@ -1,6 +1,7 @@
 /* test_vecmath.c: the CPU backend's inline f32 math (codegen/llvm.c: exp, log, tanh, erf, sin,
- * cos, ndtr, and gelu as x ndtr(x)) against f64 libm, through the whole CPU path: a kernel-IR program per function, JIT
- * compiled and run on 2 threads.
+ * cos, ndtr, and the exact GELU's x ndtr(x)) against f64 libm (ndtr and gelu: long double
+ * erfcl), through the whole CPU path: a kernel-IR program per function, JIT compiled and run
+ * on 2 threads.
  *
  * Inputs: a dense sweep of f32 bit patterns (every STEP-th pattern over all 2^32, both signs,
  * subnormals, normals, inf and NaN payloads) plus the special values and the thresholds of
