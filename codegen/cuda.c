@@ -450,11 +450,11 @@ static bool operand_ok(Cg *c, int id, int parent) {
 
 static const char *unop_f32[KU_COUNT] = {
     [KU_ABS] = "fabsf", [KU_EXP] = "expf", [KU_LOG] = "logf", [KU_SQRT] = "sqrtf",
-    [KU_RSQRT] = "rsqrtf", [KU_TANH] = "tanhf", [KU_ERF] = "erff", [KU_SIN] = "sinf",
+    [KU_RSQRT] = "rsqrtf", [KU_TANH] = "tanhf", [KU_ERF] = "erff", [KU_NDTR] = "normcdff", [KU_SIN] = "sinf",
     [KU_COS] = "cosf", [KU_FLOOR] = "floorf"};
 static const char *unop_f64[KU_COUNT] = {
     [KU_ABS] = "fabs", [KU_EXP] = "exp", [KU_LOG] = "log", [KU_SQRT] = "sqrt",
-    [KU_RSQRT] = "rsqrt", [KU_TANH] = "tanh", [KU_ERF] = "erf", [KU_SIN] = "sin",
+    [KU_RSQRT] = "rsqrt", [KU_TANH] = "tanh", [KU_ERF] = "erf", [KU_NDTR] = "normcdf", [KU_SIN] = "sin",
     [KU_COS] = "cos", [KU_FLOOR] = "floor"};
 static const char *binop_c[KB_COUNT] = {
     [KB_ADD] = "+", [KB_SUB] = "-", [KB_MUL] = "*", [KB_DIV] = "/", [KB_REM] = "%",

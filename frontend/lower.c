@@ -401,6 +401,7 @@ static LVal fold_unary(Lower *L, IrOp op, const LVal *x, FeLoc loc) {
     case IR_OP_RELU: r.f = v > 0 ? v : 0; break;
     case IR_OP_SILU: r.f = v / (1.0 + exp(-v)); break;
     case IR_OP_ERF: r.f = erf(v); break;
+    case IR_OP_NDTR: r.f = 0.5 * erfc(-v * M_SQRT1_2); break;
     case IR_OP_SIN: r.f = sin(v); break;
     case IR_OP_COS: r.f = cos(v); break;
     default: break;
@@ -530,7 +531,7 @@ static const OpSpec op_specs[] = {
     {"tanh", IR_OP_TANH, K_UNARY, 1, {"x"}}, {"sigmoid", IR_OP_SIGMOID, K_UNARY, 1, {"x"}},
     {"relu", IR_OP_RELU, K_UNARY, 1, {"x"}}, {"silu", IR_OP_SILU, K_UNARY, 1, {"x"}},
     {"erf", IR_OP_ERF, K_UNARY, 1, {"x"}}, {"sin", IR_OP_SIN, K_UNARY, 1, {"x"}},
-    {"cos", IR_OP_COS, K_UNARY, 1, {"x"}},
+    {"cos", IR_OP_COS, K_UNARY, 1, {"x"}}, {"ndtr", IR_OP_NDTR, K_UNARY, 1, {"x"}},
     {"add", IR_OP_ADD, K_BINARY, 2, {"a", "b"}}, {"sub", IR_OP_SUB, K_BINARY, 2, {"a", "b"}},
     {"mul", IR_OP_MUL, K_BINARY, 2, {"a", "b"}}, {"div", IR_OP_DIV, K_BINARY, 2, {"a", "b"}},
     {"pow", IR_OP_POW, K_BINARY, 2, {"a", "b"}}, {"maximum", IR_OP_MAXIMUM, K_BINARY, 2, {"a", "b"}},

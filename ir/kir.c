@@ -11,7 +11,7 @@
 
 static const char *const type_names[KT_COUNT] = {"bool", "i32", "i64", "f32", "f64"};
 static const char *const unop_names[KU_COUNT] = {
-    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "recip", "tanh", "erf", "sin", "cos", "not", "floor"};
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "recip", "tanh", "erf", "sin", "cos", "not", "floor", "ndtr"};
 static const char *const binop_names[KB_COUNT] = {
     "add", "sub", "mul", "div", "rem", "pow", "max", "min",
     "lt",  "le",  "gt",  "ge",  "eq",  "ne",  "and", "or"};

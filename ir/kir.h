@@ -44,7 +44,7 @@ KirType kir_compute_type(FcDtype t);
 
 typedef enum KirUnOp {
     KU_NEG, KU_ABS, KU_EXP, KU_LOG, KU_SQRT, KU_RSQRT, KU_RECIP, KU_TANH, KU_ERF,
-    KU_SIN, KU_COS, KU_NOT, KU_FLOOR, KU_COUNT
+    KU_SIN, KU_COS, KU_NOT, KU_FLOOR, KU_NDTR, KU_COUNT
 } KirUnOp;
 typedef enum KirBinOp {
     KB_ADD, KB_SUB, KB_MUL, KB_DIV,   /* int DIV truncates; operands are non-negative in index math */

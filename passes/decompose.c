@@ -10,8 +10,9 @@
  *   layernorm(x, g?, b?)     -> d = x - mean(x); d * rsqrt(mean(d * d) + eps) [* g] [+ b]
  *   rmsnorm(x, g?)           -> x * rsqrt(mean(x * x) + eps) [* g]
  *   causal_mask(s) {value}   -> where(le(iota1, iota0 + (Tk - Tq)), s, full(value)), iotas i64 [Tq, Tk]
- *   gelu(x) none             -> 0.5 * x * (1 + erf(x * rsqrt(2)))
- *   gelu(x) tanh             -> 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x*x*x)))
+ *   gelu(x) none             -> x * ndtr(x)
+ *   gelu(x) tanh             -> u = sqrt(2/pi) * (x + 0.044715 * x*x*x); e = exp(-abs(u));
+ *                               f = where(u < 0, e, 1); x * f * f / (1 + e * e)
  *   attention(q, k, v)       -> softmax(causal?(q @ transpose(k) * scale)) @ v
  * (reductions over the op's axes with keepdim=1; scalars are rank-0 `full` nodes of the
  * working dtype). The nodes an expansion makes keep the composite's location, origin and
@@ -176,32 +177,45 @@ static FcStatus expand_norm(Dx *d, const IrNode *n, int *out) {
     return narrow_back(d, y, t, out);
 }
 
+/* gelu without cancellation: the textbook forms 0.5 x (1 + erf(x / sqrt 2)) and
+ * 0.5 x (1 + tanh u) subtract nearly equal numbers for negative x (and return -0 once erf or
+ * tanh rounds to -1), while x ndtr(x) and x sigmoid(2u) are accurate over the whole range.
+ * sigmoid(2u) is written with e = exp(-|u|) so nothing overflows: 1 / (1 + e^2) for u >= 0 and
+ * e^2 / (1 + e^2) for u < 0, with x multiplied by e twice there so that results in the
+ * subnormal range are not flushed early (exp(-2u) itself overflows from x = -10.05 on, where
+ * gelu is still about -3e-38). */
 static FcStatus expand_gelu(Dx *d, const IrNode *n, int *out) {
-    int x = d->map[n->in[0]], xw, inner, act, one, u, half, h, y;
+    int x = d->map[n->in[0]], xw, y;
     FcDtype t = dtype_of(d, x);
     FC_TRY(widen(d, x, &xw));
     FcDtype w = dtype_of(d, xw);
     if (n->a.i[0] == IR_APPROX_TANH) {
-        int x2, x3, c1, a, b, c2;
+        int x2, x3, c1, a, b, c2, u, au, nu, e, e2, one, den, zero, neg, f, xf, xff;
         FC_TRY(bin(d, IR_OP_MUL, xw, xw, &x2));
         FC_TRY(bin(d, IR_OP_MUL, x2, xw, &x3));
         FC_TRY(scalar(d, w, 0.044715, &c1));
         FC_TRY(bin(d, IR_OP_MUL, c1, x3, &a));
         FC_TRY(bin(d, IR_OP_ADD, xw, a, &b));
         FC_TRY(scalar(d, w, sqrt(2.0 / M_PI), &c2));
-        FC_TRY(bin(d, IR_OP_MUL, c2, b, &inner));
-        FC_TRY(un(d, IR_OP_TANH, inner, &act));
+        FC_TRY(bin(d, IR_OP_MUL, c2, b, &u));
+        FC_TRY(un(d, IR_OP_ABS, u, &au));
+        FC_TRY(un(d, IR_OP_NEG, au, &nu));
+        FC_TRY(un(d, IR_OP_EXP, nu, &e));
+        FC_TRY(bin(d, IR_OP_MUL, e, e, &e2));
+        FC_TRY(scalar(d, w, 1.0, &one));
+        FC_TRY(bin(d, IR_OP_ADD, one, e2, &den));
+        FC_TRY(scalar(d, w, 0.0, &zero));
+        FC_TRY(bin(d, IR_OP_LT, u, zero, &neg));
+        int sel[3] = {neg, e, one};
+        FC_TRY(emit(d, IR_OP_WHERE, sel, 3, NULL, &f));
+        FC_TRY(bin(d, IR_OP_MUL, xw, f, &xf));
+        FC_TRY(bin(d, IR_OP_MUL, xf, f, &xff));
+        FC_TRY(bin(d, IR_OP_DIV, xff, den, &y));
     } else {
-        int c;
-        FC_TRY(scalar(d, w, 1.0 / sqrt(2.0), &c));
-        FC_TRY(bin(d, IR_OP_MUL, xw, c, &inner));
-        FC_TRY(un(d, IR_OP_ERF, inner, &act));
+        int p;
+        FC_TRY(un(d, IR_OP_NDTR, xw, &p));
+        FC_TRY(bin(d, IR_OP_MUL, xw, p, &y));
     }
-    FC_TRY(scalar(d, w, 1.0, &one));
-    FC_TRY(bin(d, IR_OP_ADD, one, act, &u));
-    FC_TRY(scalar(d, w, 0.5, &half));
-    FC_TRY(bin(d, IR_OP_MUL, half, xw, &h));
-    FC_TRY(bin(d, IR_OP_MUL, h, u, &y));
     return narrow_back(d, y, t, out);
 }
 

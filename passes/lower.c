@@ -433,6 +433,7 @@ static int emit_unary(Lower *L, IrOp op, int x, KirType t) {
     case IR_OP_SQUARE: return kir_bin(k, KB_MUL, x, x);
     case IR_OP_TANH: return kir_un(k, KU_TANH, x);
     case IR_OP_ERF: return kir_un(k, KU_ERF, x);
+    case IR_OP_NDTR: return kir_un(k, KU_NDTR, x);
     case IR_OP_SIN: return kir_un(k, KU_SIN, x);
     case IR_OP_COS: return kir_un(k, KU_COS, x);
     case IR_OP_RELU: return kir_bin(k, KB_MAX, x, zero_of(L, t));
@@ -961,7 +962,7 @@ static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int6
     if (!p) return -1;
     switch (p->op) {
     case IR_OP_EXP: case IR_OP_LOG: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_SILU: case IR_OP_ERF:
-    case IR_OP_SIN: case IR_OP_COS: case IR_OP_POW: break;
+    case IR_OP_NDTR: case IR_OP_SIN: case IR_OP_COS: case IR_OP_POW: break;
     default: return -1;
     }
     bool read = false;

@@ -97,7 +97,7 @@ static FcStatus host_target_machine(LLVMTargetMachineRef *out, FcErr *err) {
 static FcStatus define_libm(LLVMOrcLLJITRef jit, FcErr *err) {
     static const struct { const char *name; void (*addr)(void); } syms[] = {
         {"tanhf", (void (*)(void))tanhf}, {"tanh", (void (*)(void))tanh},
-        {"erff", (void (*)(void))erff},   {"erf", (void (*)(void))erf},
+        {"erff", (void (*)(void))erff},   {"erf", (void (*)(void))erf}, {"erfc", (void (*)(void))erfc},
         {"expf", (void (*)(void))expf},   {"exp", (void (*)(void))exp},
         {"logf", (void (*)(void))logf},   {"log", (void (*)(void))log},
         {"sinf", (void (*)(void))sinf},   {"sin", (void (*)(void))sin},

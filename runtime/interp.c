@@ -262,6 +262,8 @@ static double u_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double u_relu(double x) { return x < 0 ? 0.0 : x; } /* NaN stays NaN */
 static double u_silu(double x) { return x / (1.0 + exp(-x)); }
 static double u_erf(double x) { return erf(x); }
+/* the standard normal CDF through erfc: no cancellation in either tail (erfc(-z) = 1 + erf(z)) */
+static double u_ndtr(double x) { return 0.5 * erfc(-x * 0.70710678118654752440); }
 static double u_sin(double x) { return sin(x); }
 static double u_cos(double x) { return cos(x); }
 
@@ -283,6 +285,7 @@ EX_UNARY(SIGMOID, u_sigmoid)
 EX_UNARY(RELU, u_relu)
 EX_UNARY(SILU, u_silu)
 EX_UNARY(ERF, u_erf)
+EX_UNARY(NDTR, u_ndtr)
 EX_UNARY(SIN, u_sin)
 EX_UNARY(COS, u_cos)
 
@@ -510,8 +513,10 @@ EX(GELU) {
     const double rs2 = 0.70710678118654752440;               /* 1/sqrt(2) */
     for (int64_t i = 0; i < m; i++) {
         double x = in[0][i];
-        out[0][i] = n->a.i[0] == IR_APPROX_TANH ? 0.5 * x * (1.0 + tanh(k0 * (x + k1 * x * x * x)))
-                                               : 0.5 * x * (1.0 + erf(x * rs2));
+        /* x ndtr(x) and x sigmoid(2u): the forms 0.5 x (1 + erf) and 0.5 x (1 + tanh) cancel
+         * for negative x, even in f64 (1 + erf is 0 below about x = -8.3) */
+        out[0][i] = n->a.i[0] == IR_APPROX_TANH ? x / (1.0 + exp(-2.0 * k0 * (x + k1 * x * x * x)))
+                                               : 0.5 * x * erfc(-x * rs2);
     }
     return FC_OK;
 }

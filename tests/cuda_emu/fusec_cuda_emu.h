@@ -360,6 +360,9 @@ template <class T> static inline T __ldg(const T *p) { return *p; }
  * __tanf and __powf itself, as the accurate functions) ------------------------------------------ */
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+/* the standard normal CDF (CUDA: 5 ulp for normcdff), through the host's erfc in f64 */
+static inline double normcdf(double x) { return 0.5 * erfc(-x * 0.70710678118654752440); }
+static inline float normcdff(float x) { return (float)normcdf((double)x); }
 static inline float __fdividef(float x, float y) { return x / y; }
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __fsqrt_rn(float x) { return sqrtf(x); }

@@ -26,11 +26,11 @@ typedef struct Case {
 
 #define HDR "dim A = 3, B = 5, C = 7, D = 1\n"
 static const Case cases[] = {
-    {"unary", "neg abs exp sqrt rsqrt recip square tanh sigmoid relu silu erf sin cos log",
+    {"unary", "neg abs exp sqrt rsqrt recip square tanh sigmoid relu silu erf ndtr sin cos log",
      HDR "block f(x: f32[B, C], p: f32[C]) {\n"
      "  q = abs(p) + 0.5\n"
-     "  return neg(x), abs(x), exp(x), sqrt(q), rsqrt(q), recip(q), square(x), tanh(x), sigmoid(x), relu(x), silu(x), erf(x), sin(x), cos(x), log(q)\n}\n"},
-    {"unary_f64", "exp log tanh erf", HDR "block f(x: f64[A, C]) { return exp(x), log(abs(x) + 1), tanh(x), erf(x) }\n"},
+     "  return neg(x), abs(x), exp(x), sqrt(q), rsqrt(q), recip(q), square(x), tanh(x), sigmoid(x), relu(x), silu(x), erf(x), ndtr(x), sin(x), cos(x), log(q)\n}\n"},
+    {"unary_f64", "exp log tanh erf ndtr", HDR "block f(x: f64[A, C]) { return exp(x), log(abs(x) + 1), tanh(x), erf(x), ndtr(x) }\n"},
     {"binary", "add sub mul div pow maximum minimum",
      HDR "block f(x: f32[A, B, C], y: f32[B, 1], z: f32[C]) {\n"
      "  return x + y, x - z, x * y, x / (abs(z) + 0.5), pow(abs(x) + 0.1, z), maximum(x, y), minimum(x, z), add(x, 2), sub(1, x), mul(x, 0.5), div(x, 3)\n}\n"},

@@ -1,6 +1,7 @@
 /* test_vecmath.c: the CPU backend's inline f32 math (codegen/llvm.c: exp, log, tanh, erf, sin,
- * cos) against f64 libm, through the whole CPU path: a kernel-IR program per function, JIT
- * compiled and run on 2 threads.
+ * cos, ndtr, and the exact GELU's x ndtr(x)) against f64 libm (ndtr and gelu: long double
+ * erfcl), through the whole CPU path: a kernel-IR program per function, JIT compiled and run
+ * on 2 threads.
  *
  * Inputs: a dense sweep of f32 bit patterns (every STEP-th pattern over all 2^32, both signs,
  * subnormals, normals, inf and NaN payloads) plus the special values and the thresholds of
@@ -36,6 +37,12 @@ static double ulp_err(float got, double want) {
     return fabs((double)got - want) / ulp;
 }
 
+/* ndtr's bound in ulps (of the result; for subnormal results the spacing 2^-149), and the
+ * exact GELU's x ndtr(x): normal results within GELU_BOUND ulps; where ndtr(x) is subnormal
+ * (x below -13.2) its absolute error, up to about one spacing, is multiplied by |x| <= 14.2 */
+#define NDTR_BOUND 3.0
+#define GELU_BOUND 4.0
+#define GELU_SUB_BOUND 8.0
 typedef struct Fn {
     KirUnOp op;
     const char *name;
@@ -43,20 +50,30 @@ typedef struct Fn {
     double lo, hi;    /* the accurate domain: |x| in [lo, hi] or x in [lo, hi] (see `sym`) */
     bool sym;
     double bound;     /* max ulps documented in docs/cpu.md */
+    bool gelu;        /* the kernel computes x * op(x) (gelu's expansion x ndtr(x)) */
 } Fn;
 
+/* the standard normal CDF and the exact GELU, in long double: erfc has no cancellation in
+ * either tail, and the argument's rounding (2^-64 relative) is negligible even at x = -15 */
+static double ref_ndtr(double x) { return (double)(0.5L * erfcl(-(long double)x * 0.70710678118654752440L)); }
+static double ref_gelu(double x) {
+    return (double)((long double)x * 0.5L * erfcl(-(long double)x * 0.70710678118654752440L));
+}
+
 static const Fn fns[] = {
-    {KU_EXP, "exp", exp, -INFINITY, INFINITY, false, 2.0},
-    {KU_LOG, "log", log, -INFINITY, INFINITY, false, 2.0},
-    {KU_TANH, "tanh", tanh, 0, INFINITY, true, 3.0},
-    {KU_ERF, "erf", erf, 0, INFINITY, true, 2.0},
-    {KU_SIN, "sin", sin, 0, 16777216.0, true, 2.0},
-    {KU_COS, "cos", cos, 0, 16777216.0, true, 2.0},
+    {KU_EXP, "exp", exp, -INFINITY, INFINITY, false, 2.0, false},
+    {KU_LOG, "log", log, -INFINITY, INFINITY, false, 2.0, false},
+    {KU_TANH, "tanh", tanh, 0, INFINITY, true, 3.0, false},
+    {KU_ERF, "erf", erf, 0, INFINITY, true, 2.0, false},
+    {KU_SIN, "sin", sin, 0, 16777216.0, true, 2.0, false},
+    {KU_COS, "cos", cos, 0, 16777216.0, true, 2.0, false},
+    {KU_NDTR, "ndtr", ref_ndtr, -INFINITY, INFINITY, false, NDTR_BOUND, false},
+    {KU_NDTR, "gelu", ref_gelu, -INFINITY, INFINITY, false, GELU_BOUND, true},
 };
 enum { NFN = sizeof fns / sizeof fns[0] };
 
 /* out[i] = f(in[i]) for i < n, one pointwise kernel */
-static KirProgram *build(KirUnOp op, int64_t n) {
+static KirProgram *build(KirUnOp op, bool gelu, int64_t n) {
     enum { BLOCK = 256, CHUNK = 16384 };
     KirProgram *p = kir_program_new("vecmath");
     if (!p) return NULL;
@@ -67,7 +84,8 @@ static KirProgram *build(KirUnOp op, int64_t n) {
     kir_let(k, vhi, kir_bin(k, KB_MIN, kir_bin(k, KB_ADD, kir_var_ref(k, vlo), kir_const_i(k, KT_I64, CHUNK)),
                             kir_const_i(k, KT_I64, n)));
     kir_for(k, KIR_LOOP_THREADS, vi, kir_var_ref(k, vlo), kir_var_ref(k, vhi));
-    kir_store(k, o, kir_var_ref(k, vi), kir_un(k, op, kir_load(k, x, kir_var_ref(k, vi))));
+    int xv = kir_load(k, x, kir_var_ref(k, vi)), y = kir_un(k, op, xv);
+    kir_store(k, o, kir_var_ref(k, vi), gelu ? kir_bin(k, KB_MUL, xv, y) : y);
     kir_end(k);
     KirBuffer bi = {KIR_BUF_INPUT, 0, FC_F32, n, 0}, bo = {KIR_BUF_OUTPUT, 0, FC_F32, n, 0};
     if (!kir_kernel_ok(k) || !FC_VEC_PUSH(&p->buffers, bi) || !FC_VEC_PUSH(&p->buffers, bo)) goto fail;
@@ -94,7 +112,12 @@ static const float specials[] = {
     1e-20f, 1e-30f, 2.4e-4f, 1e-3f, -1e-3f,
     /* erf's piece boundaries (k / 4) and their neighbours, and where erf rounds to 1 */
     0.24999999f, 0.25000003f, 0.75f, 1.25f, 1.5f, 1.75f, 2.25f, 2.5f, 2.75f, 3.0f, 3.25f, 3.5f,
-    3.75f, 3.7499998f, 3.7500002f, -3.75f, 3.8325f, 3.84f, 3.9199998f, 3.9200001f};
+    3.75f, 3.7499998f, 3.7500002f, -3.75f, 3.8325f, 3.84f, 3.9199998f, 3.9200001f,
+    /* ndtr's piece boundaries (1.8125 k / 4, then 1.8125 2^o (1 + j / 4)), its clamp, where it
+     * and gelu reach the subnormals and 0 */
+    -0.453125f, -0.90625f, -1.359375f, -1.8125f, -1.81249988f, -1.81250012f, -2.265625f,
+    -2.71875f, -3.171875f, -3.625f, -4.53125f, -5.4375f, -6.34375f, -7.25f, -9.0625f,
+    -10.875f, -12.6875f, -13.2f, -14.2f, -14.49f, -14.5f, -14.6f, -15.0f, 1.8125f, 5.4375f};
 
 static int64_t nspecials(void) { return (int64_t)(sizeof specials / sizeof specials[0]); }
 
@@ -111,7 +134,7 @@ static void sweep(const float *in, int64_t n, double *worst, float *worst_x) {
         const Fn *f = &fns[j];
         worst[j] = 0;
         worst_x[j] = 0;
-        KirProgram *p = build(f->op, n);
+        KirProgram *p = build(f->op, f->gelu, n);
         EXPECT(p != NULL, "build %s", f->name);
         if (!p) continue;
         RtCpuProgram *cp = NULL;
@@ -136,6 +159,8 @@ static void sweep(const float *in, int64_t n, double *worst, float *worst_x) {
                 continue;
             }
             double e = ulp_err(out[i], want);
+            /* gelu's results below the normal range: the subnormal ndtr's error times |x| */
+            if (f->gelu && fabs(want) < 1.17549435e-38 * 14.2 && x < 0) e = e * GELU_BOUND / GELU_SUB_BOUND;
             /* exact results must be exact: +-0, +-inf, NaN, +-1 saturation, signs */
             if ((want == 0 || isinf(want) || isnan(want)) && !((e == 0 && !signbit(out[i]) == !signbit(want)) || isnan(want)))
                 e = 1e30;
@@ -163,6 +188,8 @@ int main(void) {
     sweep(in, n, worst, wx);
     m = 0;
     for (uint32_t u = 0x3a800000u; u < 0x41400000u && m < n; u += 61) { in[m++] = u2f(u); if (m < n) in[m++] = -u2f(u); }
+    /* and denser over ndtr's and gelu's negative tail [-15, -3] (every 7th pattern there) */
+    for (uint32_t u = 0xc0400000u; u < 0xc1700000u && m < n; u += 7) in[m++] = u2f(u);
     sweep(in, m, wdense, wdx);
     for (int j = 0; j < NFN; j++) {
         double w = worst[j] > wdense[j] ? worst[j] : wdense[j];
