@@ -30,8 +30,9 @@ namespace devmath {
 
 /* documented maximum errors, ulp (CUDA C++ Programming Guide, tables of the standard
  * single- and double-precision functions, without -use_fast_math) */
-enum { EXPF = 2, LOGF = 1, SINF = 2, COSF = 2, TANHF = 2, ERFF = 2, ERFCF = 4, POWF = 4, RSQRTF = 2,
-       EXP = 1, LOG = 1, SIN = 2, COS = 2, TANH = 2, ERF = 2, ERFC = 5, POW = 2, RSQRT = 1 };
+enum { EXPF = 2, LOGF = 1, SINF = 2, COSF = 2, TANHF = 2, ERFF = 2, ERFCF = 4, NORMCDFF = 5, POWF = 4,
+       RSQRTF = 2, EXP = 1, LOG = 1, SIN = 2, COS = 2, TANH = 2, ERF = 2, ERFC = 5, NORMCDF = 5, POW = 2,
+       RSQRT = 1 };
 
 static inline uint64_t mix(uint64_t z) {   /* splitmix64's finalizer */
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -64,6 +65,9 @@ static const float FINF = INFINITY;
 static const double DINF = INFINITY;
 static inline float host_rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double host_rsqrt(double x) { return 1.0 / std::sqrt(x); }
+/* the standard normal CDF (ndtr, GELU's exact form), correctly rounded to f32 from f64 */
+static inline double host_normcdf(double x) { return 0.5 * std::erfc(-x * 0.70710678118654752440); }
+static inline float host_normcdff(float x) { return (float)host_normcdf((double)x); }
 static inline float exp_f(float x) { return x == 0.0f ? 1.0f : move<float>(std::exp(x), bits(x) * 3 + 1, EXPF, 0.0f, FINF); }
 static inline double exp_d(double x) { return x == 0.0 ? 1.0 : move<double>(std::exp(x), bits(x) * 3 + 1, EXP, 0.0, DINF); }
 FCEMU_DEV1(log_f, std::log, float, LOGF, -FINF, FINF)
@@ -73,6 +77,7 @@ FCEMU_DEV1(tanh_f, std::tanh, float, TANHF, -1.0f, 1.0f)
 FCEMU_DEV1(erf_f, std::erf, float, ERFF, -1.0f, 1.0f)
 FCEMU_DEV1(erfc_f, std::erfc, float, ERFCF, 0.0f, 2.0f)
 FCEMU_DEV1(rsqrt_f, host_rsqrtf, float, RSQRTF, 0.0f, FINF)
+FCEMU_DEV1(normcdf_f, host_normcdff, float, NORMCDFF, 0.0f, 1.0f)
 FCEMU_DEV1(log_d, std::log, double, LOG, -DINF, DINF)
 FCEMU_DEV1(sin_d, std::sin, double, SIN, -1.0, 1.0)
 FCEMU_DEV1(cos_d, std::cos, double, COS, -1.0, 1.0)
@@ -80,6 +85,7 @@ FCEMU_DEV1(tanh_d, std::tanh, double, TANH, -1.0, 1.0)
 FCEMU_DEV1(erf_d, std::erf, double, ERF, -1.0, 1.0)
 FCEMU_DEV1(erfc_d, std::erfc, double, ERFC, 0.0, 2.0)
 FCEMU_DEV1(rsqrt_d, host_rsqrt, double, RSQRT, 0.0, DINF)
+FCEMU_DEV1(normcdf_d, host_normcdf, double, NORMCDF, 0.0, 1.0)
 #undef FCEMU_DEV1
 static inline float pow_f(float x, float y) {
     float r = std::pow(x, y);
@@ -104,6 +110,8 @@ static inline double pow_d(double x, double y) {
 #define erfcf(x) ::fcemu::devmath::erfc_f(x)
 #define powf(x, y) ::fcemu::devmath::pow_f(x, y)
 #define rsqrtf(x) ::fcemu::devmath::rsqrt_f(x)
+#define normcdff(x) ::fcemu::devmath::normcdf_f(x)
+#define normcdf(x) ::fcemu::devmath::normcdf_d(x)
 #define exp(x) ::fcemu::devmath::exp_d(x)
 #define log(x) ::fcemu::devmath::log_d(x)
 #define sin(x) ::fcemu::devmath::sin_d(x)
