@@ -56,7 +56,8 @@ typedef struct Gen {
     const DtGenConfig *cfg;
     /* set by g_rowview to steer the statement makers it reuses (so that their conditioning
      * rules apply unchanged): the next pick() takes value `force` (or fails if it does not fit),
-     * reductions and softmax work on trailing axes, casts go to `cast_to` */
+     * reductions and softmax work on trailing axes and transposes mostly swap the last two, casts
+     * go to `cast_to` */
     int force;
     bool trailing;
     int cast_to;
@@ -837,7 +838,7 @@ static bool g_transpose(Gen *g) {
     const DtVal X = g->p->v[x];
     int r = X.rank, perm[DT_MAXRANK];
     char t[DT_TMPL];
-    if (r >= 2 && chance(g, 0.3)) {
+    if (r >= 2 && (chance(g, 0.3) || (g->trailing && chance(g, 0.8)))) {
         for (int i = 0; i < r; i++) perm[i] = i;
         perm[r - 2] = r - 1; perm[r - 1] = r - 2;
         snprintf(t, sizeof t, "transpose({0})");
@@ -1217,6 +1218,12 @@ static bool g_matmul(Gen *g) {
 /* ---- the row-kernel pattern ------------------------------------------------------------------ */
 static bool allowed(const Gen *g, int op) { return !g->cfg->exclude[op]; }
 
+/* a float value whose last two dims are equal (a transpose keeps its shape) */
+static bool p_float_square(const DtVal *v, const void *c) {
+    (void)c;
+    return isf(v->dt) && v->rank >= 2 && v->d[v->rank - 1] == v->d[v->rank - 2] && v->d[v->rank - 1] > 1;
+}
+
 /* One statement maker, with its first operand forced to value v. */
 static bool make_forced(Gen *g, int op, int v) {
     int nv0 = g->p->nv, ns0 = g->p->ns;
@@ -1270,7 +1277,8 @@ static int pick_op(Gen *g, const int *list, int n) {
 static bool g_rowview(Gen *g) {
     DtProg *p = g->p;
     if (p->nv + 5 * DT_MAXRES + 2 >= DT_MAXV || p->ns + 5 > DT_MAXS) return false;
-    int x = chance(g, 0.85) ? pick(g, p_float_rank2, NULL) : -1;
+    int x = chance(g, 0.85) ? pick(g, p_float_square, NULL) : -1;
+    if (x < 0 && chance(g, 0.85)) x = pick(g, p_float_rank2, NULL);
     if (x < 0) x = pick(g, p_float_rank1, NULL);
     if (x < 0) return false;
     int ns0 = p->ns, nv0 = p->nv;
@@ -1283,10 +1291,16 @@ static bool g_rowview(Gen *g) {
         if (ok) x = last_res(g);
     }
     /* f = an elementwise function of x (or x itself) */
-    static const int fops[] = {DT_OP_TANH, DT_OP_EXP, DT_OP_SIGMOID, DT_OP_SQUARE, DT_OP_ERF, DT_OP_SILU,
-                               DT_OP_GELU, DT_OP_MUL, DT_OP_ADD, DT_OP_ABS, DT_OP_SIN};
+    /* mostly transcendental: a value costly enough that a row kernel stages it, not recomputes it */
+    static const int fops[] = {DT_OP_TANH, DT_OP_TANH, DT_OP_EXP, DT_OP_EXP, DT_OP_SIGMOID, DT_OP_ERF, DT_OP_SILU,
+                               DT_OP_GELU, DT_OP_SIN, DT_OP_SQUARE, DT_OP_MUL, DT_OP_ADD};
     int f = x;
-    if (ok && chance(g, 0.75)) {
+    if (ok && chance(g, 0.1) && allowed(g, DT_OP_CAST)) {
+        /* a dtype change between the row's value and its view: cast(x, f64) (or to f32) */
+        g->cast_to = p->v[x].dt == FC_F64 ? FC_F32 : FC_F64;
+        if (make_forced(g, DT_OP_CAST, x)) f = last_res(g);
+        g->cast_to = -1;
+    } else if (ok && chance(g, 0.9)) {
         int op = pick_op(g, fops, (int)(sizeof fops / sizeof fops[0]));
         if (op >= 0 && make_forced(g, op, x)) f = last_res(g);
     }
@@ -1297,24 +1311,27 @@ static bool g_rowview(Gen *g) {
     if (ok) {
         int op = pick_op(g, rops, (int)(sizeof rops / sizeof rops[0]));
         g->trailing = true;
-        ok = op >= 0 && make_forced(g, op, chance(g, 0.6) ? f : x);
+        ok = op >= 0 && make_forced(g, op, chance(g, 0.8) ? f : x);
         g->trailing = false;
         if (ok) r = last_res(g);
     }
     /* w = a view of x, of f, or of an elementwise function of both */
     int src = chance(g, 0.4) ? f : x;
-    if (ok && chance(g, 0.45)) {
-        static const int eops[] = {DT_OP_ADD, DT_OP_MUL, DT_OP_SQUARE, DT_OP_EXP, DT_OP_SUB, DT_OP_NEG};
+    if (ok && chance(g, 0.7)) {
+        static const int eops[] = {DT_OP_ADD, DT_OP_MUL, DT_OP_SQUARE, DT_OP_EXP, DT_OP_SUB, DT_OP_NEG, DT_OP_TANH};
         int op = pick_op(g, eops, (int)(sizeof eops / sizeof eops[0]));
         /* the binary ops take f and (often) x: pick()'s chains favour the latest values */
         if (op >= 0 && make_forced(g, op, f)) src = last_res(g);
     }
-    static const int vops[] = {DT_OP_TRANSPOSE, DT_OP_TRANSPOSE, DT_OP_TRANSPOSE, DT_OP_SLICE, DT_OP_SLICE, DT_OP_GATHER,
-                               DT_OP_GATHER, DT_OP_RESHAPE, DT_OP_BROADCAST, DT_OP_CONCAT, DT_OP_SPLIT};
+    static const int vops[] = {DT_OP_TRANSPOSE, DT_OP_TRANSPOSE, DT_OP_TRANSPOSE, DT_OP_TRANSPOSE, DT_OP_TRANSPOSE,
+                               DT_OP_SLICE, DT_OP_SLICE, DT_OP_GATHER, DT_OP_GATHER, DT_OP_RESHAPE, DT_OP_BROADCAST,
+                               DT_OP_CONCAT, DT_OP_SPLIT};
     int w = -1;
     if (ok) {
         int op = pick_op(g, vops, (int)(sizeof vops / sizeof vops[0]));
+        g->trailing = true;   /* a transpose swaps the last two axes (mostly): the shape stays when square */
         ok = op >= 0 && make_forced(g, op, src);
+        g->trailing = false;
         if (ok) {
             const DtStmt *s = &p->s[p->ns - 1];
             w = s->res[ri(g, 0, s->nres - 1)];
