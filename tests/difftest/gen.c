@@ -2,9 +2,11 @@
  * and the renderer of a program as .tf source (dt_render).
  *
  * A program is a block with 1-4 inputs of small random shapes (ranks 0-4, dims 1..13, sizes of
- * 1 included), dtypes mostly f32 with some f64, f16, bf16, i32 and bool, then 3-25
+ * 1 included), dtypes about half f32, the rest f64, f16, bf16, i32 and bool, then 3-25
  * statements, each one op of the language applied to earlier values (the latest ones more
- * often: chains; older ones too: diamonds), and a return of 1-3 values.
+ * often: chains; older ones too: diamonds), and a return of 1-4 values. It favours what found
+ * bugs: square trailing dims, 16-bit floats, several outputs, and g_rowview's pattern (a row
+ * reduction with a view of a value it stages returned beside it, or left dead).
  *
  * The generator tracks every value's dtype and shape by the language's rules (promotion,
  * broadcasting, the shape rules of ir/shape.c), so every program it makes must compile; a

@@ -61,7 +61,7 @@ done
 el=$(echo "$start $(date +%s.%N)" | awk '{printf "%.1f", $2 - $1}')
 echo "long_run: $total graphs in $el s: $failed failed, $ill ill-conditioned (not counted)$( [ $runs_bad -gt 0 ] && echo ", $runs_bad run(s) without a summary")"
 if [ -s "$classes" ]; then
-    awk -F': ' '{n[$1] += $2} END {for (c in n) printf "  %s: %d\n", c, n[c]}' "$classes" | sort
+    awk -F': ' '{sub(/^ +/, "", $1); n[$1] += $2} END {for (c in n) printf "  %s: %d\n", c, n[c]}' "$classes" | sort
 fi
-echo "long_run: rate $(echo "$total $el" | awk '{printf "%.2f", $2 > 0 ? $1 / $2 : 0}') graphs/s (wall clock, $(nproc) cores, --jobs $jobs, emulation every $emu); reproducers under $out/"
+echo "long_run: rate $(echo "$total $el" | awk '{printf "%.2f", ($2 > 0) ? $1 / $2 : 0}') graphs/s (wall clock, $(nproc) cores, --jobs $jobs, emulation every $emu); reproducers under $out/"
 [ "$failed" -eq 0 ] && [ "$runs_bad" -eq 0 ]
