@@ -17,7 +17,7 @@
  * ill-conditioning: the reference runs two noisy variants of the program (dt_render_noisy:
  * rounding-level noise injected into every computed float value); if that moves the output by at
  * least 1/4 of the observed error, the graph is counted as ill-conditioned, not failed (the
- * generator keeps this rare: 2 of the 500 CI graphs). Any other failure (frontend error on a generated
+ * generator keeps this rare: 3 of the 300 graphs of difftest_cpu). Any other failure (frontend error on a generated
  * program = generator bug, internal error, crash, run error, mismatch, NVRTC error, CUDA
  * emulation mismatch or error) is
  * minimized (delete statements, turn values into inputs, drop outputs and inputs, shrink
