@@ -1,18 +1,23 @@
 # difftest.cmake: the random-graph differential tester (tests/difftest/, docs/difftest.md).
 #
-#   difftest_cpu         500 random graphs (fixed seed): fused and eager on the CPU backend vs
-#                        the reference interpreter, every 10th also through NVRTC (sm_80, sm_90;
-#                        skipped where NVRTC is absent), every 20th (25 graphs, about 60 units)
-#                        also through the CUDA emulation (tests/cuda_emu/, docs/cuda_emu.md:
-#                        the fused, eager and GPU-shaped AOT units compiled by the host C++
-#                        compiler and run on the CPU; skipped without one). 60 graphs in a
-#                        sanitizer build, and there no emulation: the emulated units are not
+#   difftest_cpu         300 random graphs (fixed seed 20240601: the known coverage, every op):
+#                        fused and eager on the CPU backend vs the reference interpreter, every
+#                        10th also through NVRTC (sm_80, sm_90; skipped where NVRTC is absent),
+#                        every 20th (15 graphs) also through the CUDA emulation (tests/cuda_emu/,
+#                        docs/cuda_emu.md: the fused, eager and GPU-shaped AOT units compiled by
+#                        the host C++ compiler and run on the CPU; skipped without one). 40 graphs
+#                        in a sanitizer build, and there no emulation: the emulated units are not
 #                        instrumented anyway, test_cuda_emu runs the shared runner under the
 #                        sanitizers, and difftest_emu_selfcheck still runs.
 #   difftest_emu_all     100 other graphs, every one through the CUDA emulation (fused, eager
 #                        and GPU-shaped units; the device's math modelled at its documented ulp
 #                        bounds, docs/cuda_emu.md); about 2-4 min on 2 cores, almost all of it
 #                        C++ compiles. Not in a sanitizer build (as above).
+#   difftest_fresh       200 graphs (20 in a sanitizer build) of a fresh seed per commit: the
+#                        commit hash through `difftest --seed-from` (difftest/commit_seed.sh;
+#                        printed first; a fixed seed, said so, without git), every 25th emulated:
+#                        each CI run explores new graphs. A failure here is a new bug: keep its
+#                        reproducer (difftest/keep.sh) and commit it with the fix.
 #   difftest_selfcheck   the harness must fail: a corrupted fused result must be caught and
 #                        minimized to a reproducer, for every graph.
 #   difftest_emu_selfcheck  the same for the emulation: one element of each emulated fused
@@ -20,13 +25,14 @@
 #                        mismatch and minimized to a reproducer.
 #   difftest_stream      100 other graphs (20 in a sanitizer build) with FUSEC_CPU_LLC_BYTES=4096:
 #                        the CPU programs' non-temporal stores (docs/cpu.md).
-#   difftest_noisy       the noisy variants used by the conditioning check compile, for the
-#                        500 graphs of difftest_cpu (a check of the generator; seconds).
+#   difftest_noisy       the noisy variants used by the conditioning check compile, for 1000
+#                        graphs of seed 20240601 (a check of the generator; seconds).
 #   difftest_found_<f>   every reproducer in tests/difftest/found/ (bugs difftest found, since
 #                        fixed) replayed as a regression test: CPU fused and eager, NVRTC, and
 #                        the CUDA emulation.
 # Reproducers of failures go to ${PROJECT_BINARY_DIR}/difftest-failures (FUSEC_DIFFTEST_OUT).
-# Run more on demand:  build/difftest --seed S --count N [--jobs 2] [--emu-every K] [--emu-contract]
+# Run more on demand:  build/difftest --seed S --count N [--jobs 2] [--emu-every K] [--emu-contract], or at length
+# tests/difftest/long_run.sh -n 1000 (docs/difftest.md). Keep a failure: tests/difftest/keep.sh FILE.
 # The emulation runner (tests/cuda_emu/emu_runner.c) is shared with test_cuda_emu (cuda_emu.cmake).
 add_executable(difftest ${CMAKE_CURRENT_LIST_DIR}/difftest/difftest.c ${CMAKE_CURRENT_LIST_DIR}/difftest/gen.c
                ${CMAKE_CURRENT_LIST_DIR}/cuda_emu/emu_runner.c)
@@ -39,12 +45,16 @@ target_link_libraries(difftest PRIVATE fusec_static m ${CMAKE_DL_LIBS})
 set_target_properties(difftest PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
 
 if(FUSEC_SANITIZE)
-  set(_dt_count 60)
+  set(_dt_count 40)
+  set(_dt_fresh 20)
   set(_dt_emu 0)
+  set(_dt_fresh_emu 0)
   set(_dt_stream 20)
 else()
-  set(_dt_count 500)
+  set(_dt_count 300)
+  set(_dt_fresh 200)
   set(_dt_emu 20)
+  set(_dt_fresh_emu 25)
   set(_dt_stream 100)
 endif()
 set(_dt_env "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
@@ -53,13 +63,15 @@ if(NOT FUSEC_SANITIZE)
   add_test(NAME difftest_emu_all COMMAND difftest --seed 20261125 --count 100 --nvrtc-every 0 --emu-every 1 --jobs 2)
   set_tests_properties(difftest_emu_all PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
 endif()
+add_test(NAME difftest_fresh COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/difftest/commit_seed.sh $<TARGET_FILE:difftest> ${PROJECT_SOURCE_DIR}
+                                     --count ${_dt_fresh} --nvrtc-every 10 --emu-every ${_dt_fresh_emu} --jobs 2)
 add_test(NAME difftest_selfcheck
          COMMAND difftest --self-check --seed 7 --count 3 --nvrtc-every 0 --out ${PROJECT_BINARY_DIR}/difftest-selfcheck)
 add_test(NAME difftest_emu_selfcheck
          COMMAND difftest --self-check-emu --seed 7 --count 2 --emu-every 1 --nvrtc-every 0 --max-stmts 6 --jobs 2
                  --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-emu)
-add_test(NAME difftest_noisy COMMAND difftest --verify-noisy --seed 20240601 --count 500)
-set_tests_properties(difftest_cpu difftest_selfcheck difftest_emu_selfcheck difftest_noisy PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
+add_test(NAME difftest_noisy COMMAND difftest --verify-noisy --seed 20240601 --count 1000)
+set_tests_properties(difftest_cpu difftest_fresh difftest_selfcheck difftest_emu_selfcheck difftest_noisy PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
 # difftest_stream: other graphs with a 4 KiB last-level cache (FUSEC_CPU_LLC_BYTES), so that every
 # CPU kernel writing more than 2 KiB uses non-temporal stores (docs/cpu.md).
 add_test(NAME difftest_stream COMMAND difftest --seed 20261121 --count ${_dt_stream} --nvrtc-every 0 --jobs 2)

@@ -18,7 +18,7 @@
  * ill-conditioning: the reference runs two noisy variants of the program (dt_render_noisy:
  * rounding-level noise injected into every computed float value); if that moves the output by at
  * least 1/4 of the observed error, the graph is counted as ill-conditioned, not failed (the
- * generator keeps this rare: 2 of the 500 CI graphs). Any other failure (frontend error on a generated
+ * generator keeps this rare: 3 of the 300 graphs of difftest_cpu). Any other failure (frontend error on a generated
  * program = generator bug, internal error, crash, run error, mismatch, NVRTC error, CUDA
  * emulation mismatch or error) is
  * minimized (delete statements, turn values into inputs, drop outputs and inputs, shrink
@@ -906,7 +906,7 @@ static bool report_failure(const Opts *o, const DtProg *p, const char *src, cons
 /* ---- main -------------------------------------------------------------------------------------------- */
 static int usage(void) {
     fprintf(stderr,
-            "usage: difftest [--seed S] [--count N] [--first G] [--nvrtc-every K] [--emu-every K] [--out DIR] [--jobs J]\n"
+            "usage: difftest [--seed S | --seed-from STRING] [--count N] [--first G] [--nvrtc-every K] [--emu-every K] [--out DIR] [--jobs J]\n"
             "                [--exclude OP,OP...] [--min-stmts N] [--max-stmts N] [--timeout S]\n"
             "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--emu-contract] [--no-fork]\n"
             "                [--self-check] [--self-check-emu] [--verbose]\n"
@@ -973,7 +973,7 @@ static int replay(const Opts *o) {
 
 int main(int argc, char **argv) {
     static char outbuf[4096];
-    Opts o = {.seed = 20240601, .count = DT_ASAN ? 60 : 500, .nvrtc_every = 10, .emu_min_checks = 60, .fork = true, .minimize = true, .jobs = 1,
+    Opts o = {.seed = 20240601, .count = DT_ASAN ? 40 : 300, .nvrtc_every = 10, .emu_min_checks = 60, .fork = true, .minimize = true, .jobs = 1,
               .timeout_s = DT_ASAN ? 300 : 60, .max_minimize = 5, .input_seed = UINT64_MAX,
               .gen = {.min_stmts = 3, .max_stmts = 25}};
     const char *env = getenv("FUSEC_DIFFTEST_OUT");
@@ -985,6 +985,17 @@ int main(int argc, char **argv) {
         uint64_t x;
 #define NEEDV() do { if (!v) return usage(); i++; } while (0)
         if (!strcmp(a, "--seed")) { NEEDV(); if (!parse_u64(v, &o.seed)) return usage(); }
+        else if (!strcmp(a, "--seed-from")) {
+            /* a seed derived from a string (CI: the commit hash), so that every commit explores
+             * new graphs; printed first thing, so that a failure reproduces with --seed */
+            NEEDV();
+            if (!*v) return usage();
+            uint64_t h = 1469598103934665603ull;  /* FNV-1a */
+            for (const char *c = v; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+            o.seed = dt_mix(h) % 1000000000ull;
+            printf("difftest: seed %llu from \"%s\" (reproduce with --seed %llu)\n", (unsigned long long)o.seed, v,
+                   (unsigned long long)o.seed);
+        }
         else if (!strcmp(a, "--count")) { NEEDV(); if (!parse_u64(v, &x) || x > 10000000) return usage(); o.count = (int)x; }
         else if (!strcmp(a, "--first")) { NEEDV(); if (!parse_u64(v, &x) || x > 100000000) return usage(); o.first = (int)x; }
         else if (!strcmp(a, "--nvrtc-every")) { NEEDV(); if (!parse_u64(v, &x) || x > 1000000) return usage(); o.nvrtc_every = (int)x; }
@@ -1054,6 +1065,7 @@ int main(int argc, char **argv) {
     double t0 = emu_now_s();
     int counts[DR_NCLASS] = {0}, nvrtc_done = 0, nvrtc_skipped = 0, minimized = 0, stmts = 0;
     int op_graphs[DT_OP_COUNT] = {0};
+    int rowview_graphs = 0;
     int self_written = 0;
     int nemu = 0, *emu_gi = calloc((size_t)(o.emu_every > 0 ? o.count / o.emu_every + 2 : 1), sizeof *emu_gi);
     DtProg *progs = calloc((size_t)o.jobs, sizeof *progs);
@@ -1076,7 +1088,8 @@ int main(int argc, char **argv) {
             free(srcs[slot]);
             srcs[slot] = dt_render(&progs[slot], NULL);
             if (o.print_only) {
-                printf("# graph %d (input seed %llu)\n%s\n", o.first + next, (unsigned long long)gs, srcs[slot]);
+                printf("# graph %d (input seed %llu; %d row-view pattern(s))\n%s\n", o.first + next, (unsigned long long)gs,
+                       progs[slot].nrowview, srcs[slot]);
                 next++;
                 done++;
                 continue;
@@ -1101,6 +1114,7 @@ int main(int argc, char **argv) {
         bool seen[DT_OP_COUNT] = {0};
         for (int i = 0; i < p->ns; i++) seen[p->s[i].op] = true;
         for (int i = 0; i < DT_OP_COUNT; i++) op_graphs[i] += seen[i];
+        rowview_graphs += p->nrowview > 0;
         if (r.nvrtc == 1) nvrtc_done++;
         if (r.nvrtc == 2) nvrtc_skipped++;
         if (o.verbose) printf("graph %d: %s\n%s", gi, cls_name[r.cls], srcs[slot]);
@@ -1164,6 +1178,7 @@ int main(int argc, char **argv) {
                "%d failed, %d ill-conditioned (not counted)%s%s\n",
                emu_done, emu_units, t_emu, g_emu_compiles, g_emu_compile_s, g_emu_run_s, emu_failed, emu_illcond,
                emu_skipped ? "; skipped: " : "", emu_skipped ? g_emu_why : "");
+    printf("  graphs with a row reduction and a view returned beside it (gen.c g_rowview): %d\n", rowview_graphs);
     printf("  graphs using each op:");
     for (int i = 0; i < DT_OP_COUNT; i++) printf(" %s=%d", dt_op_names[i], op_graphs[i]);
     printf("\n");

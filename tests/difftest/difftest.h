@@ -24,7 +24,7 @@
 #define DT_MAXIN 16      /* inputs (the minimizer may add some) */
 #define DT_MAXOPS 6      /* operand slots of one statement */
 #define DT_MAXRES 4      /* results of one statement (split) */
-#define DT_MAXOUT 3      /* returned values */
+#define DT_MAXOUT 4      /* returned values */
 #define DT_MAXRANK 4
 #define DT_MAXNUMEL 4096 /* elements of any tensor the generator makes */
 #define DT_TMPL 512      /* bytes of an expression template */
@@ -56,6 +56,7 @@ typedef struct DtProg {
     int ns;
     int out[DT_MAXOUT]; /* returned value ids */
     int nout;
+    int nrowview;       /* row-reduction-plus-view patterns made (gen.c g_rowview; statistics) */
 } DtProg;
 
 /* The ops the generator can emit (one per source op of LANGUAGE.md's tables, except dropout

@@ -2,9 +2,11 @@
  * and the renderer of a program as .tf source (dt_render).
  *
  * A program is a block with 1-4 inputs of small random shapes (ranks 0-4, dims 1..13, sizes of
- * 1 included), dtypes mostly f32 with some f64, f16, bf16, i32 and bool, then 3-25
+ * 1 included), dtypes about half f32, the rest f64, f16, bf16, i32 and bool, then 3-25
  * statements, each one op of the language applied to earlier values (the latest ones more
- * often: chains; older ones too: diamonds), and a return of 1-3 values.
+ * often: chains; older ones too: diamonds), and a return of 1-4 values. It favours what found
+ * bugs: square trailing dims, 16-bit floats, several outputs, and g_rowview's pattern (a row
+ * reduction with a view of a value it stages returned beside it, or left dead).
  *
  * The generator tracks every value's dtype and shape by the language's rules (promotion,
  * broadcasting, the shape rules of ir/shape.c), so every program it makes must compile; a
@@ -54,6 +56,15 @@ typedef struct Gen {
     uint64_t s;
     DtProg *p;
     const DtGenConfig *cfg;
+    /* set by g_rowview to steer the statement makers it reuses (so that their conditioning
+     * rules apply unchanged): the next pick() takes value `force` (or fails if it does not fit),
+     * reductions and softmax work on trailing axes and transposes mostly swap the last two, casts
+     * go to `cast_to` */
+    int force;
+    bool trailing;
+    int cast_to;
+    int want_out[2 * DT_MAXOUT]; /* values g_rowview asks to return (latest last) */
+    int nwant;
 } Gen;
 
 static uint64_t rnd(Gen *g) { return g->s = dt_mix(g->s); }
@@ -160,6 +171,11 @@ typedef bool (*Pred)(const DtVal *v, const void *ctx);
 
 /* Picks a value satisfying f: half the time one of the three latest (chains), else any (diamonds). */
 static int pick(Gen *g, Pred f, const void *ctx) {
+    if (g->force >= 0) {
+        int v = g->force;
+        g->force = -1;
+        return f(&g->p->v[v], ctx) ? v : -1;
+    }
     int cand[DT_MAXV], n = 0;
     for (int i = 0; i < g->p->nv; i++)
         if (f(&g->p->v[i], ctx)) cand[n++] = i;
@@ -517,6 +533,7 @@ static bool g_cast(Gen *g) {
     const DtVal *X = &g->p->v[x];
     static const FcDtype tos[] = {FC_F32, FC_F32, FC_F64, FC_F16, FC_BF16, FC_I32, FC_I32, FC_I64, FC_F8E4M3, FC_F8E5M2};
     FcDtype to = tos[ri(g, 0, 9)];
+    if (g->cast_to >= 0) to = (FcDtype)g->cast_to;
     char t[DT_TMPL];
     int64_t lo = 0, hi = 0;
     if (isint(to)) {
@@ -536,7 +553,7 @@ static bool g_cast(Gen *g) {
         }
     } else {
         if (to == FC_F16 && X->mag > 3e4) return false;
-        if ((to == FC_F8E4M3 || to == FC_F8E5M2) && !chance(g, 0.3)) to = FC_BF16;
+        if ((to == FC_F8E4M3 || to == FC_F8E5M2) && !chance(g, 0.3) && g->cast_to < 0) to = FC_BF16;
         snprintf(t, sizeof t, "cast({0}, %s)", fc_dtype_name(to));
     }
     int y = new_val(g, to, X->rank, X->d);
@@ -585,7 +602,15 @@ static bool g_reduce(Gen *g, int op) {
     const DtVal X = g->p->v[x];
     bool ax[DT_MAXRANK];
     char at[64], t[DT_TMPL];
-    rand_axes(g, X.rank, ax, at, sizeof at, true);
+    if (g->trailing) {
+        /* the last axis (or the last two): a row reduction, one block per row on a GPU */
+        memset(ax, 0, sizeof ax);
+        ax[X.rank - 1] = true;
+        if (X.rank >= 3 && chance(g, 0.25)) {
+            ax[X.rank - 2] = true;
+            snprintf(at, sizeof at, "axis=[-2, -1]");
+        } else snprintf(at, sizeof at, "axis=%d", chance(g, 0.5) ? -1 : X.rank - 1);
+    } else rand_axes(g, X.rank, ax, at, sizeof at, true);
     bool keep = chance(g, 0.5);
     int64_t d[DT_MAXRANK], K = 1;
     int r = 0;
@@ -626,7 +651,7 @@ static bool g_softmax(Gen *g, int op) {
     double m;
     FcDtype dt;
     operand(g, x, 0, 1e4, a, sizeof a, &m, &dt, NULL);
-    int ax = (int)ri(g, 0, X.rank - 1);
+    int ax = g->trailing ? X.rank - 1 : (int)ri(g, 0, X.rank - 1);
     const char *fn = op == DT_OP_SOFTMAX ? "softmax" : "log_softmax";
     if (ax == X.rank - 1 && chance(g, 0.4)) snprintf(t, sizeof t, "%s(%s)", fn, a);
     else if (chance(g, 0.5)) snprintf(t, sizeof t, "%s(%s, axis=%d)", fn, a, chance(g, 0.5) ? ax : ax - X.rank);
@@ -815,7 +840,7 @@ static bool g_transpose(Gen *g) {
     const DtVal X = g->p->v[x];
     int r = X.rank, perm[DT_MAXRANK];
     char t[DT_TMPL];
-    if (r >= 2 && chance(g, 0.3)) {
+    if (r >= 2 && (chance(g, 0.3) || (g->trailing && chance(g, 0.8)))) {
         for (int i = 0; i < r; i++) perm[i] = i;
         perm[r - 2] = r - 1; perm[r - 1] = r - 2;
         snprintf(t, sizeof t, "transpose({0})");
@@ -1192,14 +1217,153 @@ static bool g_matmul(Gen *g) {
     return true;
 }
 
+/* ---- the row-kernel pattern ------------------------------------------------------------------ */
+static bool allowed(const Gen *g, int op) { return !g->cfg->exclude[op]; }
+
+/* a float value whose last two dims are equal (a transpose keeps its shape) */
+static bool p_float_square(const DtVal *v, const void *c) {
+    (void)c;
+    return isf(v->dt) && v->rank >= 2 && v->d[v->rank - 1] == v->d[v->rank - 2] && v->d[v->rank - 1] > 1;
+}
+
+/* One statement maker, with its first operand forced to value v. */
+static bool make_forced(Gen *g, int op, int v) {
+    int nv0 = g->p->nv, ns0 = g->p->ns;
+    g->force = v;
+    bool ok = false;
+    switch (op) {
+    case DT_OP_EXP: case DT_OP_TANH: case DT_OP_SIGMOID: case DT_OP_SILU: case DT_OP_ERF: case DT_OP_GELU:
+    case DT_OP_SIN: case DT_OP_LOG: case DT_OP_SQRT: ok = g_unary_float(g, op); break;
+    case DT_OP_NEG: case DT_OP_ABS: case DT_OP_SQUARE: case DT_OP_RELU: ok = g_unary_num(g, op); break;
+    case DT_OP_ADD: case DT_OP_SUB: case DT_OP_MUL: case DT_OP_MAXIMUM: ok = g_binary(g, op); break;
+    case DT_OP_CAST: ok = g_cast(g); break;
+    case DT_OP_SUM: case DT_OP_MEAN: case DT_OP_MAX: case DT_OP_MIN: ok = g_reduce(g, op); break;
+    case DT_OP_SOFTMAX: case DT_OP_LOG_SOFTMAX: ok = g_softmax(g, op); break;
+    case DT_OP_LAYERNORM: case DT_OP_RMSNORM: ok = g_norm(g, op); break;
+    case DT_OP_TRANSPOSE: ok = g_transpose(g); break;
+    case DT_OP_SLICE: ok = g_slice(g); break;
+    case DT_OP_GATHER: ok = g_gather(g); break;
+    case DT_OP_RESHAPE: ok = g_reshape(g); break;
+    case DT_OP_BROADCAST: ok = g_broadcast(g); break;
+    case DT_OP_CONCAT: ok = g_concat(g); break;
+    case DT_OP_SPLIT: ok = g_split(g); break;
+    default: break;
+    }
+    g->force = -1;
+    if (!ok || g->p->ns == ns0 || g->p->s[g->p->ns - 1].ops[0] != v) {
+        g->p->nv = nv0;   /* a failed maker may have made values but no statement */
+        g->p->ns = ns0;
+        return false;
+    }
+    return true;
+}
+
+/* the first result of the last statement */
+static int last_res(const Gen *g) { return g->p->s[g->p->ns - 1].res[0]; }
+
+/* Picks an allowed op from list (n entries); -1 if none. */
+static int pick_op(Gen *g, const int *list, int n) {
+    int ok[32], k = 0;
+    for (int i = 0; i < n && k < 32; i++) if (allowed(g, list[i])) ok[k++] = list[i];
+    return k ? ok[ri(g, 0, k - 1)] : -1;
+}
+
+/* The pattern that found the row-kernel miscompiles: a reduction or norm over the trailing
+ * axes of a float X (one block per row on a GPU, one row loop on the CPU) and, returned beside
+ * it, a view (transpose, slice, gather, reshape, broadcast, concat, split) of X, of an
+ * elementwise function of X, or of an elementwise function of both: a fused row kernel that
+ * stages that value must not let the view read another row's element. Sometimes X is first cast
+ * to bf16/f16 (16-bit chains), sometimes the reduction is left dead (no output reaches it).
+ * Every step is made by the ordinary statement makers (their conditioning rules hold), steered
+ * by Gen.force/trailing/cast_to. Up to 5 statements; all or nothing. */
+static bool g_rowview(Gen *g) {
+    DtProg *p = g->p;
+    if (p->nv + 5 * DT_MAXRES + 2 >= DT_MAXV || p->ns + 5 > DT_MAXS) return false;
+    int x = chance(g, 0.85) ? pick(g, p_float_square, NULL) : -1;
+    if (x < 0 && chance(g, 0.85)) x = pick(g, p_float_rank2, NULL);
+    if (x < 0) x = pick(g, p_float_rank1, NULL);
+    if (x < 0) return false;
+    int ns0 = p->ns, nv0 = p->nv;
+    bool ok = true;
+    /* a 16-bit chain */
+    if (chance(g, 0.25) && allowed(g, DT_OP_CAST) && p->v[x].dt != FC_F16 && p->v[x].dt != FC_BF16) {
+        g->cast_to = chance(g, 0.5) ? FC_BF16 : FC_F16;
+        ok = make_forced(g, DT_OP_CAST, x);
+        g->cast_to = -1;
+        if (ok) x = last_res(g);
+    }
+    /* f = an elementwise function of x (or x itself) */
+    /* mostly transcendental: a value costly enough that a row kernel stages it, not recomputes it */
+    static const int fops[] = {DT_OP_TANH, DT_OP_TANH, DT_OP_EXP, DT_OP_EXP, DT_OP_SIGMOID, DT_OP_ERF, DT_OP_SILU,
+                               DT_OP_GELU, DT_OP_SIN, DT_OP_SQUARE, DT_OP_MUL, DT_OP_ADD};
+    int f = x;
+    if (ok && chance(g, 0.1) && allowed(g, DT_OP_CAST)) {
+        /* a dtype change between the row's value and its view: cast(x, f64) (or to f32) */
+        g->cast_to = p->v[x].dt == FC_F64 ? FC_F32 : FC_F64;
+        if (make_forced(g, DT_OP_CAST, x)) f = last_res(g);
+        g->cast_to = -1;
+    } else if (ok && chance(g, 0.9)) {
+        int op = pick_op(g, fops, (int)(sizeof fops / sizeof fops[0]));
+        if (op >= 0 && make_forced(g, op, x)) f = last_res(g);
+    }
+    /* r = a reduction or norm over the trailing axes of f or x */
+    static const int rops[] = {DT_OP_SUM, DT_OP_MEAN, DT_OP_MAX, DT_OP_SOFTMAX, DT_OP_SOFTMAX, DT_OP_LOG_SOFTMAX,
+                               DT_OP_LAYERNORM, DT_OP_LAYERNORM, DT_OP_RMSNORM};
+    int r = -1;
+    if (ok) {
+        int op = pick_op(g, rops, (int)(sizeof rops / sizeof rops[0]));
+        g->trailing = true;
+        ok = op >= 0 && make_forced(g, op, chance(g, 0.8) ? f : x);
+        g->trailing = false;
+        if (ok) r = last_res(g);
+    }
+    /* w = a view of x, of f, or of an elementwise function of both */
+    int src = chance(g, 0.4) ? f : x;
+    if (ok && chance(g, 0.7)) {
+        static const int eops[] = {DT_OP_ADD, DT_OP_MUL, DT_OP_SQUARE, DT_OP_EXP, DT_OP_SUB, DT_OP_NEG, DT_OP_TANH};
+        int op = pick_op(g, eops, (int)(sizeof eops / sizeof eops[0]));
+        /* the binary ops take f and (often) x: pick()'s chains favour the latest values */
+        if (op >= 0 && make_forced(g, op, f)) src = last_res(g);
+    }
+    static const int vops[] = {DT_OP_TRANSPOSE, DT_OP_TRANSPOSE, DT_OP_TRANSPOSE, DT_OP_TRANSPOSE, DT_OP_TRANSPOSE,
+                               DT_OP_SLICE, DT_OP_SLICE, DT_OP_GATHER, DT_OP_GATHER, DT_OP_RESHAPE, DT_OP_BROADCAST,
+                               DT_OP_CONCAT, DT_OP_SPLIT};
+    int w = -1;
+    if (ok) {
+        int op = pick_op(g, vops, (int)(sizeof vops / sizeof vops[0]));
+        g->trailing = true;   /* a transpose swaps the last two axes (mostly): the shape stays when square */
+        ok = op >= 0 && make_forced(g, op, src);
+        g->trailing = false;
+        if (ok) {
+            const DtStmt *s = &p->s[p->ns - 1];
+            w = s->res[ri(g, 0, s->nres - 1)];
+        }
+    }
+    if (!ok) {
+        p->ns = ns0;
+        p->nv = nv0;
+        return false;
+    }
+    /* return the view; the reduction too, unless it is left dead */
+    const int cap = (int)(sizeof g->want_out / sizeof g->want_out[0]);
+    if (g->nwant + 2 > cap) {   /* keep the latest */
+        memmove(g->want_out, g->want_out + 2, sizeof g->want_out[0] * (size_t)(cap - 2));
+        g->nwant = cap - 2;
+    }
+    p->nrowview++;
+    if (chance(g, 0.8)) g->want_out[g->nwant++] = r;
+    g->want_out[g->nwant++] = w;
+    return true;
+}
+
 /* ---- the program ---------------------------------------------------------------------------- */
 static FcDtype rand_dtype(Gen *g) {
     int k = (int)ri(g, 0, 99);
-    if (k < 62) return FC_F32;
-    if (k < 70) return FC_F64;
-    if (k < 78) return FC_F16;
-    if (k < 86) return FC_BF16;
-    if (k < 96) return FC_I32;
+    if (k < 52) return FC_F32;
+    if (k < 60) return FC_F64;
+    if (k < 72) return FC_F16;
+    if (k < 84) return FC_BF16;
+    if (k < 95) return FC_I32;
     return FC_BOOL;
 }
 
@@ -1216,6 +1380,15 @@ static void make_inputs(Gen *g) {
         int64_t n = 1;
         for (int i = 0; i < br; i++) { base[i] = rand_dim(g); n *= base[i]; }
         if (n <= DT_MAXNUMEL) break;
+    }
+    /* square trailing dims (N, N) often: a transpose then keeps the shape, so its result can
+     * meet the untransposed value in one elementwise kernel or one row kernel */
+    if (br >= 2 && chance(g, 0.4)) {
+        if (base[br - 2] == 1) base[br - 2] = ri(g, 2, 13);
+        base[br - 1] = base[br - 2];
+        int64_t n = 1;
+        for (int i = 0; i < br; i++) n *= base[i];
+        if (n > DT_MAXNUMEL) base[0] = 1;
     }
     int nin = (int)ri(g, 1, 4);
     bool anyfloat = false;
@@ -1254,7 +1427,7 @@ static void make_inputs(Gen *g) {
 
 void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
     memset(p, 0, sizeof *p);
-    Gen g = {dt_mix(seed ^ 0x5EEDF00Dull), p, cfg};
+    Gen g = {dt_mix(seed ^ 0x5EEDF00Dull), p, cfg, .force = -1, .cast_to = -1};
     make_inputs(&g);
     int want = (int)ri(&g, cfg->min_stmts, cfg->max_stmts);
     /* op weights: elementwise most, everything present */
@@ -1268,15 +1441,17 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         {DT_OP_CAUSAL_MASK, 2}, {DT_OP_ATTENTION, 2}, {DT_OP_RESHAPE, 4}, {DT_OP_TRANSPOSE, 4},
         {DT_OP_BROADCAST, 3}, {DT_OP_CONCAT, 3}, {DT_OP_SPLIT, 3}, {DT_OP_SLICE, 4}, {DT_OP_IOTA, 2},
         {DT_OP_FULL, 1}, {DT_OP_GATHER, 3}, {DT_OP_MATMUL, 5},
+        {DT_OP_COUNT, 14},  /* g_rowview: a row reduction with a view returned beside it */
     };
     int nw = (int)(sizeof W / sizeof W[0]), total = 0;
-    for (int i = 0; i < nw; i++) if (!cfg->exclude[W[i].op]) total += W[i].w;
+#define EXCLUDED(op) ((op) < DT_OP_COUNT && cfg->exclude[op])
+    for (int i = 0; i < nw; i++) if (!EXCLUDED(W[i].op)) total += W[i].w;
     int tries = 0;
     while (p->ns < want && tries < 400 && total > 0 && p->nv < DT_MAXV - DT_MAXRES - 1 && p->ns < DT_MAXS) {
         tries++;
         int k = (int)ri(&g, 0, total - 1), op = -1;
         for (int i = 0; i < nw; i++) {
-            if (cfg->exclude[W[i].op]) continue;
+            if (EXCLUDED(W[i].op)) continue;
             if (k < W[i].w) { op = W[i].op; break; }
             k -= W[i].w;
         }
@@ -1307,6 +1482,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         case DT_OP_FULL: ok = g_full(&g); break;
         case DT_OP_GATHER: ok = g_gather(&g); break;
         case DT_OP_MATMUL: ok = g_matmul(&g); break;
+        case DT_OP_COUNT: ok = g_rowview(&g); break;
         default: break;
         }
         if (!ok) p->nv = nv0;   /* a failed attempt may have made no statement; drop its values */
@@ -1322,11 +1498,20 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         p->v[y].d[0] = 1;
         for (int i = 0; i < p->v[x].rank; i++) p->v[y].d[0] *= p->v[x].d[i];
     }
-    /* outputs: the last statement's first result, and up to two more statement results */
+#undef EXCLUDED
+    /* outputs: the last statement's first result; what g_rowview asked for (the latest
+     * first: a view and the reduction beside it); then up to two more statement results
+     * (multi-output groups are where fusion bugs hide) */
     const DtStmt *last = &p->s[p->ns - 1];
     p->out[p->nout++] = last->res[0];
-    int extra = (int)ri(&g, 0, 2);
-    for (int k = 0; k < extra * 3 && p->nout < 1 + extra; k++) {
+    int cap = 1 + (int)ri(&g, 0, DT_MAXOUT - 1);
+    if (cap < 2 && chance(&g, 0.5)) cap = 2;
+    for (int i = g.nwant - 1; i >= 0 && p->nout < cap; i--) {
+        bool dup = false;
+        for (int j = 0; j < p->nout; j++) dup |= p->out[j] == g.want_out[i];
+        if (!dup) p->out[p->nout++] = g.want_out[i];
+    }
+    for (int k = 0; k < 3 * DT_MAXOUT && p->nout < cap; k++) {
         const DtStmt *s = &p->s[ri(&g, 0, p->ns - 1)];
         int v = s->res[ri(&g, 0, s->nres - 1)];
         bool dup = false;
