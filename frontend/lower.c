@@ -1435,8 +1435,13 @@ FcStatus fe_lower(FeParser *p, const FeOptions *opt, IrGraph **out, FcErr *err) 
         if (!d || d->kind != FE_D_DIM) {
             FeSuggest sg = {.name = nm};
             suggest_decls(L, &sg, 1u << FE_D_DIM);
-            char dym[FE_SUGGEST_MAX + 32];
-            fe_error_noloc(L->d, "-D %s: no dim named '%s' is declared%s", nm, nm, did_you_mean(&sg, '\'', dym, sizeof dym));
+            char list[600], dym[FE_SUGGEST_MAX + 32];
+            size_t off = 0;
+            list[0] = 0;
+            for (FeDecl *dd = p->decls; dd && off < sizeof list; dd = dd->next)
+                if (dd->kind == FE_D_DIM) off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", off ? ", " : "", dd->name);
+            fe_error_noloc(L->d, "-D %s: no dim named '%s' is declared; expected one of: %s%s", nm, nm, off ? list : "(none)",
+                           did_you_mean(&sg, '\'', dym, sizeof dym));
             continue;
         }
         if (b->value < 1) {

@@ -83,10 +83,18 @@ expect 1 run small.tf --input x=junk.npy --out-dir o2 && err_has "junk.npy"
 MSG="no input named 'nope'"; expect_usage run small.tf --input nope=right.npy --out-dir o2
 err_has "x, g, b"
 
-# --out-dir must exist and be a folder: exit 1, nothing run or written.
-expect 1 run small.tf --out-dir nosuch && err_has "nosuch"
-expect 1 run small.tf --out-dir small.tf && err_has "Not a directory"
-[ -e nosuch ] && fail "--out-dir nosuch was created"
+# A missing --out-dir is made, with its parents, once the block has run; one that is a file,
+# or that cannot be made, is exit 1 with nothing run or written.
+expect 0 run small.tf --out-dir new/sub/ &&
+    { [ -s new/sub/y.npy ] && [ -s new/sub/out1.npy ] || fail "--out-dir new/sub: outputs not written"; }
+expect 1 run small.tf --out-dir small.tf && err_has "output directory 'small.tf': Not a directory"
+expect 1 run small.tf --out-dir small.tf/sub && err_has "output directory 'small.tf/sub': Not a directory"
+expect 1 run bad.tf --out-dir nosuch && err_has "bad.tf: compilation failed"
+[ -e nosuch ] && fail "--out-dir nosuch was made by a run that failed"
+# The default is the current folder: out0.npy there for an unnamed output (see docs/cli.md).
+printf 'dim N = 3\nblock u(x: f32[N]) {\n    return x + 1\n}\n' >unnamed.tf
+mkdir here && (cd here && "$FUSEC" run ../unnamed.tf >/dev/null 2>&1) && [ -s here/out0.npy ] ||
+    fail "run without --out-dir did not write ./out0.npy"
 
 # A source error in run: exit 1 with the diagnostic, nothing written.
 mkdir o4
