@@ -1212,8 +1212,11 @@ static int cmd_run(const Args *a) {
             const char *path = a->inputs[given[i]].path;
             s = fc_tensor_load_npy(bd.in[i], path);
             if (s != FC_OK) {
-                char *what = xfmt("input '%s' from '%s'", ti.name ? ti.name : "?", path);
-                rc = report(s, what ? what : path, fc_tensor_last_error(bd.in[i]), 0);
+                const char *m = fc_tensor_last_error(bd.in[i]);
+                /* the library's messages name the file; say it once */
+                char *what = m && strstr(m, path) ? xfmt("input '%s'", ti.name ? ti.name : "?")
+                                                  : xfmt("input '%s' from '%s'", ti.name ? ti.name : "?", path);
+                rc = report(s, what ? what : path, m, 0);
                 free(what);
                 goto done;
             }
@@ -1265,7 +1268,10 @@ static int cmd_run(const Args *a) {
         if (!path) { rc = oom(); goto done; }
         s = fc_tensor_save_npy(bd.out[i], path);
         if (s != FC_OK) {
-            rc = report(s, path, fc_tensor_last_error(bd.out[i]), 0);
+            const char *m = fc_tensor_last_error(bd.out[i]);
+            char *what = m && strstr(m, path) ? xfmt("output '%s'", ti.name ? ti.name : stems[i]) : NULL;
+            rc = report(s, what ? what : path, m, 0);
+            free(what);
             free(path);
             goto done;
         }

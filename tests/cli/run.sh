@@ -78,6 +78,21 @@ expect 0 run small.tf --input x=right.npy --out-dir o2
 expect 1 run small.tf --input x=nosuch.npy --out-dir o2 && err_has "nosuch.npy"
 printf 'not a npy file' >junk.npy
 expect 1 run small.tf --input x=junk.npy --out-dir o2 && err_has "junk.npy"
+# ... where the library's message names the file, the error line names it once.
+[ "$(grep -o 'junk\.npy' "$T/stderr" | wc -l)" -eq 1 ] || fail "junk.npy named twice: $(cat "$T/stderr")"
+# A tensor too large for memory: exit 1, "out of memory" said once (a sanitizer build is told
+# to return NULL rather than abort on the 11 TB request).
+msg=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \
+      "$FUSEC" run small.tf -D N=400000000000 --out-dir o7 2>&1 >/dev/null)
+[ $? -eq 1 ] || fail "a tensor of 11 TB: exit status not 1: $msg"
+case "$msg" in
+*"fusec: error: creating input 'x': out of memory allocating a tensor of 11200000000000 bytes"*) ;;
+*) fail "a tensor of 11 TB: unexpected message: $msg" ;;
+esac
+case "$msg" in *"out of memory: out of memory"*) fail "out of memory said twice: $msg" ;; esac
+[ -e o7 ] && fail "a run that failed made its --out-dir o7"
+mkdir -p o6/y.npy
+expect 1 run small.tf --out-dir o6 && err_has "fusec: error: output 'y': cannot write 'o6/y.npy'"
 
 # An unknown input name: exit 2 listing the block's inputs.
 MSG="no input named 'nope'"; expect_usage run small.tf --input nope=right.npy --out-dir o2
