@@ -39,11 +39,26 @@ typedef struct FeDiag {
     int nerrors;        /* errors reported (not counting suppressed ones) */
     int nunsupported;   /* of which "not supported yet" errors */
     bool stopped;       /* the error cap was hit; report nothing more */
+    bool last_shown;    /* the last error was printed (so its notes are) */
     char first[512];    /* first error line, for the one-line summary */
 } FeDiag;
 void fe_error(FeDiag *d, FeLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void fe_warning(FeDiag *d, FeLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void fe_error_noloc(FeDiag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A note on the error just reported ("FILE:LINE:COL: note: ..." with its source line). */
+void fe_note(FeDiag *d, FeLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* "Did you mean": fe_suggest offers each candidate name for `name` (a misspelt op,
+ * argument, string value, block, dim ...); `best` ends as the closest one that is near
+ * enough to be a slip of the keyboard (see diag.c), NULL when none is. Names longer than
+ * FE_SUGGEST_MAX bytes are never suggested. */
+#define FE_SUGGEST_MAX 64
+typedef struct FeSuggest {
+    const char *name;
+    const char *best;
+    int dist;
+} FeSuggest;
+void fe_suggest(FeSuggest *s, const char *cand);
 /* Writes a byte as it should appear quoted in a message: 'a', '\xff', '\n'. */
 void fe_fmt_byte(char *buf, size_t n, unsigned char c);
 
@@ -177,6 +192,8 @@ typedef struct FeParser {
     int line, col;
     size_t off;
     int paren_depth;        /* open ( and [ */
+    FeLoc open_at[FE_MAX_DEPTH];  /* where each of them is */
+    int depth_at_brace;     /* paren_depth before the last '{' or '}' reset it */
     int brace_depth;        /* open { */
     int last_tok;           /* last token returned (to collapse separators) */
     bool fatal;             /* stop parsing: suppress further syntax errors */

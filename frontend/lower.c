@@ -46,6 +46,7 @@ typedef struct LVal {
     bool inexact;           /* SCALAR: an inexact integer division went into it */
     int64_t div_a, div_b;
     FeLoc div_loc;
+    const char *div_const;  /* SCALAR (inexact): the const it was read from, if any */
     const char *str;        /* STR */
     struct LVal *items;     /* LIST, MULTI (scratch arena) */
     int n;
@@ -70,6 +71,7 @@ typedef struct Lower {
     FeDecl **decls;
     FC_VEC(FeDecl *) stack; /* blocks being inlined, outermost first */
     int depth;
+    FC_VEC(size_t) inexact_said;  /* offsets of the inexact '/' already reported */
     bool *input_used;
     int ninputs;
 } Lower;
@@ -207,10 +209,15 @@ static bool want_int(Lower *L, const LVal *v, const char *what, int64_t *out) {
     if (v->kind == LV_SCALAR) {
         if (v->hasint) { *out = v->i; return true; }
         if (v->inexact) {
+            /* once per '/', at the '/': a const used in several sizes is one mistake */
+            for (int i = 0; i < L->inexact_said.len; i++)
+                if (L->inexact_said.data[i] == v->div_loc.off) return false;
+            if (!FC_VEC_PUSH(&L->inexact_said, v->div_loc.off)) oom(L);
             char b[64];
             fc_fmt_double(b, sizeof b, (double)v->div_a / (double)v->div_b);
             fe_error(L->d, v->div_loc, "%lld / %lld is not an exact integer (%s); expected a division without remainder for %s",
                      (long long)v->div_a, (long long)v->div_b, b, what);
+            if (v->div_const) fe_note(L->d, v->loc, "const '%s' is used here", v->div_const);
             return false;
         }
         if (v->f == trunc(v->f) && v->f > -9.2e18 && v->f < 9.2e18) { *out = (int64_t)v->f; return true; }
@@ -572,6 +579,22 @@ static const OpSpec *find_op(const char *name) {
     return NULL;
 }
 
+/* Names other frameworks give some of these ops, for "did you mean" only: too far from
+ * ours by spelling to be found by edit distance (`swish` is `silu`). Each target is an op. */
+static const struct { const char *other, *op; } op_other_names[] = {
+    {"swish", "silu"}, {"reciprocal", "recip"}, {"permute", "transpose"}, {"cat", "concat"},
+    {"view", "reshape"}, {"expand", "broadcast"}, {"broadcast_to", "broadcast"},
+    {"embedding", "gather"}, {"mm", "matmul"}, {"bmm", "matmul"}, {"arange", "iota"},
+    {"scaled_dot_product_attention", "attention"}, {"power", "pow"},
+};
+
+/* "; did you mean 'best'?" (q the quote: '\'' for names, '"' for strings), or "". */
+static const char *did_you_mean(const FeSuggest *s, char q, char *buf, size_t n) {
+    if (!s->best) return "";
+    snprintf(buf, n, "; did you mean %c%s%c?", q, s->best, q);
+    return buf;
+}
+
 /* Matches a call's arguments to parameter names: out[i] is the expression for names[i]
  * (NULL when absent). Reports every positional overflow, unknown name, duplicate and
  * missing required argument. `what` is "'softmax'" or "block 'mlp'". */
@@ -599,7 +622,11 @@ static bool bind_args(Lower *L, FeExpr *call, const char *what, const char *cons
                 list[0] = 0;
                 for (int i = 0; i < nnames && off < sizeof list; i++)
                     off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "", names[i]);
-                fe_error(L->d, at, "%s has no argument named '%s'; expected one of: %s", what, a->key, list);
+                FeSuggest sg = {.name = a->key};
+                for (int i = 0; i < nnames; i++) fe_suggest(&sg, names[i]);
+                char dym[FE_SUGGEST_MAX + 32];
+                fe_error(L->d, at, "%s has no argument named '%s'; expected one of: %s%s", what, a->key, list,
+                         did_you_mean(&sg, '\'', dym, sizeof dym));
                 ok = false;
                 continue;
             }
@@ -789,7 +816,12 @@ static LVal lower_op(Lower *L, Scope *S, FeExpr *call, const OpSpec *spec) {
             else {
                 char b[400];
                 describe(L, &av[1], b, sizeof b);
-                fe_error(L->d, av[1].loc, "'approx' of 'gelu' must be \"none\" or \"tanh\"; got %s", b);
+                FeSuggest sg = {.name = av[1].kind == LV_STR ? av[1].str : NULL};
+                fe_suggest(&sg, "none");
+                fe_suggest(&sg, "tanh");
+                char dym[FE_SUGGEST_MAX + 32];
+                fe_error(L->d, av[1].loc, "'approx' of 'gelu' must be \"none\" or \"tanh\"; got %s%s", b,
+                         did_you_mean(&sg, '"', dym, sizeof dym));
                 return poison(loc);
             }
         }
@@ -944,11 +976,18 @@ static FeDecl *global(Lower *L, const char *name) {
     return fe_map_get(&L->globals, name, &i) ? L->decls[i] : NULL;
 }
 
+/* Offers the file's declarations of the kinds in `kinds` (bits 1 << FE_D_...) to sg. */
+static void suggest_decls(Lower *L, FeSuggest *sg, unsigned kinds) {
+    for (int i = 0; i < L->p->ndecls; i++)
+        if (kinds & (1u << L->decls[i]->kind)) fe_suggest(sg, L->decls[i]->name);
+}
+
 static LVal const_value(Lower *L, FeDecl *c, FeLoc use) {
     c->used = true;
     if (c->lstate == 2) {
         LVal v = *(LVal *)c->lval;
         v.loc = use;
+        if (v.inexact) v.div_const = c->name;
         return v;
     }
     if (c->lstate == 3) return poison(use);
@@ -976,6 +1015,7 @@ static LVal const_value(Lower *L, FeDecl *c, FeLoc use) {
     c->lval = keep;
     c->lstate = 2;
     v.loc = use;
+    if (v.inexact) v.div_const = c->name;
     return v;
 }
 
@@ -1003,8 +1043,16 @@ static LVal lookup(Lower *L, Scope *S, FeExpr *e) {
         fe_error(L->d, e->loc, "'%s' is a block; expected a value (a block is called: %s(...))", e->name, e->name);
     else if (find_op(e->name))
         fe_error(L->d, e->loc, "'%s' is an op; expected a value (an op is called: %s(...))", e->name, e->name);
-    else
-        fe_error(L->d, e->loc, "undefined name '%s'; expected a parameter, a name bound earlier, a dim or a const", e->name);
+    else {
+        FeSuggest sg = {.name = e->name};
+        /* not the poison that stands for an undefined name (bound below) */
+        for (int i = 0; S && i < S->names.cap; i++)
+            if (S->names.keys[i] && S->vals.data[S->names.vals[i]].kind != LV_POISON) fe_suggest(&sg, S->names.keys[i]);
+        suggest_decls(L, &sg, 1u << FE_D_DIM | 1u << FE_D_CONST);
+        char dym[FE_SUGGEST_MAX + 32];
+        fe_error(L->d, e->loc, "undefined name '%s'; expected a parameter, a name bound earlier, a dim or a const%s", e->name,
+                 did_you_mean(&sg, '\'', dym, sizeof dym));
+    }
     /* bind it as poison so that later uses do not report again */
     if (S) {
         LVal pv = poison(e->loc);
@@ -1292,8 +1340,19 @@ static LVal lower_expr_inner(Lower *L, Scope *S, FeExpr *e) {
         if (d)
             fe_error(L->d, e->loc, "'%s' is a %s, not a function; expected an op or a block name before '('", e->name,
                      decl_kind(d));
-        else
-            fe_error(L->d, e->loc, "unknown function '%s'; expected an op or a block declared in this file", e->name);
+        else {
+            FeSuggest sg = {.name = e->name};
+            for (size_t i = 0; i < sizeof op_other_names / sizeof op_other_names[0]; i++)
+                if (strcmp(op_other_names[i].other, e->name) == 0) sg.best = op_other_names[i].op;
+            if (!sg.best) {
+                /* the file's own blocks first: they win a tie with an op */
+                suggest_decls(L, &sg, 1u << FE_D_BLOCK);
+                for (size_t i = 0; i < sizeof op_specs / sizeof op_specs[0]; i++) fe_suggest(&sg, op_specs[i].name);
+            }
+            char dym[FE_SUGGEST_MAX + 32];
+            fe_error(L->d, e->loc, "unknown function '%s'; expected an op or a block declared in this file%s", e->name,
+                     did_you_mean(&sg, '\'', dym, sizeof dym));
+        }
         return poison(e->loc);
     }
     }
@@ -1337,6 +1396,7 @@ static FcStatus finish(Lower *L, FcStatus s) {
     arena_free(&L->scratch);
     fe_map_free(&L->globals);
     FC_VEC_FREE(&L->stack);
+    FC_VEC_FREE(&L->inexact_said);
     fc_free(L->decls);
     fc_free(L->input_used);
     return s;
@@ -1374,7 +1434,15 @@ FcStatus fe_lower(FeParser *p, const FeOptions *opt, IrGraph **out, FcErr *err) 
         const char *nm = b->name ? b->name : "";
         FeDecl *d = global(L, nm);
         if (!d || d->kind != FE_D_DIM) {
-            fe_error_noloc(L->d, "-D %s: no dim named '%s' is declared", nm, nm);
+            FeSuggest sg = {.name = nm};
+            suggest_decls(L, &sg, 1u << FE_D_DIM);
+            char list[600], dym[FE_SUGGEST_MAX + 32];
+            size_t off = 0;
+            list[0] = 0;
+            for (FeDecl *dd = p->decls; dd && off < sizeof list; dd = dd->next)
+                if (dd->kind == FE_D_DIM) off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", off ? ", " : "", dd->name);
+            fe_error_noloc(L->d, "-D %s: no dim named '%s' is declared; expected one of: %s%s", nm, nm, off ? list : "(none)",
+                           did_you_mean(&sg, '\'', dym, sizeof dym));
             continue;
         }
         if (b->value < 1) {
@@ -1393,7 +1461,11 @@ FcStatus fe_lower(FeParser *p, const FeOptions *opt, IrGraph **out, FcErr *err) 
             list[0] = 0;
             for (FeDecl *d = p->decls; d && off < sizeof list; d = d->next)
                 if (d->kind == FE_D_BLOCK) off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", off ? ", " : "", d->name);
-            fe_error_noloc(L->d, "no block named '%s' in the file; expected one of: %s", opt->block, off ? list : "(none)");
+            FeSuggest sg = {.name = opt->block};
+            suggest_decls(L, &sg, 1u << FE_D_BLOCK);
+            char dym[FE_SUGGEST_MAX + 32];
+            fe_error_noloc(L->d, "no block named '%s' in the file; expected one of: %s%s", opt->block, off ? list : "(none)",
+                           did_you_mean(&sg, '\'', dym, sizeof dym));
             return finish(L, FC_OK);
         }
     }

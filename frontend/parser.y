@@ -12,7 +12,9 @@
  * nesting, so the stack stays far below YYMAXDEPTH.
  * Error recovery: a bad statement is skipped up to the next newline or ';' (stmt: error),
  * a bad declaration up to the next `dim`, `const` or `block` (decl: error). Syntax errors
- * read "unexpected FOUND; expected A, B or C" (yyreport_syntax_error below).
+ * read "unexpected FOUND; expected A, B or C" (yyreport_syntax_error below), except where
+ * an open ( or [ was never closed: that is reported at the ( with the place the parser
+ * gave up as a note.
  */
 %code top {
 #include <stdio.h>
@@ -384,6 +386,27 @@ static bool is_operator(yysymbol_kind_t k) {
     }
 }
 
+/* The innermost open ( or [ when a syntax error at `found` means that it was never closed,
+ * else NULL. That is the case when `found` cannot be inside brackets (a keyword that starts
+ * a statement or declaration, a brace, the end of the file), or when it starts a line below
+ * the bracket: the bracket's line then ended the statement as the writer meant it. */
+static const FeLoc *unclosed(const FeParser *p, yysymbol_kind_t found, const FeLoc *loc) {
+    const char *s = yysymbol_name(found);
+    bool brace = strcmp(s, "'{'") == 0 || strcmp(s, "'}'") == 0;
+    int depth = brace ? p->depth_at_brace : p->paren_depth;
+    if (strcmp(s, "'('") == 0 || strcmp(s, "'['") == 0) depth--;   /* `found` opened one */
+    if (depth < 1 || depth > FE_MAX_DEPTH) return NULL;
+    const FeLoc *open = &p->open_at[depth - 1];
+    bool outside = brace || found == YYSYMBOL_YYEOF || found == YYSYMBOL_RETURN || found == YYSYMBOL_DIM ||
+                   found == YYSYMBOL_CONST || found == YYSYMBOL_BLOCK;
+    if (!outside && loc->line > open->line) {
+        size_t i = loc->off;
+        while (i > 0 && (p->diag->src[i - 1] == ' ' || p->diag->src[i - 1] == '\t')) i--;
+        outside = i == 0 || p->diag->src[i - 1] == '\n';
+    }
+    return outside ? open : NULL;
+}
+
 /* "unexpected FOUND; expected A, B or C". Expression starts are summarized as
  * "an expression" and binary operators as "an operator". */
 static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, FeParser *p) {
@@ -442,6 +465,16 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, FePa
     for (int i = 0; i < k && off < sizeof msg; i++)
         off += (size_t)snprintf(msg + off, sizeof msg - off, "%s%s", i == 0 ? "; expected " : i == k - 1 ? " or " : ", ",
                                 names[i]);
+    const FeLoc *open = unclosed(p, found, loc);
+    if (open) {
+        char c = p->diag->src[open->off];
+        fe_error(p->diag, *open, "'%c' is not closed; expected a matching '%c'", c, c == '(' ? ')' : ']');
+        fe_note(p->diag, *loc, "the parser gave up here: %s", msg);
+        /* the newlines after it separate statements again, so that recovery resumes at the
+         * next statement rather than at the end of the block */
+        p->paren_depth = 0;
+        return 0;
+    }
     fe_error(p->diag, *loc, "%s", msg);
     return 0;
 }

@@ -286,8 +286,8 @@ static void print_help(void) {
         "                          decimal integer (default 0); floats N(0,1) (param matrices",
         "                          [.., in, out]: N(0,1/in)), integers uniform in a range",
         "                          valid for every op, bools fair coin flips",
-        "  --out-dir DIR           write each output as DIR/NAME.npy (default '.'; DIR must",
-        "                          exist)",
+        "  --out-dir DIR           write each output as DIR/NAME.npy (default '.', the current",
+        "                          directory; DIR is made, with its parents, when missing)",
         "  --check                 also run the reference interpreter on the same inputs and",
         "                          print per output: max_abs_err, max_rel_err (max abs error over",
         "                          max abs reference value), the tolerance, ok or FAIL",
@@ -561,12 +561,27 @@ static int exit_for(FcStatus s) {
 /* Reports a failed library call: `fusec: error: CONTEXT: MESSAGE`. `usage_ok` says whether an
  * FC_ERR_USAGE can come from the command line here (options, -D, --block); elsewhere it means
  * the driver misused the API, a bug (exit 70). Returns the exit status. */
+static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
 static int report(FcStatus s, const char *context, const char *msg, int usage_ok) {
     if (!msg || !*msg) msg = fc_status_name(s);
     if (!msg) msg = "unknown error";
+    /* No word twice: a message that starts with the context (a .npy error names its file)
+     * or with the status's words (the library's "out of memory ...") does not get them again. */
+    size_t nc = strlen(context);
+    if (strncmp(msg, context, nc) == 0 && msg[nc] == ':') {
+        msg += nc + 1;
+        while (*msg == ' ') msg++;
+    }
     switch (s) {
-    case FC_ERR_NOMEM: err_line("%s: out of memory: %s", context, msg); break;
-    case FC_ERR_UNAVAILABLE: err_line("%s: not available: %s", context, msg); break;
+    case FC_ERR_NOMEM:
+        if (starts_with(msg, "out of memory")) err_line("%s: %s", context, msg);
+        else err_line("%s: out of memory: %s", context, msg);
+        break;
+    case FC_ERR_UNAVAILABLE:
+        if (starts_with(msg, "not available")) err_line("%s: %s", context, msg);
+        else err_line("%s: not available: %s", context, msg);
+        break;
     case FC_ERR_INTERNAL:
         if (strncmp(msg, "internal error: ", 16) == 0) msg += 16;
         err_line("internal error: %s: %s", context, msg);
@@ -800,6 +815,19 @@ static void print_text(FILE *f, const char *s) {
     if (s[strlen(s) - 1] != '\n') fputc('\n', f);
 }
 
+/* Whether the library's one-line summary `msg` ("FIRST ERROR (and N more errors)") is one of
+ * the diagnostics printed: then the summary would only repeat them. */
+static int in_diagnostics(const char *diag, const char *msg) {
+    size_t n = strlen(msg);
+    const char *more = NULL;
+    for (const char *p = msg; (p = strstr(p, " (and ")) != NULL; p++) more = p;
+    if (more && msg[n - 1] == ')' && strstr(more, " more error")) n = (size_t)(more - msg);
+    if (n == 0) return 0;
+    for (const char *p = diag; *p; p++)
+        if (strncmp(p, msg, n) == 0) return 1;
+    return 0;
+}
+
 /* Compiles FILE with the command line's options (fuse = 0: eager). Prints the diagnostics
  * (errors and warnings) when print_diag. Returns 0 with *out set, or an exit status. */
 static int compile(const Args *a, int fuse, int print_diag, FcBlock **out) {
@@ -839,9 +867,10 @@ static int compile(const Args *a, int fuse, int print_diag, FcBlock **out) {
     if (s != FC_OK) {
         const char *msg = b ? fc_block_last_error(b) : NULL;
         const char *file = from_stdin ? "<stdin>" : a->file;
-        if (s == FC_ERR_INPUT && diag && *diag && (!msg || !*msg || strstr(diag, msg))) {
+        if ((s == FC_ERR_INPUT || s == FC_ERR_UNSUPPORTED) && diag && *diag && (!msg || !*msg || in_diagnostics(diag, msg))) {
+            /* the diagnostics above say it all */
             err_line("%s: compilation failed", file);
-            rc = EX_INPUT;
+            rc = exit_for(s);
         } else {
             rc = report(s, file, msg, 1);
         }
@@ -1053,21 +1082,81 @@ static char *output_file_stem(char **taken, int i, const char *name) {
     return stem;
 }
 
+/* Checks the output directory before anything runs: an existing one must be a writable
+ * directory; a missing one (*missing = 1) must be makeable, i.e. its nearest existing
+ * ancestor a writable directory. Returns 0 or an exit status (reported). */
+static int check_out_dir(const char *dir, int *missing) {
+    struct stat st;
+    *missing = 0;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            err_line("output directory '%s': Not a directory", dir);
+            return EX_INPUT;
+        }
+        if (access(dir, W_OK | X_OK) != 0) {
+            err_line("output directory '%s': %s", dir, strerror(errno));
+            return EX_INPUT;
+        }
+        return 0;
+    }
+    if (errno != ENOENT) {
+        err_line("output directory '%s': %s", dir, strerror(errno));
+        return EX_INPUT;
+    }
+    *missing = 1;
+    char *up = strdup(dir);
+    if (!up) return oom();
+    int rc = 0;
+    for (;;) {
+        size_t n = strlen(up);
+        while (n > 1 && up[n - 1] == '/') up[--n] = 0;
+        char *slash = strrchr(up, '/');
+        if (!slash) strcpy(up, ".");
+        else if (slash == up) up[1] = 0;
+        else *slash = 0;
+        if (stat(up, &st) != 0) {
+            if (errno == ENOENT && strcmp(up, ".") != 0 && strcmp(up, "/") != 0) continue;
+            err_line("output directory '%s': cannot make it in '%s': %s", dir, up, strerror(errno));
+            rc = EX_INPUT;
+        } else if (!S_ISDIR(st.st_mode)) {
+            err_line("output directory '%s': cannot make it in '%s': Not a directory", dir, up);
+            rc = EX_INPUT;
+        } else if (access(up, W_OK | X_OK) != 0) {
+            err_line("output directory '%s': cannot make it in '%s': %s", dir, up, strerror(errno));
+            rc = EX_INPUT;
+        }
+        break;
+    }
+    free(up);
+    return rc;
+}
+
+/* mkdir -p DIR. Returns 0 or an exit status (reported). */
+static int make_out_dir(const char *dir) {
+    char *p = strdup(dir);
+    if (!p) return oom();
+    int rc = 0;
+    for (char *c = p + 1;; c++) {
+        if (*c != '/' && *c != 0) continue;
+        char keep = *c;
+        *c = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            err_line("output directory '%s': cannot make '%s': %s", dir, p, strerror(errno));
+            rc = EX_INPUT;
+            break;
+        }
+        *c = keep;
+        if (!keep) break;
+    }
+    free(p);
+    return rc;
+}
+
 static int cmd_run(const Args *a) {
     const char *dir = a->out_dir ? a->out_dir : ".";
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        err_line("output directory '%s': %s", dir, strerror(errno));
-        return EX_INPUT;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        err_line("output directory '%s': Not a directory", dir);
-        return EX_INPUT;
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-        err_line("output directory '%s': %s", dir, strerror(errno));
-        return EX_INPUT;
-    }
+    int missing;
+    int crc = check_out_dir(dir, &missing);
+    if (crc) return crc;
 
     FcBlock *b = NULL;
     FcDevice *dev = NULL, *rdev = NULL;
@@ -1123,8 +1212,11 @@ static int cmd_run(const Args *a) {
             const char *path = a->inputs[given[i]].path;
             s = fc_tensor_load_npy(bd.in[i], path);
             if (s != FC_OK) {
-                char *what = xfmt("input '%s' from '%s'", ti.name ? ti.name : "?", path);
-                rc = report(s, what ? what : path, fc_tensor_last_error(bd.in[i]), 0);
+                const char *m = fc_tensor_last_error(bd.in[i]);
+                /* the library's messages name the file; say it once */
+                char *what = m && strstr(m, path) ? xfmt("input '%s'", ti.name ? ti.name : "?")
+                                                  : xfmt("input '%s' from '%s'", ti.name ? ti.name : "?", path);
+                rc = report(s, what ? what : path, m, 0);
                 free(what);
                 goto done;
             }
@@ -1159,6 +1251,8 @@ static int cmd_run(const Args *a) {
 
     FcStatus s = fc_program_run(bd.prog, bd.in, bd.out);
     if (s != FC_OK) { rc = report(s, "running the block", fc_program_last_error(bd.prog), 0); goto done; }
+    /* made only now, so that a run that fails leaves nothing behind */
+    if (missing && (rc = make_out_dir(dir)) != 0) goto done;
 
     /* Outputs, each written atomically by the library. */
     for (int i = 0; i < nout; i++) {
@@ -1174,7 +1268,10 @@ static int cmd_run(const Args *a) {
         if (!path) { rc = oom(); goto done; }
         s = fc_tensor_save_npy(bd.out[i], path);
         if (s != FC_OK) {
-            rc = report(s, path, fc_tensor_last_error(bd.out[i]), 0);
+            const char *m = fc_tensor_last_error(bd.out[i]);
+            char *what = m && strstr(m, path) ? xfmt("output '%s'", ti.name ? ti.name : stems[i]) : NULL;
+            rc = report(s, what ? what : path, m, 0);
+            free(what);
             free(path);
             goto done;
         }

@@ -25,6 +25,11 @@ rc=$?
 { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || fail "-D ZZ=3: exit status $rc, expected 1 or 2"
 err_has "ZZ"
 err_has "fusec: error: "
+# A misspelt -D name: the file's dims are listed, and a close one suggested (a name of one
+# or two letters only in another case).
+expect 1 small.tf -D Nn=3 -D c=4 -o - &&
+    { err_has "small.tf: error: -D Nn: no dim named 'Nn' is declared; expected one of: N, C"
+      err_has "small.tf: error: -D c: no dim named 'c' is declared; expected one of: N, C; did you mean 'C'?"; }
 
 # Default output path: next to the input, with the extension of the kind.
 mkdir sub
@@ -51,9 +56,18 @@ cp small.tf same.cu
 MSG="is the input file"; expect_usage same.cu
 cmp -s same.cu small.tf || fail "the input was overwritten"
 
-# A source error: exit 1, the diagnostic with file:line:col, no output file.
+# A source error: exit 1, the diagnostic with file:line:col, no output file; the last line
+# only says that the compilation failed, however many errors were printed above it.
 if expect 1 bad.tf; then
     err_has "bad.tf:6:16: error:"
+    [ "$(tail -n 1 "$T/stderr")" = "fusec: error: bad.tf: compilation failed" ] ||
+        fail "bad.tf: last line '$(tail -n 1 "$T/stderr")'"
+fi
+printf 'dim N = 4\nblock b(x: f32[N]) {\n    y = bar(x)\n    return foo(y)\n}\n' >two.tf
+if expect 1 two.tf -o -; then
+    [ "$(grep -c ': error: ' "$T/stderr")" = 3 ] || fail "two.tf: expected 2 diagnostics and the last line"
+    [ "$(tail -n 1 "$T/stderr")" = "fusec: error: two.tf: compilation failed" ] ||
+        fail "two.tf: last line '$(tail -n 1 "$T/stderr")'"
 fi
 [ -e bad.cu ] && fail "a failed compile left bad.cu"
 # ... and an existing output file keeps its content; no temporary is left.

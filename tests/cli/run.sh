@@ -78,15 +78,38 @@ expect 0 run small.tf --input x=right.npy --out-dir o2
 expect 1 run small.tf --input x=nosuch.npy --out-dir o2 && err_has "nosuch.npy"
 printf 'not a npy file' >junk.npy
 expect 1 run small.tf --input x=junk.npy --out-dir o2 && err_has "junk.npy"
+# ... where the library's message names the file, the error line names it once.
+[ "$(grep -o 'junk\.npy' "$T/stderr" | wc -l)" -eq 1 ] || fail "junk.npy named twice: $(cat "$T/stderr")"
+# A tensor too large for memory: exit 1, "out of memory" said once (a sanitizer build is told
+# to return NULL rather than abort on the 11 TB request).
+msg=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1" \
+      "$FUSEC" run small.tf -D N=400000000000 --out-dir o7 2>&1 >/dev/null)
+[ $? -eq 1 ] || fail "a tensor of 11 TB: exit status not 1: $msg"
+case "$msg" in
+*"fusec: error: creating input 'x': out of memory allocating a tensor of 11200000000000 bytes"*) ;;
+*) fail "a tensor of 11 TB: unexpected message: $msg" ;;
+esac
+case "$msg" in *"out of memory: out of memory"*) fail "out of memory said twice: $msg" ;; esac
+[ -e o7 ] && fail "a run that failed made its --out-dir o7"
+mkdir -p o6/y.npy
+expect 1 run small.tf --out-dir o6 && err_has "fusec: error: output 'y': cannot write 'o6/y.npy'"
 
 # An unknown input name: exit 2 listing the block's inputs.
 MSG="no input named 'nope'"; expect_usage run small.tf --input nope=right.npy --out-dir o2
 err_has "x, g, b"
 
-# --out-dir must exist and be a folder: exit 1, nothing run or written.
-expect 1 run small.tf --out-dir nosuch && err_has "nosuch"
-expect 1 run small.tf --out-dir small.tf && err_has "Not a directory"
-[ -e nosuch ] && fail "--out-dir nosuch was created"
+# A missing --out-dir is made, with its parents, once the block has run; one that is a file,
+# or that cannot be made, is exit 1 with nothing run or written.
+expect 0 run small.tf --out-dir new/sub/ &&
+    { [ -s new/sub/y.npy ] && [ -s new/sub/out1.npy ] || fail "--out-dir new/sub: outputs not written"; }
+expect 1 run small.tf --out-dir small.tf && err_has "output directory 'small.tf': Not a directory"
+expect 1 run small.tf --out-dir small.tf/sub && err_has "output directory 'small.tf/sub': Not a directory"
+expect 1 run bad.tf --out-dir nosuch && err_has "bad.tf: compilation failed"
+[ -e nosuch ] && fail "--out-dir nosuch was made by a run that failed"
+# The default is the current folder: out0.npy there for an unnamed output (see docs/cli.md).
+printf 'dim N = 3\nblock u(x: f32[N]) {\n    return x + 1\n}\n' >unnamed.tf
+mkdir here && (cd here && "$FUSEC" run ../unnamed.tf >/dev/null 2>&1) && [ -s here/out0.npy ] ||
+    fail "run without --out-dir did not write ./out0.npy"
 
 # A source error in run: exit 1 with the diagnostic, nothing written.
 mkdir o4

@@ -1,0 +1,4 @@
+#! --block mpl
+dim N = 4
+block mlp(x: f32[N]) { return x }
+block main(x: f32[N]) { return x }

@@ -1,0 +1,3 @@
+dim N = 4
+block b(x: f32[N]) {
+    return exp(x
