@@ -159,7 +159,8 @@ void fc_device_free(FcDevice *d);
 const char *fc_device_last_error(const FcDevice *d);
 const char *fc_device_description(const FcDevice *d);  /* e.g. "cpu: AMD EPYC, 2 threads" */
 /* Measures a STREAM-style copy (a[i] = b[i], arrays >= 4x the last-level cache) with the
- * device's threads: bytes read plus written per second, best of several, in GB/s. */
+ * device's threads: bytes read plus written per second, best of several, in GB/s. On the CPU,
+ * FUSEC_CPU_GBPS, when set, is the figure instead (not a positive number: FC_ERR_USAGE). */
 FcStatus fc_device_stream_bandwidth(FcDevice *d, double *gbps);
 
 /* ---- tensors ------------------------------------------------------------------- */
