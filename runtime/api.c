@@ -445,6 +445,38 @@ FcStatus fc_block_output_info(const FcBlock *b, int i, FcTensorInfo *info) {
     fill_info(b->src, b->src->outputs.data[i], b->src->output_names.data[i], info);
     return FC_OK;
 }
+/* Input or output `name`'s index; the names a block has are listed in the error (they are
+ * few: a block's signature). */
+static FcStatus block_index(const FcBlock *b, const char *name, bool output, int *index) {
+    if (index) *index = -1;
+    if (!b || !b->src || !name || !index) return FC_ERR_USAGE;
+    const IrGraph *g = b->src;
+    int n = output ? g->outputs.len : g->inputs.len;
+    for (int i = 0; i < n; i++) {
+        const char *s = output ? g->output_names.data[i] : ir_cval(g, g->inputs.data[i])->name;
+        if (s && strcmp(s, name) == 0) {
+            *index = i;
+            return FC_OK;
+        }
+    }
+    char names[512] = "";
+    size_t len = 0;
+    for (int i = 0; i < n && len < sizeof names; i++) {
+        const char *s = output ? g->output_names.data[i] : ir_cval(g, g->inputs.data[i])->name;
+        int w = snprintf(names + len, sizeof names - len, "%s'%s'", i ? ", " : "", s ? s : "?");
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+    if (len >= sizeof names) memcpy(names + sizeof names - 4, "...", 4);
+    return fc_err_set((FcErr *)&b->err, FC_ERR_USAGE, "block '%s' has no %s named '%.64s'; its %ss: %s", g->name,
+                      output ? "output" : "input", name, output ? "output" : "input", n ? names : "(none)");
+}
+FcStatus fc_block_input_index(const FcBlock *b, const char *name, int *index) {
+    return block_index(b, name, false, index);
+}
+FcStatus fc_block_output_index(const FcBlock *b, const char *name, int *index) {
+    return block_index(b, name, true, index);
+}
 FcStatus fc_block_output_tolerance(const FcBlock *b, int i, double *rel_tol) {
     if (!block_ready(b) || !rel_tol || i < 0 || i >= b->src->outputs.len) return FC_ERR_USAGE;
     *rel_tol = b->tol[i];
@@ -710,6 +742,10 @@ FcStatus fc_device_stream_bandwidth(FcDevice *d, double *gbps) {
     if (d->kind == FC_DEVICE_CUDA) return rt_cuda_copy_gbps(d->cuda, gbps, &d->err);
     if (d->kind != FC_DEVICE_CPU)
         return fc_err_set(&d->err, FC_ERR_USAGE, "stream bandwidth is measured on the CPU and CUDA devices only");
+    /* the figure --emit report takes for the cpu target, so that tests get a fixed roofline */
+    bool given = false;
+    FC_TRY(env_figure("FUSEC_CPU_GBPS", gbps, &given, &d->err));
+    if (given) return FC_OK;
     *gbps = rt_cpu_stream_gbps(d->nthreads);
     if (!(*gbps > 0)) return fc_err_set(&d->err, FC_ERR_NOMEM, "could not allocate the STREAM arrays");
     return FC_OK;
@@ -725,6 +761,10 @@ struct FcTensor {
     void *data;            /* 64-byte aligned (2 MiB from 2 MiB on: rt_cpu_alloc) */
     void *raw;             /* what fc_alloc returned, when owned */
     bool owned;
+    /* A wrapped pointer the device cannot use in place (wrap_align): programs run on this
+     * aligned copy, filled from data before each run and copied back after (outputs). */
+    void *stage;
+    void *stage_raw;       /* host devices: what rt_cpu_alloc returned */
 };
 
 static FcStatus tensor_make(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out) {
@@ -777,20 +817,51 @@ FcStatus fc_tensor_new(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims
     t->owned = true;
     return FC_OK;
 }
+/* The alignment a device's programs use a buffer at. The CPU's JIT code accesses tensors with
+ * their element's alignment (unaligned vector moves; the non-temporal copy of a kernel is chosen
+ * at run time, for 64-byte aligned buffers only), as do the interpreter and OpenBLAS. On CUDA,
+ * scalar accesses need element alignment and cuBLASLt, whose alignment preferences are left at
+ * their defaults, assumes 256 bytes (what cuMemAlloc gives); the generated kernels' 16-byte
+ * vector paths check alignment at run time. */
+static size_t wrap_align(const FcDevice *d, FcDtype dtype) {
+    return d->kind == FC_DEVICE_CUDA ? 256 : fc_dtype_size(dtype);
+}
 FcStatus fc_tensor_wrap(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, void *data, FcTensor **out) {
-    if (!data || ((uintptr_t)data & 15) != 0) {
-        if (d) return fc_err_set(&d->err, FC_ERR_USAGE, "fc_tensor_wrap: data must be non-NULL and 16-byte aligned");
+    if (!data) {
+        if (out) *out = NULL;
+        if (d) return fc_err_set(&d->err, FC_ERR_USAGE, "fc_tensor_wrap: data must be non-NULL");
         return FC_ERR_USAGE;
     }
     FC_TRY(tensor_make(d, dtype, rank, dims, out));
-    (*out)->data = data;
-    return FC_OK;
+    FcTensor *t = *out;
+    t->data = data;
+    if ((uintptr_t)data % wrap_align(d, dtype) == 0) return FC_OK;
+    FcStatus s = FC_OK;
+    if (d->kind == FC_DEVICE_CUDA) s = rt_cuda_alloc(d->cuda, (size_t)t->nbytes, &t->stage, &d->err);
+    else if ((uint64_t)t->nbytes > SIZE_MAX - 128 || !(t->stage = rt_cpu_alloc((size_t)t->nbytes, &t->stage_raw)))
+        s = fc_err_set(&d->err, FC_ERR_NOMEM, "out of memory allocating the aligned copy of a wrapped tensor "
+                                              "(%lld bytes)", (long long)t->nbytes);
+    if (s != FC_OK) {
+        fc_free(t);
+        *out = NULL;
+    }
+    return s;
 }
 void fc_tensor_free(FcTensor *t) {
     if (!t) return;
     if (t->owned && t->dev->kind == FC_DEVICE_CUDA) rt_cuda_free(t->dev->cuda, t->data);
     else if (t->owned) fc_free(t->raw);
+    if (t->stage && t->dev->kind == FC_DEVICE_CUDA) rt_cuda_free(t->dev->cuda, t->stage);
+    else if (t->stage) fc_free(t->stage_raw);
     fc_free(t);
+}
+/* Copies between a wrapped tensor's memory and its aligned copy (to_stage: data -> stage). */
+static FcStatus stage_copy(FcTensor *t, bool to_stage, FcErr *err) {
+    void *dst = to_stage ? t->stage : t->data;
+    const void *src = to_stage ? t->data : t->stage;
+    if (t->dev->kind == FC_DEVICE_CUDA) return rt_cuda_copy_dtod(t->dev->cuda, dst, src, (size_t)t->nbytes, err);
+    memcpy(dst, src, (size_t)t->nbytes);
+    return FC_OK;
 }
 size_t fc_tensor_nbytes(const FcTensor *t) { return t ? (size_t)t->nbytes : 0; }
 const char *fc_tensor_last_error(const FcTensor *t) { return t ? t->err.msg : "no tensor handle"; }
@@ -1050,8 +1121,8 @@ static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     void *in[4096], *out[4096];
     if (g->inputs.len > 4096 || g->outputs.len > 4096)
         return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "more than 4096 inputs or outputs");
-    for (int i = 0; i < g->inputs.len; i++) in[i] = inputs[i]->data;
-    for (int j = 0; j < g->outputs.len; j++) out[j] = outputs[j]->data;
+    for (int i = 0; i < g->inputs.len; i++) in[i] = inputs[i]->stage ? inputs[i]->stage : inputs[i]->data;
+    for (int j = 0; j < g->outputs.len; j++) out[j] = outputs[j]->stage ? outputs[j]->stage : outputs[j]->data;
     FcStatus s;
     switch (p->dev->kind) {
     case FC_DEVICE_CPU:
@@ -1071,11 +1142,26 @@ static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     return s;
 }
 
+/* Misaligned wrapped tensors (fc_tensor_wrap): inputs into their aligned copies before a run,
+ * outputs back out of theirs after it. */
+static FcStatus stage_inputs(FcProgram *p, FcTensor *const *inputs) {
+    for (int i = 0; i < p->blk->src->inputs.len; i++)
+        if (inputs[i]->stage) FC_TRY(stage_copy(inputs[i], true, &p->err));
+    return FC_OK;
+}
+static FcStatus unstage_outputs(FcProgram *p, FcTensor *const *outputs) {
+    for (int j = 0; j < p->blk->src->outputs.len; j++)
+        if (outputs[j]->stage) FC_TRY(stage_copy(outputs[j], false, &p->err));
+    return FC_OK;
+}
+
 FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs) {
     if (!p) return FC_ERR_USAGE;
     if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
     FC_TRY(check_args(p, inputs, outputs));
-    return run_once(p, inputs, outputs, -1);
+    FC_TRY(stage_inputs(p, inputs));
+    FC_TRY(run_once(p, inputs, outputs, -1));
+    return unstage_outputs(p, outputs);
 }
 
 int fc_program_num_launches(const FcProgram *p) {
@@ -1113,6 +1199,8 @@ FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     if (warmup < 0 || repeat < 1 || repeat > 1000000)
         return fc_err_set(&p->err, FC_ERR_USAGE, "repeat must be in 1..1000000 and warmup >= 0");
     FC_TRY(check_args(p, inputs, outputs));
+    /* the copies of misaligned wrapped tensors are made once, outside the timed runs */
+    FC_TRY(stage_inputs(p, inputs));
     double *t = fc_calloc((size_t)repeat, sizeof(double));
     if (!t) return FC_OOM(&p->err);
     FcStatus s = FC_OK;
@@ -1124,6 +1212,7 @@ FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     }
     if (s == FC_OK) *total_ms = median(t, repeat);
     fc_free(t);
+    if (s == FC_OK) s = unstage_outputs(p, outputs);
     /* Each launch is timed inside runs of the whole program, launches in order, so that it
      * finds the caches as a real run leaves them (a launch repeated alone would find its
      * inputs in the cache when they fit, or stay there because its outputs bypass it). */

@@ -122,6 +122,13 @@ int fc_block_num_inputs(const FcBlock *b);
 int fc_block_num_outputs(const FcBlock *b);
 FcStatus fc_block_input_info(const FcBlock *b, int i, FcTensorInfo *info);
 FcStatus fc_block_output_info(const FcBlock *b, int i, FcTensorInfo *info);
+/* The index of the input (output) whose name is `name`, as fc_block_input_info
+ * (fc_block_output_info) gives it, in *index: the position in fc_program_run's inputs
+ * (outputs) array. FC_ERR_USAGE when the block has no such name (*index = -1; the block's last
+ * error lists the names it has). Input names are the parameters'; output names follow
+ * docs/language.md ("Output names"): a returned plain name, else out0, out1, ... */
+FcStatus fc_block_input_index(const FcBlock *b, const char *name, int *index);
+FcStatus fc_block_output_index(const FcBlock *b, const char *name, int *index);
 /* The documented --check tolerance for output i: max |err| / max |ref| must not exceed it. */
 FcStatus fc_block_output_tolerance(const FcBlock *b, int i, double *rel_tol);
 
@@ -152,14 +159,20 @@ void fc_device_free(FcDevice *d);
 const char *fc_device_last_error(const FcDevice *d);
 const char *fc_device_description(const FcDevice *d);  /* e.g. "cpu: AMD EPYC, 2 threads" */
 /* Measures a STREAM-style copy (a[i] = b[i], arrays >= 4x the last-level cache) with the
- * device's threads: bytes read plus written per second, best of several, in GB/s. */
+ * device's threads: bytes read plus written per second, best of several, in GB/s. On the CPU,
+ * FUSEC_CPU_GBPS, when set, is the figure instead (not a positive number: FC_ERR_USAGE). */
 FcStatus fc_device_stream_bandwidth(FcDevice *d, double *gbps);
 
 /* ---- tensors ------------------------------------------------------------------- */
 typedef struct FcTensor FcTensor;
 FcStatus fc_tensor_new(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out);
 /* Wraps memory the caller owns (host memory for CPU/reference, device memory for CUDA):
- * dense, row-major, 16-byte aligned, at least the tensor's bytes; it must outlive the tensor. */
+ * dense, row-major, at least the tensor's bytes; it must outlive the tensor. Any alignment
+ * is accepted. Memory aligned to the element size (CPU, reference) or to 256 bytes (CUDA) is
+ * used in place. Other memory is copied: the tensor gets an aligned copy of its own (allocated
+ * here: FC_ERR_NOMEM if that fails), fc_program_run and fc_program_time copy a wrapped input
+ * into it before running and an output back out of it after (fc_program_time once, outside
+ * the timed runs); every other call reads and writes `data` itself. */
 FcStatus fc_tensor_wrap(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, void *data,
                         FcTensor **out);
 void fc_tensor_free(FcTensor *t);

@@ -204,6 +204,21 @@ static int run(const Args *a, Run *r) {
         fprintf(stderr, "fused_vs_eager: the fused and eager blocks differ in their inputs or outputs\n");
         return EXIT_ERROR;
     }
+    /* both variants run on the same tensors: each name must sit at the same position in the
+     * eager block as in the fused one */
+    for (int i = 0; i < r->nin + r->nout; i++) {
+        FcTensorInfo ti;
+        int j = i < r->nin ? i : i - r->nin, k = -1;
+        s = i < r->nin ? fc_block_input_info(blk, j, &ti) : fc_block_output_info(blk, j, &ti);
+        if (s == FC_OK && i < r->nin) s = fc_block_input_index(r->v[1].blk, ti.name, &k);
+        else if (s == FC_OK) s = fc_block_output_index(r->v[1].blk, ti.name, &k);
+        if (s != FC_OK) return report("looking up a tensor of the eager block", s, fc_block_last_error(r->v[1].blk));
+        if (k != j) {
+            fprintf(stderr, "fused_vs_eager: '%s' is at %d in the fused block, at %d in the eager one\n", ti.name, j,
+                    k);
+            return EXIT_ERROR;
+        }
+    }
     if ((rc = open_device(a->device, &r->dev)) != 0) return rc;
     printf("block %s on %s\n", fc_block_name(blk), fc_device_description(r->dev));
     for (int k = 0; k < 2; k++) {

@@ -1,6 +1,6 @@
 # bench.sh: `fusec bench` on the CPU: the table, and --json printing exactly one JSON object
-# with the keys of spec/CLI.md (parsed by python3 where available). Run as `sh bench.sh FUSEC
-# SRCDIR`.
+# with the keys of docs/cli.md (parsed by python3 where available); the roofline column's
+# "in cache" label. Run as `sh bench.sh FUSEC SRCDIR`.
 . "$2/lib.sh"
 
 if expect 0 bench small.tf --device cpu --repeat 2; then
@@ -40,6 +40,40 @@ PY
     fi
     [ "$(wc -l <bench.json)" -eq 1 ] || fail "bench --json printed more than one line"
 fi
+
+# The roofline column, without timings: FUSEC_CPU_GBPS replaces the measured STREAM figure.
+# A tiny one makes every launch and total faster than it: each says "in cache" (never a
+# percentage over 100), and the footnote explains it; a huge one makes none.
+export FUSEC_CPU_GBPS=0.001
+if expect 0 bench small.tf --device cpu --repeat 2; then
+    out_has "STREAM 0.001 GB/s (given: FUSEC_CPU_GBPS)"
+    rows=$(grep -c '^  [0-9 ][0-9 ]*  *k[0-9]*_\|^  *total ' "$T/stdout")
+    cached=$(grep -c '^  [0-9 ][0-9 ]*  *k[0-9]*_.* in cache  \|^  *total .* in cache$' "$T/stdout")
+    [ "$rows" -ge 4 ] && [ "$rows" = "$cached" ] || fail "FUSEC_CPU_GBPS=0.001: $cached of $rows rows say 'in cache'"
+    grep -q '%' "$T/stdout" && fail "FUSEC_CPU_GBPS=0.001: a percentage: $(grep '%' "$T/stdout")"
+    out_has "in cache: faster than the STREAM copy, so the bytes came from the caches"
+fi
+if expect 0 bench small.tf --device cpu --repeat 2 --json; then
+    if [ "$HAVE_PYTHON" = 1 ]; then
+        python3 - "$T/stdout" <<'PY' || fail "FUSEC_CPU_GBPS=0.001 --json: in_cache / roofline_fraction"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["stream_gbps"] == 0.001
+for k in ("fused", "eager"):
+    for e in d[k]["kernels"]:
+        assert e["in_cache"] is True and e["roofline_fraction"] > 1, e
+PY
+    fi
+fi
+export FUSEC_CPU_GBPS=1e12
+if expect 0 bench small.tf --device cpu --repeat 2; then
+    grep -q 'in cache' "$T/stdout" && fail "FUSEC_CPU_GBPS=1e12: $(grep 'in cache' "$T/stdout")"
+    grep -q '^  0  .*  *0\.0%  ' "$T/stdout" || fail "FUSEC_CPU_GBPS=1e12: no percentage in launch 0's row"
+fi
+export FUSEC_CPU_GBPS=fast
+MSG="FUSEC_CPU_GBPS='fast' is not a positive number"
+expect_usage bench small.tf --device cpu --repeat 2
+unset FUSEC_CPU_GBPS MSG
 
 # A source error: exit 1, nothing on stdout.
 expect 1 bench bad.tf --json && err_has "bad.tf:6:16: error:"
