@@ -161,6 +161,7 @@ def main():
                 cmds = sh_commands(body) if kind == "sh" else console_commands(body)
                 for cmd, expected in cmds:
                     ran += 1
+                    t1 = time.time()
                     try:
                         p = subprocess.run(["bash", "-c", cmd], cwd=scratch, env=env, stdin=subprocess.DEVNULL,
                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=a.timeout)
@@ -172,6 +173,8 @@ def main():
                         failures.append(f"{where}: `{cmd}` exited {rc}:\n    " +
                                         "\n    ".join(text.rstrip().split("\n")[-8:]))
                         continue
+                    if time.time() - t1 > 5:
+                        print(f"slow {where}: `{cmd}` took {time.time() - t1:.1f} s")
                     got = text.rstrip("\n").split("\n") if text.strip() else []
                     if expected is not None and not output_matches(expected, got):
                         failures.append(f"{where}: `{cmd}` printed something else than the page shows.\n"
