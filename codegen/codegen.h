@@ -16,7 +16,7 @@ FcStatus cg_cuda_kernels(const KirProgram *p, StrBuf *out, FcErr *err);
  * do (static arrays); -1 for a malformed kernel. The launcher must pass it and, above 48 KiB,
  * raise the kernel's MAX_DYNAMIC_SHARED_SIZE_BYTES first. */
 int64_t cg_cuda_dynamic_shared(const KirKernel *k);
-/* The AOT translation unit of CLI.md: the kernels plus extern "C" host functions
+/* The AOT translation unit of docs/cli.md: the kernels plus extern "C" host functions
  * fusec_<entry>_workspace_size(size_t *bytes) and fusec_<entry>_forward(inputs..., outputs...,
  * void *workspace, size_t workspace_bytes, cudaStream_t stream), with a comment at the top
  * giving the signatures, each argument's source name, dtype and shape, and how to link.

@@ -1,4 +1,4 @@
-# gpt2_attn.tf: GPT-2 multi-head causal self-attention (LANGUAGE.md's second example),
+# gpt2_attn.tf: GPT-2 multi-head causal self-attention,
 # written out op by op: one QKV projection split three ways, heads made with reshape and
 # transpose, scores scaled by 1/sqrt(head dim), the causal mask and softmax, the weighted
 # sum of values, heads merged back and the output projection.

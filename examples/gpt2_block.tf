@@ -2,8 +2,8 @@
 #   x = x + attn(layernorm(x))
 #   x = x + mlp(layernorm(x))
 # The third block calls the other two; calls are inlined, so the compiler sees one graph
-# and may fuse across the call boundaries (the layernorm before each sub-block, the bias
-# and residual after it). Attention here uses the `attention` op (gpt2_attn.tf writes it
+# and fuses across the call boundaries: the attention's output bias, the residual add and
+# the second layernorm become one kernel (tests/doc/reports/gpt2_block.report). Attention here uses the `attention` op (gpt2_attn.tf writes it
 # out op by op). Small dims for a quick CPU run; GPT-2 small is
 # -D B=4 -D T=1024 -D C=768 -D H=12.
 dim B = 2, T = 64, C = 128, H = 4

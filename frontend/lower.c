@@ -530,47 +530,17 @@ typedef struct OpSpec {
     const char *args[MAX_ARGS];
 } OpSpec;
 
+/* The source name of each op (ops.def), as constants the table below can point at. */
+#define OP(ID, NAME, MININ, MAXIN, NOUT, CAT, ATTRS, SHAPE, FLOPS) static const char op_name_##ID[] = NAME;
+#include "ops.def"
+#undef OP
+
+/* One entry per row of opsig.def: the op's argument names and how many are required. */
 static const OpSpec op_specs[] = {
-    {"neg", IR_OP_NEG, K_UNARY, 1, {"x"}}, {"abs", IR_OP_ABS, K_UNARY, 1, {"x"}},
-    {"exp", IR_OP_EXP, K_UNARY, 1, {"x"}}, {"log", IR_OP_LOG, K_UNARY, 1, {"x"}},
-    {"sqrt", IR_OP_SQRT, K_UNARY, 1, {"x"}}, {"rsqrt", IR_OP_RSQRT, K_UNARY, 1, {"x"}},
-    {"recip", IR_OP_RECIP, K_UNARY, 1, {"x"}}, {"square", IR_OP_SQUARE, K_UNARY, 1, {"x"}},
-    {"tanh", IR_OP_TANH, K_UNARY, 1, {"x"}}, {"sigmoid", IR_OP_SIGMOID, K_UNARY, 1, {"x"}},
-    {"relu", IR_OP_RELU, K_UNARY, 1, {"x"}}, {"silu", IR_OP_SILU, K_UNARY, 1, {"x"}},
-    {"erf", IR_OP_ERF, K_UNARY, 1, {"x"}}, {"sin", IR_OP_SIN, K_UNARY, 1, {"x"}},
-    {"cos", IR_OP_COS, K_UNARY, 1, {"x"}}, {"ndtr", IR_OP_NDTR, K_UNARY, 1, {"x"}},
-    {"add", IR_OP_ADD, K_BINARY, 2, {"a", "b"}}, {"sub", IR_OP_SUB, K_BINARY, 2, {"a", "b"}},
-    {"mul", IR_OP_MUL, K_BINARY, 2, {"a", "b"}}, {"div", IR_OP_DIV, K_BINARY, 2, {"a", "b"}},
-    {"pow", IR_OP_POW, K_BINARY, 2, {"a", "b"}}, {"maximum", IR_OP_MAXIMUM, K_BINARY, 2, {"a", "b"}},
-    {"minimum", IR_OP_MINIMUM, K_BINARY, 2, {"a", "b"}},
-    {"lt", IR_OP_LT, K_BINARY, 2, {"a", "b"}}, {"le", IR_OP_LE, K_BINARY, 2, {"a", "b"}},
-    {"gt", IR_OP_GT, K_BINARY, 2, {"a", "b"}}, {"ge", IR_OP_GE, K_BINARY, 2, {"a", "b"}},
-    {"eq", IR_OP_EQ, K_BINARY, 2, {"a", "b"}}, {"ne", IR_OP_NE, K_BINARY, 2, {"a", "b"}},
-    {"matmul", IR_OP_MATMUL, K_MATMUL, 2, {"a", "b"}},
-    {"where", IR_OP_WHERE, K_WHERE, 3, {"cond", "a", "b"}},
-    {"cast", IR_OP_CAST, K_CAST, 2, {"x", "dtype"}},
-    {"sum", IR_OP_SUM, K_REDUCE, 1, {"x", "axis", "keepdim"}},
-    {"mean", IR_OP_MEAN, K_REDUCE, 1, {"x", "axis", "keepdim"}},
-    {"max", IR_OP_MAX, K_REDUCE, 1, {"x", "axis", "keepdim"}},
-    {"min", IR_OP_MIN, K_REDUCE, 1, {"x", "axis", "keepdim"}},
-    {"softmax", IR_OP_SOFTMAX, K_SOFTMAX, 1, {"x", "axis"}},
-    {"log_softmax", IR_OP_LOG_SOFTMAX, K_SOFTMAX, 1, {"x", "axis"}},
-    {"layernorm", IR_OP_LAYERNORM, K_LAYERNORM, 1, {"x", "g", "b", "axis", "eps"}},
-    {"rmsnorm", IR_OP_RMSNORM, K_RMSNORM, 1, {"x", "g", "axis", "eps"}},
-    {"causal_mask", IR_OP_CAUSAL_MASK, K_CAUSAL, 1, {"s", "value"}},
-    {"attention", IR_OP_ATTENTION, K_ATTENTION, 3, {"q", "k", "v", "causal", "scale"}},
-    {"gelu", IR_OP_GELU, K_GELU, 1, {"x", "approx"}},
-    {"reshape", IR_OP_RESHAPE, K_RESHAPE, 2, {"x", "shape"}},
-    {"transpose", IR_OP_TRANSPOSE, K_TRANSPOSE, 1, {"x", "perm"}},
-    {"broadcast", IR_OP_BROADCAST, K_BROADCAST, 2, {"x", "shape"}},
-    {"concat", IR_OP_CONCAT, K_CONCAT, 1, {"xs", "axis"}},
-    {"split", IR_OP_SPLIT, K_SPLIT, 2, {"x", "sections", "axis"}},
-    {"slice", IR_OP_SLICE, K_SLICE, 4, {"x", "axis", "start", "end", "step"}},
-    {"iota", IR_OP_IOTA, K_IOTA, 2, {"shape", "axis", "dtype"}},
-    {"full", IR_OP_FULL, K_FULL, 2, {"shape", "value", "dtype"}},
-    {"gather", IR_OP_GATHER, K_GATHER, 2, {"table", "ids"}},
-    {"dropout", IR_OP_DROPOUT, K_TRAINING, 2, {"x", "p", "seed"}},
-    {"cross_entropy", IR_OP_CROSS_ENTROPY, K_TRAINING, 2, {"logits", "labels"}},
+#define SIG(ID, KIND, NREQ, DEFAULTS, DTYPES, RESULT, MEANING, ...) \
+    {op_name_##ID, IR_OP_##ID, K_##KIND, NREQ, {__VA_ARGS__}},
+#include "opsig.def"
+#undef SIG
 };
 
 static const OpSpec *find_op(const char *name) {

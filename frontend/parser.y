@@ -1,4 +1,4 @@
-/* parser.y: the grammar of the block language (spec/LANGUAGE.md), building the AST.
+/* parser.y: the grammar of the block language (docs/language.md), building the AST.
  *
  * A pure (reentrant) bison parser with locations; the flex scanner is passed as %param
  * and the parse context (FeParser: arena, diagnostics, results) as %parse-param.

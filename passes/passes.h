@@ -29,7 +29,7 @@ typedef struct PassCpu {
 
 /* Options that reach the kernel plan. */
 typedef struct PassOptions {
-    bool fuse;              /* false: the eager plan of CLI.md's --no-fuse */
+    bool fuse;              /* false: the eager plan of docs/cli.md's --no-fuse */
     bool strict_rounding;   /* round every intermediate to its dtype */
     int sm;                 /* target compute capability for budgets: 80, 86, 89, 90 */
     bool library_gemm;      /* f32/f64 matrix products as library calls (BLAS, cuBLASLt);

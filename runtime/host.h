@@ -6,7 +6,7 @@
  * the rounding rules so that a bug here cannot hide in the oracle; test_interp checks the
  * two against each other on every narrow-float bit pattern.
  *
- * Rounding when storing a double v into dtype t (the rules of LANGUAGE.md's cast):
+ * Rounding when storing a double v into dtype t (the rules of docs/language.md's cast):
  *   f64: exact.  f32: round to nearest even (overflow gives inf).
  *   f16, bf16: round to nearest even; overflow gives inf; NaN stays NaN.
  *   f8e4m3 (OCP E4M3FN: bias 7, max 448, no inf, NaN 0x7F/0xFF) and f8e5m2 (OCP E5M2:

@@ -1,6 +1,6 @@
 # acceptance.cmake: end-to-end tests of the `fusec` program (included by tests/CMakeLists.txt).
 #
-# They drive the command line only, as a user would (spec/CLI.md), over examples/*.tf:
+# They drive the command line only, as a user would (docs/cli.md), over examples/*.tf:
 #   acceptance_numpy_<example>   tests/acceptance/check_numpy.py --only <example>: `fusec run`
 #                                on the CPU, fused and --no-fuse, with --check, against float64
 #                                NumPy (rel error <= 1e-4), at the file's dims and odd/size-1 dims

@@ -2,7 +2,7 @@
  *
  * Owns: argument parsing (GNU conventions), the three commands (compile, `run`, `bench`),
  * writing outputs atomically, printing diagnostics, and mapping library statuses to the exit
- * statuses of spec/CLI.md. Entry point: main().
+ * statuses of docs/cli.md. Entry point: main().
  *
  * Invariants:
  * - Uses nothing but the public API (fusec.h) and the C library / POSIX: the driver is the
@@ -34,7 +34,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* ---- exit statuses (spec/CLI.md) ------------------------------------------------------- */
+/* ---- exit statuses (docs/cli.md) ------------------------------------------------------- */
 enum {
     EX_SUCCESS = 0,
     EX_INPUT = 1,      /* source, shapes, tensors, unwritable output, missing file */

@@ -4,7 +4,7 @@
 For each examples/*.tf (or --only NAME):
   - `fusec X.tf --emit ir|kir|llvm -o FILE` succeeds and writes a non-empty file; the LLVM IR
     is also parsed by llvm-as (LLVM 19) where that is installed;
-  - `fusec X.tf --emit kir` without -o writes X.kir next to the input (CLI.md);
+  - `fusec X.tf --emit kir` without -o writes X.kir next to the input (docs/cli.md);
   - `--emit report` (CPU figures measured) has the target rows sm_80, sm_90 and cpu, one row
     per launch with a predicted time and M/C mark per target; `--emit roofline` is
     well-formed XML (xml.etree) with one point per launch, labelled with generated names;
@@ -257,7 +257,7 @@ def check_names(r, fusec, work, tools):
     os.makedirs(d)
     print("names_marker (user names only in comments):", flush=True)
     # --entry: the default entry point is fusec_<block>_forward, which would carry the
-    # block's name by design (CLI.md); with --entry no user name is left to carry.
+    # block's name by design (docs/cli.md); with --entry no user name is left to carry.
     kinds = [("llvm", "ll", strip_ll_comments)]
     if tools["nvrtc"]:
         kinds.append(("ptx", "ptx", strip_c_comments))
@@ -275,7 +275,7 @@ def check_names(r, fusec, work, tools):
         r.check("--emit %s: no user name outside comments" % kind, not hits,
                 "found in generated code:\n" + "\n".join(hits[:10]))
         if kind == "cuda":
-            # CLI.md: the entry is fusec_<block>_forward, --entry replacing <block>.
+            # docs/cli.md: the entry is fusec_<block>_forward, --entry replacing <block>.
             r.check("--emit cuda: the entry point is fusec_accept_entry_forward",
                     re.search(r"\bfusec_accept_entry_forward\b", code) is not None,
                     "no fusec_accept_entry_forward in the code")

@@ -13,7 +13,7 @@ multiples of no vector width, sizes of 1), this script
      requires, for every output, rel = max|fusec - numpy| / max|numpy| <= 1e-4 (outputs with
      non-finite reference values must be non-finite at the same places with the same value);
   4. for the first dim setting, runs the fused program a second time and requires the
-     outputs to be equal bit for bit (CLI.md: same thread count, same results).
+     outputs to be equal bit for bit (docs/cli.md: same thread count, same results).
 It prints one table row per (example, dims, mode, output) and exits 1 on any failure,
 77 when NumPy is not importable (ctest's skip code), 0 otherwise.
 
@@ -52,7 +52,7 @@ RUN_TIMEOUT_S = 300
 DEVICE = "cpu"          # --device
 
 # ---------------------------------------------------------------------------------------
-# The ops, by hand, in float64. Each follows LANGUAGE.md's definition.
+# The ops, by hand, in float64. Each follows docs/language.md's definition.
 # ---------------------------------------------------------------------------------------
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
@@ -171,7 +171,7 @@ class Gen:
 
 # ---------------------------------------------------------------------------------------
 # The examples: inputs (in any order; names as in the .tf file), the reference, the
-# names of the outputs (LANGUAGE.md: a returned plain name keeps it, else outK), and the
+# names of the outputs (docs/language.md: a returned plain name keeps it, else outK), and the
 # dim settings to run (None: the file's defaults, no -D).
 # ---------------------------------------------------------------------------------------
 def mlp_inputs(d, g):

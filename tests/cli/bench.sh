@@ -13,7 +13,7 @@ if expect 0 bench small.tf --device=cpu --repeat=3 --json; then
     cp "$T/stdout" bench.json
     if [ "$HAVE_PYTHON" = 1 ]; then
         python3 -m json.tool bench.json >/dev/null || fail "bench --json is not valid JSON"
-        python3 - bench.json <<'PY' || fail "bench --json lacks the keys of spec/CLI.md"
+        python3 - bench.json <<'PY' || fail "bench --json lacks the keys of docs/cli.md"
 import json, sys
 d = json.load(open(sys.argv[1]))
 num = (int, float)

@@ -3,7 +3,7 @@
  *
  * A generated program is kept as data, not only as text, so that the minimizer can delete
  * statements and replace operands and re-render: every value (input or statement result) is a
- * DtVal with its dtype and shape tracked by the language's rules (spec/LANGUAGE.md,
+ * DtVal with its dtype and shape tracked by the language's rules (docs/language.md,
  * ir/shape.c), and every statement is an expression template whose operand slots `{k}` refer to
  * earlier values by id. dt_render turns a DtProg into .tf source, which is the reproducer.
  *
@@ -59,7 +59,7 @@ typedef struct DtProg {
     int nrowview;       /* row-reduction-plus-view patterns made (gen.c g_rowview; statistics) */
 } DtProg;
 
-/* The ops the generator can emit (one per source op of LANGUAGE.md's tables, except dropout
+/* The ops the generator can emit (one per source op of docs/ops.md, except dropout
  * and cross_entropy). The names are the language's, used by --exclude and in statistics. */
 #define DT_OPS(X)                                                                             \
     X(NEG, "neg") X(ABS, "abs") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(RSQRT, "rsqrt")   \

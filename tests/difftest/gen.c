@@ -85,7 +85,7 @@ static int64_t numel(const DtVal *v) {
     return n;
 }
 
-/* The language's promotion of two tensor dtypes (LANGUAGE.md, docs/language.md). */
+/* The language's promotion of two tensor dtypes (docs/language.md). */
 static FcDtype promote(FcDtype a, FcDtype b) {
     if (a == b) return a;
     if (a == FC_BOOL) return b;

@@ -238,7 +238,7 @@ static const struct Example { const char *file; EmuDim dims[6]; } examples[] = {
     {"softmax_logits", {{"B", 3}, {"V", 1001}}},
 };
 
-/* Small blocks that, together, use every op of LANGUAGE.md and every dtype. */
+/* Small blocks that, together, use every op of docs/ops.md and every dtype. */
 static const struct Extra { const char *name; const char *src; } extras[] = {
     {"ops_unary",
      "block u(x: f32[3, 37]) -> f32[3, 37], f32[3, 37], f32[3, 37], f32[3, 37], f32[3, 37], f32[3, 37]\n"

@@ -5,7 +5,7 @@
  * and origin op (attention: one fresh origin per step, 5 or 6 of them, with the specified
  * origin ops), and computes what the composite means. The meaning is checked with a small
  * evaluator private to this test (it does not depend on the reference interpreter) against
- * direct implementations of the definitions in LANGUAGE.md, on seeded random inputs, in
+ * direct implementations of the definitions in docs/language.md, on seeded random inputs, in
  * f64, f32 and bf16 (where the expansion must compute in f32 and round once at the end).
  */
 #include "passes.h"
@@ -207,7 +207,7 @@ static int64_t mismatches(const double *got, const double *want, int64_t n, doub
     return bad;
 }
 
-/* ---- reference definitions (straight from LANGUAGE.md, in double) ------------------------------ */
+/* ---- reference definitions (straight from docs/language.md, in double) ------------------------------ */
 /* Splits shape around `axis` into outer x len x inner. */
 static void around(const IrShape *s, int axis, int64_t *outer, int64_t *len, int64_t *inner) {
     *outer = *inner = 1;
