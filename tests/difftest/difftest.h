@@ -64,7 +64,7 @@ typedef struct DtProg {
 #define DT_OPS(X)                                                                             \
     X(NEG, "neg") X(ABS, "abs") X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(RSQRT, "rsqrt")   \
     X(RECIP, "recip") X(SQUARE, "square") X(TANH, "tanh") X(SIGMOID, "sigmoid")                 \
-    X(RELU, "relu") X(SILU, "silu") X(ERF, "erf") X(SIN, "sin") X(COS, "cos")                   \
+    X(RELU, "relu") X(SILU, "silu") X(ERF, "erf") X(NDTR, "ndtr") X(SIN, "sin") X(COS, "cos")                   \
     X(GELU, "gelu") X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(POW, "pow")      \
     X(MAXIMUM, "maximum") X(MINIMUM, "minimum") X(CMP, "compare") X(WHERE, "where")            \
     X(CAST, "cast") X(SUM, "sum") X(MEAN, "mean") X(MAX, "max") X(MIN, "min")                   \

@@ -258,6 +258,7 @@ static bool g_unary_float(Gen *g, int op) {
     case DT_OP_TANH: snprintf(t, sizeof t, "tanh({0})"); break;
     case DT_OP_SIGMOID: snprintf(t, sizeof t, "sigmoid({0})"); break;
     case DT_OP_ERF: snprintf(t, sizeof t, "erf({0})"); break;
+    case DT_OP_NDTR: snprintf(t, sizeof t, "ndtr({0})"); break;
     case DT_OP_SILU: snprintf(t, sizeof t, "silu({0})"); outmag = X->mag; break;
     case DT_OP_GELU:
         snprintf(t, sizeof t, "%s", chance(g, 0.5) ? "gelu({0}, approx=\"tanh\")" : chance(g, 0.5) ? "gelu({0})" : "gelu({0}, approx=\"none\")");
@@ -1232,8 +1233,8 @@ static bool make_forced(Gen *g, int op, int v) {
     g->force = v;
     bool ok = false;
     switch (op) {
-    case DT_OP_EXP: case DT_OP_TANH: case DT_OP_SIGMOID: case DT_OP_SILU: case DT_OP_ERF: case DT_OP_GELU:
-    case DT_OP_SIN: case DT_OP_LOG: case DT_OP_SQRT: ok = g_unary_float(g, op); break;
+    case DT_OP_EXP: case DT_OP_TANH: case DT_OP_SIGMOID: case DT_OP_SILU: case DT_OP_ERF: case DT_OP_NDTR:
+    case DT_OP_GELU: case DT_OP_SIN: case DT_OP_LOG: case DT_OP_SQRT: ok = g_unary_float(g, op); break;
     case DT_OP_NEG: case DT_OP_ABS: case DT_OP_SQUARE: case DT_OP_RELU: ok = g_unary_num(g, op); break;
     case DT_OP_ADD: case DT_OP_SUB: case DT_OP_MUL: case DT_OP_MAXIMUM: ok = g_binary(g, op); break;
     case DT_OP_CAST: ok = g_cast(g); break;
@@ -1434,7 +1435,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
     static const struct { int op; int w; } W[] = {
         {DT_OP_NEG, 2}, {DT_OP_ABS, 2}, {DT_OP_EXP, 3}, {DT_OP_LOG, 2}, {DT_OP_SQRT, 2}, {DT_OP_RSQRT, 2},
         {DT_OP_RECIP, 2}, {DT_OP_SQUARE, 2}, {DT_OP_TANH, 3}, {DT_OP_SIGMOID, 2}, {DT_OP_RELU, 2},
-        {DT_OP_SILU, 2}, {DT_OP_ERF, 2}, {DT_OP_SIN, 2}, {DT_OP_COS, 2}, {DT_OP_GELU, 3}, {DT_OP_ADD, 8},
+        {DT_OP_SILU, 2}, {DT_OP_ERF, 2}, {DT_OP_NDTR, 2}, {DT_OP_SIN, 2}, {DT_OP_COS, 2}, {DT_OP_GELU, 3}, {DT_OP_ADD, 8},
         {DT_OP_SUB, 5}, {DT_OP_MUL, 7}, {DT_OP_DIV, 3}, {DT_OP_POW, 2}, {DT_OP_MAXIMUM, 2}, {DT_OP_MINIMUM, 2},
         {DT_OP_CMP, 4}, {DT_OP_WHERE, 4}, {DT_OP_CAST, 4}, {DT_OP_SUM, 4}, {DT_OP_MEAN, 3}, {DT_OP_MAX, 3},
         {DT_OP_MIN, 2}, {DT_OP_SOFTMAX, 3}, {DT_OP_LOG_SOFTMAX, 2}, {DT_OP_LAYERNORM, 3}, {DT_OP_RMSNORM, 3},
@@ -1459,8 +1460,8 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         bool ok = false;
         switch (op) {
         case DT_OP_EXP: case DT_OP_LOG: case DT_OP_SQRT: case DT_OP_RSQRT: case DT_OP_RECIP: case DT_OP_TANH:
-        case DT_OP_SIGMOID: case DT_OP_SILU: case DT_OP_ERF: case DT_OP_SIN: case DT_OP_COS: case DT_OP_GELU:
-            ok = g_unary_float(&g, op); break;
+        case DT_OP_SIGMOID: case DT_OP_SILU: case DT_OP_ERF: case DT_OP_NDTR: case DT_OP_SIN: case DT_OP_COS:
+        case DT_OP_GELU: ok = g_unary_float(&g, op); break;
         case DT_OP_NEG: case DT_OP_ABS: case DT_OP_SQUARE: case DT_OP_RELU: ok = g_unary_num(&g, op); break;
         case DT_OP_ADD: case DT_OP_SUB: case DT_OP_MUL: case DT_OP_DIV: case DT_OP_POW: case DT_OP_MAXIMUM:
         case DT_OP_MINIMUM: ok = g_binary(&g, op); break;
