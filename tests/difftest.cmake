@@ -83,3 +83,17 @@ foreach(f ${_dt_found})
   add_test(NAME difftest_found_${_n} COMMAND difftest --replay ${f} --nvrtc-every 1 --emu-every 1)
   set_tests_properties(difftest_found_${_n} PROPERTIES LABELS difftest TIMEOUT 120 ENVIRONMENT "${_dt_env}")
 endforeach()
+# The emulation models what a GPU does with contraction: the reproducers of the GPU-only FMA
+# failures (found/gpu_fma_*.tf) must fail again when the emulated units are compiled with
+# contraction everywhere (--emu-contract), as they did on the H100.
+if(NOT FUSEC_SANITIZE)
+  file(GLOB _dt_fma CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/difftest/found/gpu_fma_*.tf)
+  foreach(f ${_dt_fma})
+    get_filename_component(_n ${f} NAME_WE)
+    add_test(NAME difftest_contract_${_n} COMMAND difftest --replay ${f} --emu-every 1 --emu-contract --no-minimize
+             --out ${PROJECT_BINARY_DIR}/difftest-contract)
+    set_tests_properties(difftest_contract_${_n} PROPERTIES LABELS difftest TIMEOUT 120
+                         PASS_REGULAR_EXPRESSION "CUDA emulation mismatch: the fused unit"
+                         ENVIRONMENT "${_dt_env}")
+  endforeach()
+endif()
