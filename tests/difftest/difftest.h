@@ -37,6 +37,9 @@ typedef struct DtVal {
     int64_t lo, hi;     /* ints and bools: the exact range of the values */
     bool exact;         /* every path (fused, eager, oracle) computes the same bits */
     unsigned constax;   /* bit a: the value is constant along axis a (broadcast, iota, full) */
+    unsigned centax;    /* nonzero: the value sums to 0 over the axes of this mask (a layernorm
+                         * with a constant gain and no bias): a sum or mean over them is pure
+                         * rounding noise, so the generator makes none */
     bool input;
 } DtVal;
 

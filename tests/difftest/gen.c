@@ -626,6 +626,10 @@ static bool g_reduce(Gen *g, int op) {
     FcDtype rt = op == DT_OP_MEAN ? floatof(X.dt) : X.dt;
     if (op == DT_OP_SUM && isint(X.dt) && (llabs(X.lo) * K > (1 << 20) || llabs(X.hi) * K > (1 << 20))) return false;
     if (op == DT_OP_SUM && X.dt == FC_F16 && X.mag * K > 3e4) return false;
+    /* the sum of a centred value over its centring axes is 0 up to rounding: ill-conditioned */
+    unsigned rm = 0;
+    for (int i = 0; i < X.rank; i++) rm |= ax[i] ? 1u << i : 0;
+    if ((op == DT_OP_SUM || op == DT_OP_MEAN) && X.centax && (X.centax & ~rm) == 0) return false;
     int y = new_val(g, rt, r, d);
     DtVal *Y = &g->p->v[y];
     Y->constax = cm;
@@ -699,6 +703,7 @@ static bool g_norm(Gen *g, int op) {
     ShapeCtx sc = {na, nd};
     int ops[3] = {x, -1, -1}, nops = 1;
     double gm = 1, bm = 0;
+    bool const_gain = true;
     int ngb = op == DT_OP_LAYERNORM ? (int)ri(g, 0, 2) : (int)ri(g, 0, 1);
     for (int i = 0; i < ngb; i++) {
         int p = chance(g, 0.8) ? pick(g, p_float_shape, &sc) : -1;
@@ -709,6 +714,7 @@ static bool g_norm(Gen *g, int op) {
             snprintf(gb + l, sizeof gb - l, ", {%d}", nops);
             ops[nops++] = p;
             if (i == 0) gm = g->p->v[p].mag; else bm = g->p->v[p].mag;
+            if (i == 0) const_gain = false;
         } else {
             snprintf(gb + l, sizeof gb - l, ", full(%s, %s)", sh, i == 0 ? "1.5" : "-0.25");
             if (i == 0) gm = 1.5; else bm = 0.25;
@@ -721,6 +727,8 @@ static bool g_norm(Gen *g, int op) {
     int64_t N = 1;
     for (int i = 0; i < na; i++) N *= nd[i];
     Y->mag = sqrt((double)N) * gm + bm;
+    if (op == DT_OP_LAYERNORM && const_gain && ngb < 2)
+        for (int i = 0; i < na; i++) Y->centax |= 1u << (X.rank - na + i);
     add_stmt(g, op, t, ops, nops, &y, 1);
     return true;
 }
