@@ -150,7 +150,7 @@ static void test_wrap_misc(FcBlock *b) {
     REQUIRE(fc_block_output_info(b, 0, &ti) == FC_OK);
     float host[37 * 5], back[37 * 5];
     for (int i = 0; i < 37 * 5; i++) host[i] = (float)i + 0.25f;
-    unsigned char *raw = aligned_alloc(64, sizeof host + 64);
+    unsigned char *raw = aligned_alloc(64, (sizeof host + 64 + 63) / 64 * 64);
     REQUIRE(raw);
     memcpy(raw + 3, host, sizeof host);
     FcTensor *t = NULL;
