@@ -620,6 +620,16 @@ static LLVMValueRef vtable16(Cg *g, const char *name, const float *vals, LLVMVal
  * to 1 from |x| = 3.84 on; the last piece gives exactly 1 at the clamp 3.92. Coefficients:
  * weighted least squares towards minimax of the error in ulps, rounded to f32 one at a time
  * (each fit after rounding the previous ones). */
+/* A piecewise degree-5 polynomial from per-lane table lookups (erf, ndtr): piece k of a,
+ * p5 t^5 + ... + p1 t + p0 with t = a - c[k]; tab rows are c, p0, ..., p5, names the rows'
+ * globals. */
+static LLVMValueRef vpiece_poly(Cg *g, const char *const names[7], const float tab[7][16], LLVMValueRef k,
+                                LLVMValueRef a) {
+    LLVMValueRef t = vfsub(g, a, vtable16(g, names[0], tab[0], k));
+    LLVMValueRef p = vtable16(g, names[6], tab[6], k);
+    for (int j = 5; j >= 1 && p; j--) p = vmadd(g, p, t, vtable16(g, names[j], tab[j], k));
+    return p;
+}
 static const float ERF_TAB[7][16] = {
     /* centres */
     {0.0f, 0.375f, 0.625f, 0.875f, 1.125f, 1.375f, 1.625f, 1.875f, 2.125f, 2.375f, 2.625f, 2.875f,
@@ -656,9 +666,7 @@ static LLVMValueRef verf(Cg *g, LLVMValueRef x) {
     LLVMValueRef ac = a ? intr2(g, "llvm.minnum", a, vf(g, 3.92f)) : NULL;
     if (!ac) return NULL;
     LLVMValueRef k = LLVMBuildFPToSI(g->b, vfmul(g, ac, vf(g, 4.0f)), g->t32, "");
-    LLVMValueRef t = vfsub(g, ac, vtable16(g, names[0], ERF_TAB[0], k));
-    LLVMValueRef p = vtable16(g, names[6], ERF_TAB[6], k);
-    for (int j = 5; j >= 1 && p; j--) p = vmadd(g, p, t, vtable16(g, names[j], ERF_TAB[j], k));
+    LLVMValueRef p = vpiece_poly(g, names, ERF_TAB, k, ac);
     if (!p) return NULL;
     /* piece 0: a + a p; else p (fma(1, p, 0) is p exactly) */
     LLVMValueRef p0 = LLVMBuildICmp(g->b, LLVMIntEQ, k, ci(g->t32, 0), "");
@@ -725,9 +733,7 @@ static LLVMValueRef vndtr(Cg *g, LLVMValueRef x) {
     LLVMValueRef ko = LLVMBuildSub(g->b, LLVMBuildLShr(g->b, wb, ci(g->t32, 21), ""), ci(g->t32, (0x3f800000 >> 21) - 4), "");
     LLVMValueRef kl = LLVMBuildFPToSI(g->b, vfmul(g, w, vf(g, 4.0f)), g->t32, "");
     LLVMValueRef k = vsel(g, vcmp(g, LLVMRealOLT, w, vf(g, 1.0f)), kl, ko);
-    LLVMValueRef t = vfsub(g, ac, vtable16(g, names[0], NDTR_TAB[0], k));
-    LLVMValueRef p = vtable16(g, names[6], NDTR_TAB[6], k);
-    for (int j = 5; j >= 1 && p; j--) p = vmadd(g, p, t, vtable16(g, names[j], NDTR_TAB[j], k));
+    LLVMValueRef p = vpiece_poly(g, names, NDTR_TAB, k, ac);
     if (!p) return NULL;
     LLVMTypeRef ty = g->tf;
     LLVMValueRef h = vfmul(g, ac, ac);
