@@ -191,3 +191,23 @@ FcStatus ir_add_output(IrGraph *g, int value, const char *name, FcErr *err) {
         return FC_OOM(err);
     return FC_OK;
 }
+
+int64_t ir_node_flops(const IrGraph *g, const IrNode *n) {
+    int64_t e = 0, f = 0;
+    IrCategory c = ir_ops[n->op].cat;
+    if (c == IR_CAT_MATMUL) {
+        const IrValue *a = ir_cval(g, n->in[0]);
+        if (!ir_shape_numel(&ir_cval(g, n->out[0])->shape, &e) || !fc_mul64(e, 2, &e) ||
+            !fc_mul64(e, a->shape.dims[a->shape.rank - 1], &f))
+            return INT64_MAX;
+        return f;
+    }
+    int64_t total = 0;
+    for (int r = 0; r < (c == IR_CAT_REDUCE ? 1 : n->nout); r++) {
+        int v = c == IR_CAT_REDUCE ? n->in[0] : n->out[r];
+        if (!ir_shape_numel(&ir_cval(g, v)->shape, &e) || !fc_mul64(e, ir_ops[n->op].flops, &f) ||
+            !fc_add64(total, f, &total))
+            return INT64_MAX;
+    }
+    return total;
+}

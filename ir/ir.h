@@ -133,6 +133,9 @@ int ir_add_input(IrGraph *g, const char *name, FcDtype t, const IrShape *s, bool
 FcStatus ir_add_node(IrGraph *g, IrOp op, const int *ins, int nin, const IrAttrs *attrs,
                      IrLoc loc, int origin, IrOp origin_op, int *out0, FcErr *err);
 FcStatus ir_add_output(IrGraph *g, int value, const char *name, FcErr *err);
+/* The modelled flops of node n (ops.def's FLOPS: per output element; reductions per input
+ * element; a matrix product 2 M N K per batch), saturating at INT64_MAX. */
+int64_t ir_node_flops(const IrGraph *g, const IrNode *n);
 
 static inline IrValue *ir_val(IrGraph *g, int id) { return &g->values.data[id]; }
 static inline const IrValue *ir_cval(const IrGraph *g, int id) { return &g->values.data[id]; }

@@ -33,6 +33,7 @@
 
 typedef struct Dx {
     const IrGraph *src;
+    const bool *keep;      /* [IR_OP_COUNT] composites left as they are, or NULL */
     IrGraph *g;            /* the graph being built */
     int *map;              /* src value id -> g value id, -1 before it is made */
     FcErr *err;
@@ -258,7 +259,12 @@ static FcStatus expand_attention(Dx *d, const IrNode *n, int *out) {
     }
 
     step(d, IR_OP_SOFTMAX);
-    FC_TRY(softmax_core(d, s, ir_cval(d->g, s)->shape.rank - 1, false, &p));
+    if (d->keep && d->keep[IR_OP_SOFTMAX]) {
+        IrAttrs sa = {.i = {ir_cval(d->g, s)->shape.rank - 1}};
+        FC_TRY(emit(d, IR_OP_SOFTMAX, &s, 1, &sa, &p));
+    } else {
+        FC_TRY(softmax_core(d, s, ir_cval(d->g, s)->shape.rank - 1, false, &p));
+    }
 
     step(d, IR_OP_MATMUL);
     FC_TRY(widen(d, v, &vw));
@@ -297,6 +303,7 @@ static FcStatus run_node(Dx *d, const IrNode *n) {
     d->origin = n->origin;
     d->origin_op = n->origin_op;
     int r = -1;
+    if (d->keep && d->keep[n->op]) return copy_node(d, n);
     switch (n->op) {
     case IR_OP_SPLIT: FC_TRY(expand_split(d, n)); break;
     case IR_OP_SOFTMAX:
@@ -341,9 +348,13 @@ static FcStatus run(Dx *d) {
 }
 
 FcStatus pass_decompose(const IrGraph *in, IrGraph **out, FcErr *err) {
+    return pass_decompose_keep(in, NULL, out, err);
+}
+
+FcStatus pass_decompose_keep(const IrGraph *in, const bool *keep, IrGraph **out, FcErr *err) {
     *out = NULL;
     FC_CHECK(err, in != NULL);
-    Dx d = {.src = in, .err = err};
+    Dx d = {.src = in, .keep = keep, .err = err};
     d.g = ir_graph_new(in->name, in->file);
     d.map = fc_calloc((size_t)(in->values.len > 0 ? in->values.len : 1), sizeof *d.map);
     FcStatus s = d.g && d.map ? run(&d) : FC_OOM(err);

@@ -1433,15 +1433,10 @@ static void lower_group(Lower *L, int group) {
         if (c == IR_CAT_MATMUL) {
             if (mm) { fail_internal(L, "two matrix products in one group", __LINE__); return; }
             mm = n;
-            const IrValue *a = val(L, n->in[0]);
-            mm_flops = 2 * numel_of(L, n->out[0]) * a->shape.dims[a->shape.rank - 1];
-            flops += mm_flops;
-        } else if (c == IR_CAT_REDUCE) {
-            has_reduce = true;
-            flops += numel_of(L, n->in[0]) * ir_ops[n->op].flops;
-        } else {
-            for (int r = 0; r < n->nout; r++) flops += numel_of(L, n->out[r]) * ir_ops[n->op].flops;
+            mm_flops = ir_node_flops(L->g, n);
         }
+        has_reduce |= c == IR_CAT_REDUCE;
+        flops += ir_node_flops(L->g, n);
     }
     IrShape X;
     int nred = 0;

@@ -12,11 +12,59 @@
  * source op as one kernel. Requires: a verified graph. Leaves: a verified graph with no
  * IR_CAT_COMPOSITE op and no split; same inputs and outputs. */
 FcStatus pass_decompose(const IrGraph *in, IrGraph **out, FcErr *err);
+/* The same, leaving the composites op with keep[op] true as they are (for autodiff, which has
+ * rules of its own for softmax and log_softmax). keep NULL: decompose everything. */
+FcStatus pass_decompose_keep(const IrGraph *in, const bool *keep, IrGraph **out, FcErr *err);
 
 /* dce.c: removes every node from which no block output can be reached (a value that reaches
  * no output reaches no kernel). Requires: a verified graph. Leaves: a verified graph with the
  * live nodes in their order, all the inputs and the same outputs. */
 FcStatus pass_dce(const IrGraph *in, IrGraph **out, FcErr *err);
+
+/* autodiff.c: reverse-mode autodiff. From a verified graph decomposed but for softmax and
+ * log_softmax, builds the joint forward+backward graph: inputs are the block's inputs, then one
+ * gradient (`grad_<output>`) per float output; nodes the forward's, copied in order, then the
+ * backward's; outputs the block's outputs, then the gradient (`grad_<input>`) of every float
+ * input (zeros when nothing reaches it). The rules are listed in autodiff.c and
+ * docs/training.md. Free with ad_joint_free (also after a failure). */
+typedef struct AdJoint {
+    IrGraph *graph;
+    int nfwd_inputs;          /* the block's inputs come first */
+    int nfwd_outputs;         /* the block's outputs come first */
+    int *grad_in_of_output;   /* [nfwd_outputs] joint input index of the output's gradient, -1 */
+    int *grad_out_of_input;   /* [nfwd_inputs] joint output index of the input's gradient, -1 */
+} AdJoint;
+FcStatus pass_autodiff(const IrGraph *in, AdJoint *out, FcErr *err);
+void ad_joint_free(AdJoint *j);
+
+/* remat.c: recompute-vs-store. Splits a decomposed joint graph into the forward program's graph
+ * (the block's inputs -> its outputs, then one output per saved value that is neither an input
+ * nor an output) and the backward's (the saved values in order, then the outputs' gradients ->
+ * the float inputs' gradients), choosing what to save by a minimum cut weighted by bytes and
+ * recomputed flops (remat.c's comment; docs/training.md). budget < 0: none. */
+typedef enum PassRemat { PASS_REMAT_AUTO, PASS_REMAT_NONE, PASS_REMAT_FULL } PassRemat;
+enum { REMAT_SAVED_INPUT, REMAT_SAVED_OUTPUT, REMAT_SAVED_BUFFER };
+typedef struct RematSaved {
+    int value;         /* in the joint graph */
+    int kind;          /* REMAT_SAVED_*: a block input, a block output or a saved buffer */
+    int index;         /* which input, output or buffer (the forward's extra output index) */
+    int64_t bytes;     /* counted against the budget (0 for a param) */
+    int reader;        /* the joint node that needs it in the backward (a backward node, or a
+                        * recomputed one); for the report */
+} RematSaved;
+typedef struct RematPoint { int64_t bytes, flops; } RematPoint;
+typedef struct RematPlan {
+    IrGraph *fwd, *bwd;
+    FC_VEC(RematSaved) saved;
+    PassRemat mode;
+    int64_t budget;
+    int64_t saved_bytes, recompute_flops, forward_flops, backward_flops;
+    int64_t floor_bytes;      /* the least bytes any choice saves */
+    int nrecomputed;          /* forward nodes the backward computes again */
+    FC_VEC(RematPoint) pareto; /* saved bytes against recomputed flops over the weight sweep */
+} RematPlan;
+FcStatus pass_remat(const AdJoint *j, PassRemat mode, int64_t budget, RematPlan *out, FcErr *err);
+void remat_plan_free(RematPlan *p);
 
 /* The CPU that CPU-shaped schedules are made for: its budgets. runtime/cpu.c fills it from
  * the host (rt_cpu_host); zeros mean unknown and give the defaults of lower.c. */
@@ -68,6 +116,10 @@ typedef struct PassResult {
 } PassResult;
 FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *out, FcErr *err);
 void pass_result_free(PassResult *r);
+/* Training: decompose (softmax kept) -> dce -> autodiff -> decompose -> remat, leaving the
+ * joint graph and the plan (its fwd and bwd graphs then go through pass_pipeline each). */
+FcStatus pass_train(const IrGraph *src, PassRemat mode, int64_t budget, AdJoint *joint, RematPlan *plan,
+                    FcErr *err);
 
 /* report.c: --emit report, --emit roofline and --emit dot, from the decomposed graph and its
  * program. A target is one roofline: bandwidth and f32 peak (both > 0), with where each

@@ -9,6 +9,8 @@
  */
 #include "passes.h"
 
+#include <string.h>
+
 void pass_result_free(PassResult *r) {
     if (!r) return;
     ir_graph_free(r->graph);
@@ -44,5 +46,28 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
     if (s == FC_OK) s = pass_lower(r.graph, opt, groups, &r.prog, r.node_kernel, err);
     fc_free(groups);
     *out = r;
+    return s;
+}
+
+FcStatus pass_train(const IrGraph *src, PassRemat mode, int64_t budget, AdJoint *joint, RematPlan *plan,
+                    FcErr *err) {
+    memset(joint, 0, sizeof *joint);
+    memset(plan, 0, sizeof *plan);
+    FC_TRY(ir_verify(src, err));
+    bool keep[IR_OP_COUNT] = {0};
+    keep[IR_OP_SOFTMAX] = keep[IR_OP_LOG_SOFTMAX] = true;
+    IrGraph *dec = NULL, *live = NULL, *jd = NULL;
+    FcStatus s = pass_decompose_keep(src, keep, &dec, err);
+    if (s == FC_OK) s = pass_dce(dec, &live, err);
+    if (s == FC_OK) s = pass_autodiff(live, joint, err);
+    /* softmax and log_softmax had their own rules; now they go too */
+    if (s == FC_OK) s = pass_decompose(joint->graph, &jd, err);
+    if (s == FC_OK) {
+        ir_graph_free(joint->graph);
+        joint->graph = jd;
+        s = pass_remat(joint, mode, budget, plan, err);
+    }
+    ir_graph_free(dec);
+    ir_graph_free(live);
     return s;
 }

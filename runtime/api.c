@@ -71,6 +71,8 @@ struct FcOptions {
     int strict_rounding;
     int train;
     int64_t mem_budget;
+    bool mem_budget_set;
+    int remat;             /* PassRemat */
 };
 
 FcStatus fc_options_new(FcOptions **out) {
@@ -168,30 +170,54 @@ FcStatus fc_options_set_mem_budget(FcOptions *o, int64_t bytes) {
     if (!o) return FC_ERR_USAGE;
     if (bytes < 0) return fc_err_set(&o->err, FC_ERR_USAGE, "--mem-budget must be >= 0");
     o->mem_budget = bytes;
+    o->mem_budget_set = true;
     return FC_OK;
+}
+FcStatus fc_options_set_remat(FcOptions *o, const char *mode) {
+    if (!o) return FC_ERR_USAGE;
+    static const char *const names[] = {"auto", "none", "full"};
+    for (int i = 0; i < 3; i++)
+        if (mode && strcmp(mode, names[i]) == 0) {
+            o->remat = i;   /* PassRemat's order */
+            return FC_OK;
+        }
+    return fc_err_set(&o->err, FC_ERR_USAGE, "--remat: '%s' is not a mode (expected none, auto or full)", mode ? mode : "(null)");
 }
 
 /* ---- blocks ---------------------------------------------------------------------------------- */
-struct FcBlock {
-    FcErr err;
-    char *diags;           /* all diagnostics, "" when none */
-    IrGraph *src;          /* the graph from the frontend (the oracle runs it) */
+/* One program of a block through the passes: the graph they compile (the source graph; in
+ * training, the forward's or the backward's graph of the remat plan) and its kernel programs
+ * for each target shape, made when first needed and kept until the block is freed (programs
+ * point into them). */
+typedef struct Unit {
+    const IrGraph *graph;
     PassResult res;        /* after all passes, GPU-shaped: graph, kernel program, edges */
     KirProgram *prog;      /* = res.prog */
-    PassResult res_cpu;    /* the CPU-shaped program, made when first needed */
+    PassResult res_cpu;    /* the CPU-shaped program */
     bool have_cpu;
     PassResult res_gen;    /* GPU-shaped with generated matrix kernels (the CUDA device without cuBLASLt) */
     bool have_gen;
-    /* programs for CUDA devices whose compute capability is not --arch's (budgets follow the
-     * GPU): made when first needed, kept until the block is freed (programs point into them) */
+    /* for CUDA devices whose compute capability is not --arch's (budgets follow the GPU) */
     PassResult res_dev[4];
     int res_dev_sm[4];
     bool res_dev_lib[4];
     int n_res_dev;
+} Unit;
+
+struct FcBlock {
+    FcErr err;
+    char *diags;           /* all diagnostics, "" when none */
+    IrGraph *src;          /* the graph from the frontend (the oracle runs it) */
+    Unit fwd;              /* the forward program (in training, it also writes the saved values) */
+    Unit bwd;              /* training only: the backward program */
+    bool train;
+    AdJoint joint;         /* training: the joint graph, decomposed */
+    RematPlan plan;        /* training: what is saved, the two graphs */
     PassOptions popt;
     char arch[8];
     char *entry;
     double *tol;           /* [outputs] --check tolerance */
+    double *gtol;          /* training: [inputs] the --check tolerance of each gradient */
     bool narrow_mid;       /* a computing op has a 16/8-bit float result (rt_interp_has_narrow_intermediates) */
     bool unusable;         /* an internal error happened */
 };
@@ -201,14 +227,12 @@ static FcStatus block_fail(FcBlock *b, FcStatus s) {
     return s;
 }
 
-/* The --check tolerance of each output: its dtype (the least precise float dtype on its
- * path) and the total length of the reductions feeding it (docs/tolerances.md). */
-static FcStatus compute_tolerances(FcBlock *b) {
-    const IrGraph *g = b->src;
+/* The --check tolerance of each output of g (tol[j]): its dtype (the least precise float dtype
+ * on its path) and the total length of the reductions feeding it (docs/tolerances.md). */
+static FcStatus graph_tolerances(const IrGraph *g, double *tol, FcErr *err) {
     int64_t *K = fc_calloc((size_t)g->values.len + 1, sizeof(int64_t));
     int *dt = fc_calloc((size_t)g->values.len + 1, sizeof(int));
-    b->tol = fc_calloc((size_t)g->outputs.len + 1, sizeof(double));
-    if (!K || !dt || !b->tol) { fc_free(K); fc_free(dt); return FC_OOM(&b->err); }
+    if (!K || !dt) { fc_free(K); fc_free(dt); return FC_OOM(err); }
     /* precision rank: larger is less precise */
     static const int rank[FC_DTYPE_COUNT] = {[FC_F64] = 0, [FC_F32] = 1, [FC_F16] = 2, [FC_BF16] = 3,
                                              [FC_F8E4M3] = 4, [FC_F8E5M2] = 5, [FC_I32] = -1, [FC_I64] = -1, [FC_BOOL] = -1};
@@ -253,12 +277,32 @@ static FcStatus compute_tolerances(FcBlock *b) {
     for (int j = 0; j < g->outputs.len; j++) {
         int v = g->outputs.data[j];
         FcDtype t = dt[v] >= 0 ? (FcDtype)dt[v] : ir_cval(g, v)->dtype;
-        b->tol[j] = rt_host_tolerance(t, K[v]);
+        tol[j] = rt_host_tolerance(t, K[v]);
     }
-    b->narrow_mid = rt_interp_has_narrow_intermediates(g);
     fc_free(K);
     fc_free(dt);
     return FC_OK;
+}
+
+static FcStatus compute_tolerances(FcBlock *b) {
+    const IrGraph *g = b->src;
+    b->tol = fc_calloc((size_t)g->outputs.len + 1, sizeof(double));
+    if (!b->tol) return FC_OOM(&b->err);
+    FC_TRY(graph_tolerances(g, b->tol, &b->err));
+    b->narrow_mid = rt_interp_has_narrow_intermediates(g);
+    if (!b->train) return FC_OK;
+    /* the gradients: over the joint graph, whose outputs after the block's are the gradients */
+    const IrGraph *jg = b->joint.graph;
+    double *t = fc_calloc((size_t)jg->outputs.len + 1, sizeof(double));
+    b->gtol = fc_calloc((size_t)g->inputs.len + 1, sizeof(double));
+    if (!t || !b->gtol) { fc_free(t); return FC_OOM(&b->err); }
+    FcStatus s = graph_tolerances(jg, t, &b->err);
+    for (int i = 0; i < g->inputs.len; i++) {
+        int k = b->joint.grad_out_of_input[i];
+        b->gtol[i] = k >= 0 ? t[k] : 0;
+    }
+    fc_free(t);
+    return s;
 }
 
 static FcStatus compile_source(const char *src, size_t len, const char *filename, const FcOptions *opts,
@@ -271,8 +315,6 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     b->popt.sm = opts ? opts->sm : 90;
     b->popt.library_gemm = true;   /* f32/f64 products through cuBLASLt (AOT) and the BLAS (CPU) */
     strcpy(b->arch, opts ? opts->arch : "sm_90");
-    if (opts && opts->train)
-        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--train is not supported yet (training mode comes later)");
     if (opts && strcmp(opts->precision, "keep") != 0)
         return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--precision %s is not supported yet (only keep)", opts->precision);
     FeOptions fo = {0};
@@ -289,9 +331,21 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     const char *entry = opts && opts->entry ? opts->entry : b->src->name;
     b->entry = fc_strdup(valid_ident(entry) ? entry : "block");
     if (!b->entry) return FC_OOM(&b->err);
-    s = pass_pipeline(b->src, &b->popt, &b->res, &b->err);
+    b->fwd.graph = b->src;
+    if (opts && opts->train) {
+        b->train = true;
+        s = pass_train(b->src, (PassRemat)opts->remat, opts->mem_budget_set ? opts->mem_budget : -1, &b->joint,
+                       &b->plan, &b->err);
+        if (s != FC_OK) return block_fail(b, s);
+        b->fwd.graph = b->plan.fwd;
+        b->bwd.graph = b->plan.bwd;
+        s = pass_pipeline(b->bwd.graph, &b->popt, &b->bwd.res, &b->err);
+        if (s != FC_OK) return block_fail(b, s);
+        b->bwd.prog = b->bwd.res.prog;
+    }
+    s = pass_pipeline(b->fwd.graph, &b->popt, &b->fwd.res, &b->err);
     if (s != FC_OK) return block_fail(b, s);
-    b->prog = b->res.prog;
+    b->fwd.prog = b->fwd.res.prog;
     return block_fail(b, compute_tolerances(b));
 }
 
@@ -336,89 +390,105 @@ FcStatus fc_compile_file(const char *path, const FcOptions *opts, FcBlock **out)
     return s;
 }
 
+static void unit_free(Unit *u) {
+    pass_result_free(&u->res);
+    pass_result_free(&u->res_cpu);
+    pass_result_free(&u->res_gen);
+    for (int i = 0; i < u->n_res_dev; i++) pass_result_free(&u->res_dev[i]);
+}
+
 void fc_block_free(FcBlock *b) {
     if (!b) return;
     fc_free(b->diags);
     ir_graph_free(b->src);
-    pass_result_free(&b->res);
-    pass_result_free(&b->res_cpu);
-    pass_result_free(&b->res_gen);
-    for (int i = 0; i < b->n_res_dev; i++) pass_result_free(&b->res_dev[i]);
+    unit_free(&b->fwd);
+    unit_free(&b->bwd);
+    ad_joint_free(&b->joint);
+    remat_plan_free(&b->plan);
     fc_free(b->entry);
     fc_free(b->tol);
+    fc_free(b->gtol);
     fc_free(b);
 }
 const char *fc_block_diagnostics(const FcBlock *b) { return b && b->diags ? b->diags : ""; }
 const char *fc_block_last_error(const FcBlock *b) { return b ? b->err.msg : "no block handle"; }
 const char *fc_block_name(const FcBlock *b) { return b && b->src ? b->src->name : ""; }
 
-static bool block_ready(const FcBlock *b) { return b && b->src && b->prog && !b->unusable; }
+static bool block_ready(const FcBlock *b) { return b && b->src && b->fwd.prog && !b->unusable; }
 
 /* The program the CPU device runs: CPU-shaped schedules, or the GPU-shaped program itself
  * when FUSEC_CPU_SCHEDULE=gpu (to run the GPU's schedule on the CPU). */
-static FcStatus block_cpu_program(FcBlock *b, const KirProgram **out) {
+static FcStatus block_cpu_program(FcBlock *b, Unit *u, const KirProgram **out) {
     const char *e = getenv("FUSEC_CPU_SCHEDULE");
     bool gpu = e && strcmp(e, "gpu") == 0;
-    if (!b->have_cpu) {
+    if (!u->have_cpu) {
         PassOptions po = b->popt;
         po.cpu = !gpu;
         po.library_gemm = !gpu;   /* the GPU's generated kernels, matrix products included */
         if (po.cpu) rt_cpu_host(&po.host);
-        FcStatus s = pass_pipeline(b->src, &po, &b->res_cpu, &b->err);
+        FcStatus s = pass_pipeline(u->graph, &po, &u->res_cpu, &b->err);
         if (s != FC_OK) {
-            pass_result_free(&b->res_cpu);
-    pass_result_free(&b->res_gen);
+            pass_result_free(&u->res_cpu);
             return block_fail(b, s);
         }
-        b->have_cpu = true;
+        u->have_cpu = true;
     }
-    *out = b->res_cpu.prog;
+    *out = u->res_cpu.prog;
     return FC_OK;
 }
 
 /* The GPU-shaped program for a CUDA device of compute capability `sm` (not --arch's): with
  * library products (lib) or generated ones. */
-static FcStatus block_dev_program(FcBlock *b, int sm, bool lib, const KirProgram **out) {
-    for (int i = 0; i < b->n_res_dev; i++)
-        if (b->res_dev_sm[i] == sm && b->res_dev_lib[i] == lib) {
-            *out = b->res_dev[i].prog;
+static FcStatus block_dev_program(FcBlock *b, Unit *u, int sm, bool lib, const KirProgram **out) {
+    for (int i = 0; i < u->n_res_dev; i++)
+        if (u->res_dev_sm[i] == sm && u->res_dev_lib[i] == lib) {
+            *out = u->res_dev[i].prog;
             return FC_OK;
         }
-    if (b->n_res_dev == (int)(sizeof b->res_dev / sizeof b->res_dev[0]))
+    if (u->n_res_dev == (int)(sizeof u->res_dev / sizeof u->res_dev[0]))
         return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "one block can be loaded on CUDA devices of at most %d compute "
-                          "capabilities besides --arch's", b->n_res_dev);
+                          "capabilities besides --arch's", u->n_res_dev);
     PassOptions po = b->popt;
     po.cpu = false;
     po.library_gemm = lib;
     po.sm = sm;
-    PassResult *r = &b->res_dev[b->n_res_dev];
-    FcStatus s = pass_pipeline(b->src, &po, r, &b->err);
+    PassResult *r = &u->res_dev[u->n_res_dev];
+    FcStatus s = pass_pipeline(u->graph, &po, r, &b->err);
     if (s != FC_OK) {
         pass_result_free(r);
         return block_fail(b, s);
     }
-    b->res_dev_sm[b->n_res_dev] = sm;
-    b->res_dev_lib[b->n_res_dev] = lib;
-    b->n_res_dev++;
+    u->res_dev_sm[u->n_res_dev] = sm;
+    u->res_dev_lib[u->n_res_dev] = lib;
+    u->n_res_dev++;
     *out = r->prog;
     return FC_OK;
 }
 
 /* GPU-shaped, every kernel generated, matrix products included: what the CUDA device runs
  * where cuBLASLt cannot be loaded (or with FUSEC_CUDA_GEMM=generated). */
-static FcStatus block_gen_program(FcBlock *b, const KirProgram **out) {
-    if (!b->have_gen) {
+static FcStatus block_gen_program(FcBlock *b, Unit *u, const KirProgram **out) {
+    if (!u->have_gen) {
         PassOptions po = b->popt;
         po.cpu = false;
         po.library_gemm = false;
-        FcStatus s = pass_pipeline(b->src, &po, &b->res_gen, &b->err);
+        FcStatus s = pass_pipeline(u->graph, &po, &u->res_gen, &b->err);
         if (s != FC_OK) {
-            pass_result_free(&b->res_gen);
+            pass_result_free(&u->res_gen);
             return block_fail(b, s);
         }
-        b->have_gen = true;
+        u->have_gen = true;
     }
-    *out = b->res_gen.prog;
+    *out = u->res_gen.prog;
+    return FC_OK;
+}
+
+FcStatus fc_block_train_info(const FcBlock *b, FcTrainInfo *info) {
+    if (!b || !info) return FC_ERR_USAGE;
+    if (!b->train || !block_ready(b)) return FC_ERR_USAGE;
+    const RematPlan *p = &b->plan;
+    *info = (FcTrainInfo){p->saved_bytes, p->floor_bytes, p->recompute_flops, p->forward_flops, p->backward_flops,
+                          p->saved.len, p->nrecomputed};
     return FC_OK;
 }
 
@@ -596,9 +666,25 @@ static FcStatus emit_cuda_aot(FcBlock *b, StrBuf *sb) {
         const IrValue *x = ir_cval(g, g->outputs.data[j]);
         io[g->inputs.len + j] = (CgIoDesc){g->output_names.data[j], x->dtype, x->shape, true};
     }
-    FcStatus s = cg_cuda_aot(b->prog, b->entry, io, nio, sb, &b->err);
+    FcStatus s = cg_cuda_aot(b->fwd.prog, b->entry, io, nio, sb, &b->err);
     fc_free(io);
     return s;
+}
+
+/* --emit ir / kir: in training, the forward's then the backward's, each under a heading line. */
+static void emit_ir(FcBlock *b, StrBuf *sb) {
+    if (b->train) sb_puts(sb, "# forward\n");
+    ir_print(b->fwd.res.graph, sb);
+    if (!b->train) return;
+    sb_puts(sb, "# backward\n");
+    ir_print(b->bwd.res.graph, sb);
+}
+static void emit_kir(FcBlock *b, StrBuf *sb) {
+    if (b->train) sb_puts(sb, "# forward\n");
+    kir_print_program(b->fwd.prog, sb);
+    if (!b->train) return;
+    sb_puts(sb, "# backward\n");
+    kir_print_program(b->bwd.prog, sb);
 }
 
 FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len) {
@@ -611,12 +697,12 @@ FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len) {
     StrBuf sb = {0};
     FcStatus s = FC_OK;
     switch (kind) {
-    case FC_EMIT_IR: ir_print(b->res.graph, &sb); break;
-    case FC_EMIT_KIR: kir_print_program(b->prog, &sb); break;
+    case FC_EMIT_IR: emit_ir(b, &sb); break;
+    case FC_EMIT_KIR: emit_kir(b, &sb); break;
     case FC_EMIT_CUDA: s = emit_cuda_aot(b, &sb); break;
     case FC_EMIT_LLVM: {
         const KirProgram *cp = NULL;
-        s = block_cpu_program(b, &cp);
+        s = block_cpu_program(b, &b->fwd, &cp);
         if (s == FC_OK) s = cg_llvm_text(cp, &sb, &b->err);
         break;
     }
@@ -624,14 +710,14 @@ FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len) {
     case FC_EMIT_ROOFLINE: {
         ReportTargets rt;
         s = report_targets(b, &rt);
-        if (s == FC_OK && kind == FC_EMIT_REPORT) s = pass_report(&b->res, rt.t, rt.n, rt.chosen, &sb, &b->err);
-        else if (s == FC_OK) s = pass_roofline_svg(&b->res, rt.t, rt.n, rt.chosen, &sb, &b->err);
+        if (s == FC_OK && kind == FC_EMIT_REPORT) s = pass_report(&b->fwd.res, rt.t, rt.n, rt.chosen, &sb, &b->err);
+        else if (s == FC_OK) s = pass_roofline_svg(&b->fwd.res, rt.t, rt.n, rt.chosen, &sb, &b->err);
         break;
     }
-    case FC_EMIT_DOT: s = pass_dot(&b->res, &sb, &b->err); break;
+    case FC_EMIT_DOT: s = pass_dot(&b->fwd.res, &sb, &b->err); break;
     case FC_EMIT_PTX:
     case FC_EMIT_CUBIN: {
-        s = cg_cuda_kernels(b->prog, &sb, &b->err);
+        s = cg_cuda_kernels(b->fwd.prog, &sb, &b->err);
         if (s != FC_OK) break;
         char *bin = NULL;
         size_t n = 0;
@@ -1032,6 +1118,29 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
     return host_end(t, h, true);
 }
 
+FcStatus fc_block_grad_tolerance(const FcBlock *b, int i, double *rel_tol) {
+    if (!b || !rel_tol || !b->train || !block_ready(b) || i < 0 || i >= b->src->inputs.len) return FC_ERR_USAGE;
+    *rel_tol = b->gtol[i];
+    return FC_OK;
+}
+
+FcStatus fc_block_random_grad_output(FcBlock *b, int j, uint64_t seed, FcTensor *t) {
+    if (!b || !b->src || !t || j < 0 || j >= b->src->outputs.len) return FC_ERR_USAGE;
+    const IrValue *y = ir_cval(b->src, b->src->outputs.data[j]);
+    if (!ir_dtype_is_float(y->dtype))
+        return fc_err_set(&b->err, FC_ERR_USAGE, "output %d ('%s') is not a float output: it has no gradient", j,
+                          b->src->output_names.data[j]);
+    if (t->dtype != y->dtype || !ir_shape_eq(&t->shape, &y->shape))
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_random_grad_output: tensor does not match output %d", j);
+    int64_t n = 1;
+    ir_shape_numel(&y->shape, &n);
+    uint64_t s = seed * 0xD1B54A32D192ED03ull + (uint64_t)j * 0x94D049BB133111EBull + 0x5851F42D4C957F2Dull;
+    void *h = NULL;
+    FC_TRY(host_begin(t, false, &h));
+    rt_host_fill_normal(y->dtype, h, n, s);
+    return host_end(t, h, true);
+}
+
 /* ---- programs ------------------------------------------------------------------------------------------ */
 struct FcProgram {
     FcErr err;
@@ -1040,8 +1149,64 @@ struct FcProgram {
     FcDevice *dev;
     RtCpuProgram *cpu;
     RtCudaProgram *cuda;
+    /* training: the backward, the saved buffers the forward writes, and the tensors of the
+     * last forward (the saved inputs and outputs are read from them by the backward) */
+    const KirProgram *bprog;
+    RtCpuProgram *bcpu;
+    RtCudaProgram *bcuda;
+    FcTensor **saved;        /* [plan buffers] */
+    int nsaved;
+    FcTensor **last_in, **last_out;
+    bool have_forward;       /* a forward ran since the program was made */
     bool unusable;
 };
+
+/* The kernel program of unit u for device d. */
+static FcStatus unit_program(FcBlock *b, Unit *u, FcDevice *d, const KirProgram **out) {
+    if (d->kind == FC_DEVICE_CPU) return block_cpu_program(b, u, out);
+    /* CUDA: matrix products through cuBLASLt when it loads (the program of --emit cuda), else
+     * (or with FUSEC_CUDA_GEMM=generated) the generated tiled kernels; lowered for the GPU's
+     * own compute capability (its shared-memory budget) */
+    const char *e = getenv("FUSEC_CUDA_GEMM");
+    bool lib = !(e && strcmp(e, "generated") == 0) && rt_lt_available(NULL, 0);
+    int major = 0, minor = 0;
+    rt_cuda_compute_capability(d->cuda, &major, &minor);
+    int sm = major * 10 + minor;
+    *out = u->prog;
+    if (sm != b->popt.sm) return block_dev_program(b, u, sm, lib, out);
+    if (!lib) return block_gen_program(b, u, out);
+    return FC_OK;
+}
+
+static FcStatus program_load(FcProgram *p, Unit *u, const KirProgram **kp, RtCpuProgram **cpu, RtCudaProgram **cuda) {
+    FcBlock *b = p->blk;
+    FcDevice *d = p->dev;
+    if (d->kind == FC_DEVICE_REFERENCE) return FC_OK;
+    FcStatus s = unit_program(b, u, d, kp);
+    if (s != FC_OK) return fc_err_set(&p->err, s, "%s", b->err.msg);
+    if (d->kind == FC_DEVICE_CPU) s = rt_cpu_compile(*kp, d->nthreads, cpu, &p->err);
+    else s = rt_cuda_compile(d->cuda, *kp, cuda, NULL, &p->err);
+    if (s == FC_ERR_INTERNAL) p->unusable = true;
+    return s;
+}
+
+/* The saved buffers of a training program, on its device. */
+static FcStatus program_saved(FcProgram *p) {
+    FcBlock *b = p->blk;
+    const IrGraph *f = b->plan.fwd;
+    int n = f->outputs.len - b->src->outputs.len;
+    p->saved = fc_calloc((size_t)n + 1, sizeof *p->saved);
+    p->last_in = fc_calloc((size_t)b->src->inputs.len + 1, sizeof *p->last_in);
+    p->last_out = fc_calloc((size_t)b->src->outputs.len + 1, sizeof *p->last_out);
+    if (!p->saved || !p->last_in || !p->last_out) return FC_OOM(&p->err);
+    for (int k = 0; k < n; k++) {
+        const IrValue *x = ir_cval(f, f->outputs.data[b->src->outputs.len + k]);
+        FcStatus s = fc_tensor_new(p->dev, x->dtype, x->shape.rank, x->shape.dims, &p->saved[k]);
+        if (s != FC_OK) return fc_err_set(&p->err, s, "allocating the saved values: %s", p->dev->err.msg);
+        p->nsaved = k + 1;
+    }
+    return FC_OK;
+}
 
 FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
     if (!out) return FC_ERR_USAGE;
@@ -1053,40 +1218,26 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
     if (!p) return FC_ERR_NOMEM;
     p->blk = b;
     p->dev = d;
-    if (d->kind == FC_DEVICE_CPU) {
-        const KirProgram *cp = NULL;
-        FcStatus s = block_cpu_program(b, &cp);
-        if (s != FC_OK) return fc_err_set(&p->err, s, "%s", b->err.msg);
-        p->prog = cp;
-        s = rt_cpu_compile(cp, d->nthreads, &p->cpu, &p->err);
-        if (s == FC_ERR_INTERNAL) p->unusable = true;
-        return s;
+    FC_TRY(program_load(p, &b->fwd, &p->prog, &p->cpu, &p->cuda));
+    if (!b->train) return FC_OK;
+    FC_TRY(program_load(p, &b->bwd, &p->bprog, &p->bcpu, &p->bcuda));
+    if (d->kind == FC_DEVICE_REFERENCE) {
+        p->last_in = fc_calloc((size_t)b->src->inputs.len + 1, sizeof *p->last_in);
+        p->last_out = fc_calloc((size_t)b->src->outputs.len + 1, sizeof *p->last_out);
+        return p->last_in && p->last_out ? FC_OK : FC_OOM(&p->err);
     }
-    if (d->kind == FC_DEVICE_CUDA) {
-        /* matrix products through cuBLASLt when it loads (the program of --emit cuda), else
-         * (or with FUSEC_CUDA_GEMM=generated) the generated tiled kernels; lowered for the
-         * GPU's own compute capability (its shared-memory budget) */
-        const KirProgram *gp = b->prog;
-        const char *e = getenv("FUSEC_CUDA_GEMM");
-        bool lib = !(e && strcmp(e, "generated") == 0) && rt_lt_available(NULL, 0);
-        int major = 0, minor = 0;
-        rt_cuda_compute_capability(d->cuda, &major, &minor);
-        int sm = major * 10 + minor;
-        FcStatus s = FC_OK;
-        if (sm != b->popt.sm) s = block_dev_program(b, sm, lib, &gp);
-        else if (!lib) s = block_gen_program(b, &gp);
-        if (s != FC_OK) return fc_err_set(&p->err, s, "%s", b->err.msg);
-        p->prog = gp;
-        s = rt_cuda_compile(d->cuda, gp, &p->cuda, NULL, &p->err);
-        if (s == FC_ERR_INTERNAL) p->unusable = true;
-        return s;
-    }
-    return FC_OK;
+    return program_saved(p);
 }
 void fc_program_free(FcProgram *p) {
     if (!p) return;
     rt_cpu_free(p->cpu);
     rt_cuda_program_free(p->cuda);
+    rt_cpu_free(p->bcpu);
+    rt_cuda_program_free(p->bcuda);
+    for (int k = 0; k < p->nsaved; k++) fc_tensor_free(p->saved[k]);
+    fc_free(p->saved);
+    fc_free(p->last_in);
+    fc_free(p->last_out);
     fc_free(p);
 }
 const char *fc_program_last_error(const FcProgram *p) { return p ? p->err.msg : "no program handle"; }
@@ -1123,6 +1274,8 @@ static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
         return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "more than 4096 inputs or outputs");
     for (int i = 0; i < g->inputs.len; i++) in[i] = inputs[i]->stage ? inputs[i]->stage : inputs[i]->data;
     for (int j = 0; j < g->outputs.len; j++) out[j] = outputs[j]->stage ? outputs[j]->stage : outputs[j]->data;
+    if (p->nsaved > 4096 - g->outputs.len) return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "more than 4096 saved values");
+    for (int k = 0; k < p->nsaved; k++) out[g->outputs.len + k] = p->saved[k]->data;
     FcStatus s;
     switch (p->dev->kind) {
     case FC_DEVICE_CPU:
@@ -1160,8 +1313,76 @@ FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *
     if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
     FC_TRY(check_args(p, inputs, outputs));
     FC_TRY(stage_inputs(p, inputs));
+    p->have_forward = false;
     FC_TRY(run_once(p, inputs, outputs, -1));
-    return unstage_outputs(p, outputs);
+    FC_TRY(unstage_outputs(p, outputs));
+    if (p->blk->train) {
+        const IrGraph *g = p->blk->src;
+        for (int i = 0; i < g->inputs.len; i++) p->last_in[i] = inputs[i];
+        for (int j = 0; j < g->outputs.len; j++) p->last_out[j] = outputs[j];
+        p->have_forward = true;
+    }
+    return FC_OK;
+}
+
+static void *tdata(const FcTensor *t) { return t->stage ? t->stage : t->data; }
+
+/* Checks one gradient tensor against the value it is the gradient of. */
+static FcStatus check_grad(FcProgram *p, const FcTensor *t, const IrValue *x, const char *what, const char *name) {
+    if (!t) return fc_err_set(&p->err, FC_ERR_USAGE, "%s of '%s' is NULL", what, name);
+    if (t->dev != p->dev && !(p->dev->kind != FC_DEVICE_CUDA && t->dev->kind != FC_DEVICE_CUDA))
+        return fc_err_set(&p->err, FC_ERR_USAGE, "%s of '%s' lives on another device", what, name);
+    if (t->dtype != x->dtype || !ir_shape_eq(&t->shape, &x->shape)) {
+        char want[256], got[256];
+        ir_type_str(x->dtype, &x->shape, want, sizeof want);
+        ir_type_str(t->dtype, &t->shape, got, sizeof got);
+        return fc_err_set(&p->err, FC_ERR_INPUT, "%s of '%s' must be %s; got %s", what, name, want, got);
+    }
+    return FC_OK;
+}
+
+FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
+    if (!p) return FC_ERR_USAGE;
+    if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
+    FcBlock *b = p->blk;
+    if (!b->train) return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_backward: block '%s' was not compiled for training (--train)", b->src->name);
+    if (!p->have_forward) return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_backward: run the forward (fc_program_run) first");
+    const IrGraph *g = b->src;
+    if ((g->outputs.len && !grad_outputs) || (g->inputs.len && !grad_inputs))
+        return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_backward: grad_outputs and grad_inputs arrays are required");
+    void *in[4096], *out[4096];
+    int nin = 0, nout = 0;
+    if (b->plan.saved.len + g->outputs.len > 4096 || g->inputs.len > 4096)
+        return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "more than 4096 saved values and gradients");
+    for (int k = 0; k < b->plan.saved.len; k++) {
+        const RematSaved *sv = &b->plan.saved.data[k];
+        in[nin++] = sv->kind == REMAT_SAVED_INPUT ? tdata(p->last_in[sv->index])
+                  : sv->kind == REMAT_SAVED_OUTPUT ? tdata(p->last_out[sv->index]) : p->saved[sv->index]->data;
+    }
+    for (int j = 0; j < g->outputs.len; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        if (!ir_dtype_is_float(y->dtype)) continue;
+        FC_TRY(check_grad(p, grad_outputs[j], y, "the gradient", g->output_names.data[j]));
+        if (grad_outputs[j]->stage) FC_TRY(stage_copy(grad_outputs[j], true, &p->err));
+        in[nin++] = tdata(grad_outputs[j]);
+    }
+    for (int i = 0; i < g->inputs.len; i++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        if (!ir_dtype_is_float(x->dtype)) continue;
+        FC_TRY(check_grad(p, grad_inputs[i], x, "the gradient tensor", x->name));
+        out[nout++] = tdata(grad_inputs[i]);
+    }
+    FcStatus s;
+    switch (p->dev->kind) {
+    case FC_DEVICE_CPU: s = rt_cpu_run(p->bcpu, in, out, &p->err); break;
+    case FC_DEVICE_CUDA: s = rt_cuda_run(p->bcuda, in, out, &p->err); break;
+    default: s = fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "the backward on the reference device is not supported yet"); break;
+    }
+    if (s == FC_ERR_INTERNAL) p->unusable = true;
+    for (int i = 0; i < g->inputs.len && s == FC_OK; i++)
+        if (ir_dtype_is_float(ir_cval(g, g->inputs.data[i])->dtype) && grad_inputs[i]->stage)
+            s = stage_copy(grad_inputs[i], false, &p->err);
+    return s;
 }
 
 int fc_program_num_launches(const FcProgram *p) {

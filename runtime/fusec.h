@@ -93,7 +93,12 @@ FcStatus fc_options_set_entry(FcOptions *o, const char *entry);      /* AOT entr
 FcStatus fc_options_set_precision(FcOptions *o, const char *p);      /* keep|bf16|f16|f8 */
 FcStatus fc_options_set_strict_rounding(FcOptions *o, int on);
 FcStatus fc_options_set_train(FcOptions *o, int on);
-FcStatus fc_options_set_mem_budget(FcOptions *o, int64_t bytes);
+FcStatus fc_options_set_mem_budget(FcOptions *o, int64_t bytes);   /* with training: cap on saved bytes */
+/* With training: what the forward saves for the backward. "auto" (default): the least bytes,
+ * matrix products never recomputed, then the budget met with the least recomputed flops;
+ * "none": every value the backward reads, as eager autograd saves; "full": only the block's
+ * inputs, everything else recomputed. */
+FcStatus fc_options_set_remat(FcOptions *o, const char *mode);
 const char *fc_options_last_error(const FcOptions *o);
 
 /* ---- compiled blocks -------------------------------------------------------- */
@@ -218,6 +223,32 @@ const char *fc_program_last_error(const FcProgram *p);
 /* Runs the forward. inputs[i] and outputs[i] follow the block's declaration order and must
  * match its dtypes and shapes exactly. */
 FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs);
+
+/* ---- training (a block compiled with fc_options_set_train) ----------------------------- */
+/* In a training block fc_program_run also keeps what the backward needs: buffers of its own,
+ * and references to the run's input and output tensors, which must stay alive and unchanged
+ * until the backward has run. fc_program_backward then takes the gradient of every float output
+ * (grad_outputs[j], the output's dtype and shape; entries of other outputs are ignored) and
+ * writes the gradient of every float input and param (grad_inputs[i]; entries of integer and
+ * bool inputs are ignored). */
+FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs);
+typedef struct FcTrainInfo {
+    int64_t saved_bytes;        /* activations kept for the backward (params not counted) */
+    int64_t floor_bytes;        /* the least any choice can save */
+    int64_t recompute_flops;    /* forward work the backward does again */
+    int64_t forward_flops, backward_flops;   /* the two programs, recomputation included */
+    int nsaved;                 /* saved values (inputs, outputs and buffers) */
+    int nrecomputed;            /* forward nodes recomputed */
+} FcTrainInfo;
+/* FC_ERR_USAGE for a block compiled without training. */
+FcStatus fc_block_train_info(const FcBlock *b, FcTrainInfo *info);
+/* The documented --check tolerance of the gradient of input i (a float input), as
+ * fc_block_output_tolerance's rule applied to the backward: max |err| / max |ref|. */
+FcStatus fc_block_grad_tolerance(const FcBlock *b, int i, double *rel_tol);
+/* Fills t (output j's dtype and shape, a float output) with a seeded N(0, 1) gradient as
+ * `fusec run --train` does for an output without --grad-output: a stream of its own per
+ * output, distinct from the inputs' of fc_block_random_input. */
+FcStatus fc_block_random_grad_output(FcBlock *b, int j, uint64_t seed, FcTensor *t);
 
 /* One entry per launch, library calls included, in execution order. */
 typedef struct FcLaunchInfo {

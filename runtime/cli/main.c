@@ -181,6 +181,8 @@ typedef struct Args {
     const char *entry;         /* --entry */
     FcDeviceKind device;
     InputArg *inputs; int ninputs;
+    InputArg *grads; int ngrads;   /* --grad-output */
+    const char *remat;         /* --remat; NULL: auto */
     uint64_t seed;
     const char *out_dir;       /* --out-dir; default "." */
     int check;
@@ -191,7 +193,7 @@ typedef struct Args {
 typedef enum {
     OPT_OUT, OPT_BLOCK, OPT_DEF, OPT_EMIT, OPT_ARCH, OPT_NO_FUSE, OPT_PRECISION, OPT_STRICT,
     OPT_TRAIN, OPT_MEM_BUDGET, OPT_ENTRY, OPT_DEVICE, OPT_INPUT, OPT_RANDOM, OPT_OUT_DIR,
-    OPT_CHECK, OPT_REPEAT, OPT_JSON, OPT_HELP, OPT_VERSION
+    OPT_CHECK, OPT_REPEAT, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_GRAD_OUTPUT, OPT_REMAT
 } OptId;
 
 typedef struct OptDef {
@@ -216,6 +218,8 @@ static const OptDef k_opts[] = {
     {"--entry", OPT_ENTRY, 1, M_ALL},
     {"--device", OPT_DEVICE, 1, M_R | M_B},
     {"--input", OPT_INPUT, 1, M_R},
+    {"--grad-output", OPT_GRAD_OUTPUT, 1, M_R},
+    {"--remat", OPT_REMAT, 1, M_ALL},
     {"--random", OPT_RANDOM, 1, M_R},
     {"--out-dir", OPT_OUT_DIR, 1, M_R},
     {"--check", OPT_CHECK, 0, M_R},
@@ -274,7 +278,11 @@ static void print_help(void) {
         "  --precision P           keep (default), bf16, f16 or f8 storage precision (only",
         "                          keep is supported in this version)",
         "  --strict-rounding       round every intermediate to its dtype as eager does",
-        "  --train                 also compile the backward entry point (not supported yet)",
+        "  --train                 also compile the backward: run writes grad_NAME.npy for every",
+        "                          float input and param (docs/training.md)",
+        "  --remat none|auto|full  with --train, what the forward saves: every value the backward",
+        "                          reads (none, as eager autograd), the fewest bytes (auto, default),",
+        "                          or only the block's inputs (full)",
         "  --mem-budget BYTES      cap on saved activations with --train; a decimal integer,",
         "                          optionally with a binary suffix K, M, G or T",
         "  --entry NAME            AOT entry name fusec_NAME_forward (a C identifier;",
@@ -283,6 +291,8 @@ static void print_help(void) {
         "Run options:",
         "  --device DEV            cpu (default), cuda, or reference (the interpreter)",
         "  --input NAME=PATH       read input NAME from a .npy file (repeatable)",
+        "  --grad-output NAME=PATH with --train, the gradient of output NAME from a .npy file",
+        "                          (repeatable; default: seeded N(0, 1) from --random)",
         "  --random SEED           seed for inputs not given with --input: an unsigned 64-bit",
         "                          decimal integer (default 0); floats N(0,1) (param matrices",
         "                          [.., in, out]: N(0,1/in)), integers uniform in a range",
@@ -339,8 +349,32 @@ static void print_help(void) {
 static void args_free(Args *a) {
     for (int i = 0; i < a->ndims; i++) free(a->dims[i].name);
     for (int i = 0; i < a->ninputs; i++) free(a->inputs[i].name);
+    for (int i = 0; i < a->ngrads; i++) free(a->grads[i].name);
     free(a->dims);
     free(a->inputs);
+    free(a->grads);
+}
+
+/* Adds NAME=PATH (an --input or a --grad-output) to arr. Returns 0 or an exit status. */
+static int add_named(InputArg *arr, int *n, const char *v, const char *opt, const char *what) {
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1]) return usage_error("bad %s argument '%s': expected NAME=PATH.npy", opt, v);
+    size_t nlen = (size_t)(eq - v);
+    char *name = malloc(nlen + 1);
+    if (!name) return oom();
+    memcpy(name, v, nlen);
+    name[nlen] = '\0';
+    for (int k = 0; k < *n; k++)
+        if (strcmp(arr[k].name, name) == 0) {
+            int rc = usage_error("%s '%s' given twice with %s", what, name, opt);
+            free(name);
+            return rc;
+        }
+    arr[*n].name = name;
+    arr[*n].path = eq + 1;
+    arr[*n].used = 0;
+    (*n)++;
+    return 0;
 }
 
 /* Applies one option with its value (NULL when it takes none). Returns 0 or an exit status. */
@@ -414,28 +448,13 @@ static int apply_opt(Args *a, const OptDef *o, const char *spelled, const char *
         else if (strcmp(v, "reference") == 0) a->device = FC_DEVICE_REFERENCE;
         else return usage_error("invalid --device value '%s' (expected cpu or cuda)", v);
         return 0;
-    case OPT_INPUT: {
-        const char *eq = strchr(v, '=');
-        if (!eq) return usage_error("bad --input argument '%s': expected NAME=PATH.npy", v);
-        size_t nlen = (size_t)(eq - v);
-        if (nlen == 0 || !eq[1])
-            return usage_error("bad --input argument '%s': expected NAME=PATH.npy", v);
-        char *name = malloc(nlen + 1);
-        if (!name) return oom();
-        memcpy(name, v, nlen);
-        name[nlen] = '\0';
-        for (int k = 0; k < a->ninputs; k++)
-            if (strcmp(a->inputs[k].name, name) == 0) {
-                int rc = usage_error("input '%s' given twice with --input", name);
-                free(name);
-                return rc;
-            }
-        a->inputs[a->ninputs].name = name;
-        a->inputs[a->ninputs].path = eq + 1;
-        a->inputs[a->ninputs].used = 0;
-        a->ninputs++;
+    case OPT_INPUT: return add_named(a->inputs, &a->ninputs, v, "--input", "input");
+    case OPT_GRAD_OUTPUT: return add_named(a->grads, &a->ngrads, v, "--grad-output", "the gradient of output");
+    case OPT_REMAT:
+        if (strcmp(v, "none") && strcmp(v, "auto") && strcmp(v, "full"))
+            return usage_error("invalid --remat value '%s' (expected none, auto or full)", v);
+        a->remat = v;
         return 0;
-    }
     case OPT_RANDOM:
         if (!parse_u64(v, UINT64_MAX, &a->seed))
             return usage_error("invalid --random seed '%s' (expected an unsigned 64-bit decimal "
@@ -469,7 +488,8 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->repeat = BENCH_REPEAT_DEFAULT;
     a->dims = calloc((size_t)argc + 1, sizeof *a->dims);
     a->inputs = calloc((size_t)argc + 1, sizeof *a->inputs);
-    if (!a->dims || !a->inputs) return oom();
+    a->grads = calloc((size_t)argc + 1, sizeof *a->grads);
+    if (!a->dims || !a->inputs || !a->grads) return oom();
 
     int i = 1;
     if (argc > 1 && strcmp(argv[1], "run") == 0) { a->mode = MODE_RUN; i = 2; }
@@ -538,6 +558,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         if (rc) return rc;
     }
     if (!a->file) return usage_error("no input file");
+    if (a->ngrads && !a->train) return usage_error("--grad-output needs --train");
     return -1;
 }
 
@@ -767,6 +788,7 @@ static int make_options(const Args *a, int fuse, FcOptions **out) {
     if (!rc && a->train) rc = set_opt(fc_options_set_train(o, 1), o, "--train");
     if (!rc && a->mem_budget_set)
         rc = set_opt(fc_options_set_mem_budget(o, a->mem_budget), o, "--mem-budget");
+    if (!rc && a->remat) rc = set_opt(fc_options_set_remat(o, a->remat), o, "--remat");
     if (rc) {
         fc_options_free(o);
         return rc;
@@ -1154,6 +1176,85 @@ static int make_out_dir(const char *dir) {
     return rc;
 }
 
+/* Training: the gradient tensors of a run. gout[j] for each float output (from --grad-output,
+ * else seeded N(0, 1)), gin[i] for each float input (poisoned like outputs); NULL elsewhere. */
+typedef struct Grads {
+    FcTensor **gout, **gin;
+    int nin, nout;
+} Grads;
+
+static void grads_free(Grads *g) {
+    for (int j = 0; g->gout && j < g->nout; j++) fc_tensor_free(g->gout[j]);
+    for (int i = 0; g->gin && i < g->nin; i++) fc_tensor_free(g->gin[i]);
+    free(g->gout);
+    free(g->gin);
+    memset(g, 0, sizeof *g);
+}
+
+static int is_float(FcDtype t) { return t == FC_F64 || t == FC_F32 || t == FC_F16 || t == FC_BF16 || t == FC_F8E4M3 || t == FC_F8E5M2; }
+
+/* Makes the gradient tensors on dev; with a (not NULL), fills the outputs' from --grad-output or
+ * from the seed; else leaves them to be copied in. */
+static int grads_make(FcBlock *b, FcDevice *dev, const Args *a, Grads *g) {
+    memset(g, 0, sizeof *g);
+    g->nin = fc_block_num_inputs(b);
+    g->nout = fc_block_num_outputs(b);
+    g->gout = calloc((size_t)g->nout + 1, sizeof *g->gout);
+    g->gin = calloc((size_t)g->nin + 1, sizeof *g->gin);
+    if (!g->gout || !g->gin) return oom();
+    for (int io = 0; io < 2; io++) {
+        int n = io ? g->nin : g->nout;
+        for (int i = 0; i < n; i++) {
+            FcTensorInfo ti;
+            FcStatus s = io ? fc_block_input_info(b, i, &ti) : fc_block_output_info(b, i, &ti);
+            if (s != FC_OK) return report(s, "reading the block's signature", fc_block_last_error(b), 0);
+            if (!is_float(ti.dtype)) continue;
+            FcTensor **slot = io ? &g->gin[i] : &g->gout[i];
+            s = fc_tensor_new(dev, ti.dtype, ti.rank, ti.dims, slot);
+            if (s != FC_OK) return tensor_fail(s, *slot, dev, "creating a gradient tensor");
+            if (io) {
+                size_t nb = fc_tensor_nbytes(*slot);
+                void *poison = nb ? malloc(nb) : NULL;
+                if (poison) {
+                    memset(poison, 0xFF, nb);
+                    fc_tensor_copy_from_host(*slot, poison, nb); /* best effort */
+                    free(poison);
+                }
+                continue;
+            }
+            if (!a) continue;
+            const char *path = NULL;
+            for (int k = 0; k < a->ngrads; k++)
+                if (ti.name && strcmp(a->grads[k].name, ti.name) == 0) {
+                    path = a->grads[k].path;
+                    a->grads[k].used = 1;
+                }
+            s = path ? fc_tensor_load_npy(*slot, path) : fc_block_random_grad_output(b, i, a->seed, *slot);
+            if (s != FC_OK) {
+                char *what = xfmt("the gradient of output '%s'", ti.name ? ti.name : "?");
+                const char *m = path ? fc_tensor_last_error(*slot) : fc_block_last_error(b);
+                int rc = report(s, what ? what : "a gradient", m, 0);
+                free(what);
+                return rc;
+            }
+        }
+    }
+    for (int k = 0; k < a->ngrads; k++) {
+        if (a->grads[k].used) continue;
+        fprintf(stderr, "fusec: error: --grad-output '%s': block '%s' has no float output of that name; its float outputs are:",
+                a->grads[k].name, fc_block_name(b) ? fc_block_name(b) : "?");
+        int any = 0;
+        for (int j = 0; j < g->nout; j++) {
+            FcTensorInfo ti;
+            if (fc_block_output_info(b, j, &ti) == FC_OK && is_float(ti.dtype))
+                fprintf(stderr, "%s %s", any++ ? "," : "", ti.name ? ti.name : "?");
+        }
+        fputs(any ? "\nTry 'fusec --help' for more information.\n" : " (none)\nTry 'fusec --help' for more information.\n", stderr);
+        return EX_USAGE_;
+    }
+    return 0;
+}
+
 static int cmd_run(const Args *a) {
     const char *dir = a->out_dir ? a->out_dir : ".";
     int missing;
@@ -1163,6 +1264,7 @@ static int cmd_run(const Args *a) {
     FcBlock *b = NULL;
     FcDevice *dev = NULL, *rdev = NULL;
     Bound bd = {0}, rb = {0};
+    Grads gr = {0}, rgr = {0};
     int *given = NULL;
     char **stems = NULL;
     int nout = 0;
@@ -1284,6 +1386,35 @@ static int cmd_run(const Args *a) {
     }
     fflush(stdout);
 
+    /* Training: the backward, and the gradient of every float input as grad_NAME.npy. */
+    if (a->train) {
+        rc = grads_make(b, dev, a, &gr);
+        if (rc) goto done;
+        s = fc_program_backward(bd.prog, gr.gout, gr.gin);
+        if (s != FC_OK) { rc = report(s, "running the backward", fc_program_last_error(bd.prog), 0); goto done; }
+        for (int i = 0; i < nin; i++) {
+            FcTensorInfo ti;
+            if (!gr.gin[i] || fc_block_input_info(b, i, &ti) != FC_OK) continue;
+            char *path = xfmt("%s/grad_%s.npy", dir, ti.name ? ti.name : "input");
+            if (!path) { rc = oom(); goto done; }
+            s = fc_tensor_save_npy(gr.gin[i], path);
+            if (s != FC_OK) {
+                rc = report(s, path, fc_tensor_last_error(gr.gin[i]), 0);
+                free(path);
+                goto done;
+            }
+            char shp[256];
+            shape_str(&ti, shp, sizeof shp);
+            printf("  grad   %s %s -> %s\n", ti.name ? ti.name : "?", shp, path);
+            free(path);
+        }
+        FcTrainInfo tinfo;
+        if (fc_block_train_info(b, &tinfo) == FC_OK)
+            printf("  saved  %d values, %" PRId64 " bytes; recomputed %d ops, %" PRId64 " flops\n", tinfo.nsaved,
+                   tinfo.saved_bytes, tinfo.nrecomputed, tinfo.recompute_flops);
+        fflush(stdout);
+    }
+
     if (a->check) {
         rc = open_device(FC_DEVICE_REFERENCE, &rdev);
         if (rc) goto done;
@@ -1333,16 +1464,41 @@ static int cmd_run(const Args *a) {
         }
         free(tols);
         free(spread);
+        int nchecked = nout;
+        if (a->train) {
+            rc = grads_make(b, rdev, NULL, &rgr);
+            if (rc) goto done;
+            for (int j = 0; j < nout; j++)
+                if (gr.gout[j] && (rc = copy_via_host(gr.gout[j], rgr.gout[j], "copying a gradient to the reference device")))
+                    goto done;
+            s = fc_program_backward(rb.prog, rgr.gout, rgr.gin);
+            if (s != FC_OK) { rc = report(s, "running the reference backward", fc_program_last_error(rb.prog), 0); goto done; }
+            for (int i = 0; i < nin; i++) {
+                FcTensorInfo ti;
+                double abs_err = 0, rel_err = 0, tol = 0;
+                if (!gr.gin[i] || fc_block_input_info(b, i, &ti) != FC_OK) continue;
+                s = fc_block_grad_tolerance(b, i, &tol);
+                if (s == FC_OK) s = fc_tensor_compare(gr.gin[i], rgr.gin[i], &abs_err, &rel_err);
+                if (s != FC_OK) { rc = report(s, "comparing a gradient with the reference", fc_tensor_last_error(gr.gin[i]), 0); goto done; }
+                int ok = rel_err <= tol;
+                failed += !ok;
+                nchecked++;
+                printf("check grad_%s: max_abs_err=%.2e max_rel_err=%.2e tol=%.1e %s\n", ti.name ? ti.name : "?", abs_err,
+                       rel_err, tol, ok ? "ok" : "FAIL");
+            }
+        }
         fflush(stdout);
         if (failed) {
-            err_line("check failed: %d of %d output%s over tolerance", failed, nout,
-                     nout == 1 ? "" : "s");
+            err_line("check failed: %d of %d output%s over tolerance", failed, nchecked,
+                     nchecked == 1 ? "" : "s");
             rc = EX_CHECK;
             goto done;
         }
     }
     rc = 0;
 done:
+    grads_free(&rgr);
+    grads_free(&gr);
     bound_free(&rb);
     bound_free(&bd);
     fc_device_free(rdev);
@@ -1622,6 +1778,8 @@ int main(int argc, char **argv) {
     if (rc < 0) {
         if (a.mem_budget_set && !a.train)
             warn_line("--mem-budget has no effect without --train");
+        if (a.remat && !a.train)
+            warn_line("--remat has no effect without --train");
         install_signal_handlers();
         switch (a.mode) {
         case MODE_COMPILE: rc = cmd_compile(&a); break;
