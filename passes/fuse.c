@@ -37,6 +37,7 @@ typedef struct Fuse {
     int *grp;              /* [n] group id (a representative node) */
     int *mark;             /* [n] scratch */
     bool *used_outside;    /* [values] scratch for the candidate group */
+    bool eager;            /* merge only nodes of one source op */
     FcErr *err;
 } Fuse;
 
@@ -197,8 +198,11 @@ static void merge(Fuse *f, int a, int b) {
         if (f->grp[i] == drop) f->grp[i] = keep;
 }
 
+#define EAGER_REASON "eager (--no-fuse): one kernel per source op"
+
 static const char *try_merge(Fuse *f, int a, int b) {
     if (a == b) return NULL;
+    if (f->eager && f->g->nodes.data[a].origin != f->g->nodes.data[b].origin) return EAGER_REASON;
     const char *why = schedulable(f, a, b);
     if (why) return why;
     if (makes_cycle(f, a, b)) return "fusing would make a cycle between kernels";
@@ -209,33 +213,13 @@ static const char *try_merge(Fuse *f, int a, int b) {
 FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node, FuseEdges *edges, FcErr *err) {
     Fuse f = {.g = g, .opt = opt, .n = g->nodes.len, .grp = group_of_node, .err = err};
     if (edges) edges->len = 0;
-    if (!opt->fuse) {
-        /* eager: one group per source op */
-        for (int i = 0; i < f.n; i++) {
-            int o = g->nodes.data[i].origin, grp = i;
-            for (int j = 0; j < i; j++)
-                if (g->nodes.data[j].origin == o) { grp = group_of_node[j]; break; }
-            group_of_node[i] = grp;
-        }
-        if (edges)
-            for (int i = 0; i < f.n; i++) {
-                const IrNode *n = &g->nodes.data[i];
-                for (int j = 0; j < n->nin; j++) {
-                    int p = ir_cval(g, n->in[j])->node;
-                    if (p >= 0 && group_of_node[p] != group_of_node[i] && !generated(&f, n->in[j])) {
-                        FuseEdge e = {n->in[j], i, "eager (--no-fuse): one kernel per source op"};
-                        if (!FC_VEC_PUSH(edges, e)) return FC_OOM(err);
-                    }
-                }
-            }
-        return FC_OK;
-    }
     f.mark = fc_calloc((size_t)f.n + 1, sizeof(int));
     f.used_outside = fc_calloc((size_t)g->values.len + 1, sizeof(bool));
     if (!f.mark || !f.used_outside) {
         fc_free(f.mark); fc_free(f.used_outside);
         return FC_OOM(err);
     }
+    f.eager = !opt->fuse;
     for (int i = 0; i < f.n; i++) f.grp[i] = i;
     /* vertical: each node absorbs its producers */
     for (int i = 0; i < f.n; i++) {
@@ -261,6 +245,21 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
             }
         }
     }
+    /* eager: a constant or iota of a source op runs inside that op's kernel (as written) */
+    if (f.eager)
+        for (int i = 0; i < f.n; i++) {
+            const IrNode *n = &g->nodes.data[i];
+            if (ir_ops[n->op].cat != IR_CAT_GENERATOR || f.grp[i] != i) continue;
+            for (int c = i + 1; c < f.n; c++) {
+                const IrNode *m = &g->nodes.data[c];
+                bool reads = false;
+                for (int j = 0; j < m->nin; j++) reads |= m->in[j] == n->out[0];
+                if (reads && m->origin == n->origin) {
+                    merge(&f, f.grp[c], i);
+                    break;
+                }
+            }
+        }
     if (getenv("FUSEC_DEBUG_FUSE"))
         for (int i = 0; i < f.n; i++) fprintf(stderr, "node %d %s -> group %d\n", i, ir_ops[g->nodes.data[i].op].name, f.grp[i]);
     /* the reasons for the edges left */
@@ -271,7 +270,8 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
             for (int j = 0; j < n->nin; j++) {
                 int p = ir_cval(g, n->in[j])->node;
                 if (p < 0 || f.grp[p] == f.grp[i] || generated(&f, n->in[j])) continue;
-                const char *why = schedulable(&f, f.grp[p], f.grp[i]);
+                const char *why = f.eager && g->nodes.data[p].origin != n->origin ? EAGER_REASON
+                                                                                 : schedulable(&f, f.grp[p], f.grp[i]);
                 if (!why && makes_cycle(&f, f.grp[p], f.grp[i])) why = "fusing would make a cycle between kernels";
                 if (!why) why = "not merged by the greedy order";
                 FuseEdge e = {n->in[j], i, why};
