@@ -106,6 +106,11 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
 FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_of_node,
                     KirProgram **out, int *node_kernel, FcErr *err);
 
+/* memplan.c: places a kernel program's temporaries in its workspace by liveness (two share
+ * bytes only when no launch needs both live), so that workspace_bytes is the plan's peak.
+ * Requires: a program from pass_lower. */
+FcStatus pass_memplan(KirProgram *p, FcErr *err);
+
 /* pipeline.c: the whole road from a source graph to a kernel program; the caller frees
  * *out with pass_result_free (also after a failure). */
 typedef struct PassResult {

@@ -1,6 +1,6 @@
 /* pipeline.c: the ordered list of passes, from a source graph to a kernel program.
  *
- *   verify(source) -> decompose -> verify -> dce -> verify -> fuse (groups) -> lower
+ *   verify(source) -> decompose -> verify -> dce -> verify -> fuse (groups) -> lower -> memplan
  *
  * (dce verifies its result itself; lower builds the schedules and buffers.)
  *
@@ -44,6 +44,7 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
     }
     if (s == FC_OK) s = pass_fuse(r.graph, opt, groups, &r.edges, err);
     if (s == FC_OK) s = pass_lower(r.graph, opt, groups, &r.prog, r.node_kernel, err);
+    if (s == FC_OK) s = pass_memplan(r.prog, err);
     fc_free(groups);
     *out = r;
     return s;

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -751,7 +752,30 @@ struct FcDevice {
     int nthreads;
     char desc[256];
     RtCuda *cuda;          /* FC_DEVICE_CUDA */
+    /* the bytes this handle's tensors and programs hold on the device, and their high-water
+     * mark (fc_device_memory) */
+    _Atomic int64_t mem_live, mem_peak;
 };
+
+/* Counts an allocation (bytes > 0) or a release (bytes < 0) on d. */
+static void dev_count(FcDevice *d, int64_t bytes) {
+    int64_t now = atomic_fetch_add(&d->mem_live, bytes) + bytes;
+    int64_t peak = atomic_load(&d->mem_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&d->mem_peak, &peak, now)) {
+    }
+}
+
+FcStatus fc_device_memory(FcDevice *d, int64_t *live_bytes, int64_t *peak_bytes) {
+    if (!d) return FC_ERR_USAGE;
+    if (live_bytes) *live_bytes = atomic_load(&d->mem_live);
+    if (peak_bytes) *peak_bytes = atomic_load(&d->mem_peak);
+    return FC_OK;
+}
+FcStatus fc_device_reset_peak(FcDevice *d) {
+    if (!d) return FC_ERR_USAGE;
+    atomic_store(&d->mem_peak, atomic_load(&d->mem_live));
+    return FC_OK;
+}
 
 static int cpu_threads(void) {
     const char *e = getenv("FUSEC_NUM_THREADS");
@@ -851,6 +875,7 @@ struct FcTensor {
      * aligned copy, filled from data before each run and copied back after (outputs). */
     void *stage;
     void *stage_raw;       /* host devices: what rt_cpu_alloc returned */
+    int64_t counted;       /* bytes counted on the device (fc_device_memory) */
 };
 
 static FcStatus tensor_make(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out) {
@@ -892,6 +917,7 @@ FcStatus fc_tensor_new(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims
             return s;
         }
         t->owned = true;
+        dev_count(d, t->counted = t->nbytes);
         return FC_OK;
     }
     if ((uint64_t)t->nbytes > SIZE_MAX - 128 || !(t->data = rt_cpu_alloc((size_t)t->nbytes, &t->raw))) {
@@ -901,6 +927,7 @@ FcStatus fc_tensor_new(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims
         return fc_err_set(&d->err, FC_ERR_NOMEM, "out of memory allocating a tensor of %lld bytes", nb);
     }
     t->owned = true;
+    dev_count(d, t->counted = t->nbytes);
     return FC_OK;
 }
 /* The alignment a device's programs use a buffer at. The CPU's JIT code accesses tensors with
@@ -930,11 +957,14 @@ FcStatus fc_tensor_wrap(FcDevice *d, FcDtype dtype, int rank, const int64_t *dim
     if (s != FC_OK) {
         fc_free(t);
         *out = NULL;
+        return s;
     }
+    dev_count(d, t->counted = t->nbytes);
     return s;
 }
 void fc_tensor_free(FcTensor *t) {
     if (!t) return;
+    dev_count(t->dev, -t->counted);
     if (t->owned && t->dev->kind == FC_DEVICE_CUDA) rt_cuda_free(t->dev->cuda, t->data);
     else if (t->owned) fc_free(t->raw);
     if (t->stage && t->dev->kind == FC_DEVICE_CUDA) rt_cuda_free(t->dev->cuda, t->stage);
@@ -1158,6 +1188,7 @@ struct FcProgram {
     int nsaved;
     FcTensor **last_in, **last_out;
     bool have_forward;       /* a forward ran since the program was made */
+    int64_t ws_counted;      /* workspace bytes counted on the device */
     bool unusable;
 };
 
@@ -1219,8 +1250,19 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
     p->blk = b;
     p->dev = d;
     FC_TRY(program_load(p, &b->fwd, &p->prog, &p->cpu, &p->cuda));
+    if (p->prog) dev_count(d, p->ws_counted = p->prog->workspace_bytes);
     if (!b->train) return FC_OK;
     FC_TRY(program_load(p, &b->bwd, &p->bprog, &p->bcpu, &p->bcuda));
+    if (p->bprog) {
+        /* the forward's and the backward's temporaries share one workspace on the CPU */
+        int64_t wb = p->bprog->workspace_bytes, more = wb;
+        if (d->kind == FC_DEVICE_CPU) {
+            rt_cpu_share(p->cpu, p->bcpu);
+            more = wb > p->ws_counted ? wb - p->ws_counted : 0;
+        }
+        dev_count(d, more);
+        p->ws_counted += more;
+    }
     if (d->kind == FC_DEVICE_REFERENCE) {
         p->last_in = fc_calloc((size_t)b->src->inputs.len + 1, sizeof *p->last_in);
         p->last_out = fc_calloc((size_t)b->src->outputs.len + 1, sizeof *p->last_out);
@@ -1230,10 +1272,11 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
 }
 void fc_program_free(FcProgram *p) {
     if (!p) return;
+    dev_count(p->dev, -p->ws_counted);
+    rt_cpu_free(p->bcpu);   /* before the forward's: it may use the forward's pool */
+    rt_cuda_program_free(p->bcuda);
     rt_cpu_free(p->cpu);
     rt_cuda_program_free(p->cuda);
-    rt_cpu_free(p->bcpu);
-    rt_cuda_program_free(p->bcuda);
     for (int k = 0; k < p->nsaved; k++) fc_tensor_free(p->saved[k]);
     fc_free(p->saved);
     fc_free(p->last_in);
@@ -1326,6 +1369,8 @@ FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *
 }
 
 static void *tdata(const FcTensor *t) { return t->stage ? t->stage : t->data; }
+static double now_ms(void);
+static double median(double *v, int n);
 
 /* Checks one gradient tensor against the value it is the gradient of. */
 static FcStatus check_grad(FcProgram *p, const FcTensor *t, const IrValue *x, const char *what, const char *name) {
@@ -1341,23 +1386,25 @@ static FcStatus check_grad(FcProgram *p, const FcTensor *t, const IrValue *x, co
     return FC_OK;
 }
 
-FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
-    if (!p) return FC_ERR_USAGE;
+/* The backward's arguments: the saved values, then the outputs' gradients (in[]); the float
+ * inputs' gradients (out[]); misaligned wrapped gradients staged. */
+static FcStatus backward_bind(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs, void **in,
+                              void **out) {
     if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
     FcBlock *b = p->blk;
-    if (!b->train) return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_backward: block '%s' was not compiled for training (--train)", b->src->name);
-    if (!p->have_forward) return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_backward: run the forward (fc_program_run) first");
+    if (!b->train) return fc_err_set(&p->err, FC_ERR_USAGE, "block '%s' was not compiled for training (--train)", b->src->name);
+    if (!p->have_forward) return fc_err_set(&p->err, FC_ERR_USAGE, "the backward needs a forward run (fc_program_run) first");
     const IrGraph *g = b->src;
     if ((g->outputs.len && !grad_outputs) || (g->inputs.len && !grad_inputs))
-        return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_backward: grad_outputs and grad_inputs arrays are required");
-    void *in[4096], *out[4096];
+        return fc_err_set(&p->err, FC_ERR_USAGE, "grad_outputs and grad_inputs arrays are required");
     int nin = 0, nout = 0;
     if (b->plan.saved.len + g->outputs.len > 4096 || g->inputs.len > 4096)
         return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "more than 4096 saved values and gradients");
     for (int k = 0; k < b->plan.saved.len; k++) {
         const RematSaved *sv = &b->plan.saved.data[k];
         in[nin++] = sv->kind == REMAT_SAVED_INPUT ? tdata(p->last_in[sv->index])
-                  : sv->kind == REMAT_SAVED_OUTPUT ? tdata(p->last_out[sv->index]) : p->saved[sv->index]->data;
+                  : sv->kind == REMAT_SAVED_OUTPUT ? tdata(p->last_out[sv->index])
+                  : p->saved ? p->saved[sv->index]->data : NULL;
     }
     for (int j = 0; j < g->outputs.len; j++) {
         const IrValue *y = ir_cval(g, g->outputs.data[j]);
@@ -1372,26 +1419,121 @@ FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTens
         FC_TRY(check_grad(p, grad_inputs[i], x, "the gradient tensor", x->name));
         out[nout++] = tdata(grad_inputs[i]);
     }
+    return FC_OK;
+}
+
+/* Runs the backward (launch < 0) or one of its launches. */
+static FcStatus backward_once(FcProgram *p, void **in, void **out, int launch) {
     FcStatus s;
     switch (p->dev->kind) {
-    case FC_DEVICE_CPU: s = rt_cpu_run(p->bcpu, in, out, &p->err); break;
-    case FC_DEVICE_CUDA: s = rt_cuda_run(p->bcuda, in, out, &p->err); break;
+    case FC_DEVICE_CPU:
+        s = launch < 0 ? rt_cpu_run(p->bcpu, in, out, &p->err) : rt_cpu_run_launch(p->bcpu, launch, in, out, &p->err);
+        break;
+    case FC_DEVICE_CUDA:
+        s = launch < 0 ? rt_cuda_run(p->bcuda, in, out, &p->err)
+                       : rt_cuda_run_launch(p->bcuda, launch, in, out, NULL, &p->err);
+        break;
     default: s = fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "the backward on the reference device is not supported yet"); break;
     }
     if (s == FC_ERR_INTERNAL) p->unusable = true;
-    for (int i = 0; i < g->inputs.len && s == FC_OK; i++)
-        if (ir_dtype_is_float(ir_cval(g, g->inputs.data[i])->dtype) && grad_inputs[i]->stage)
-            s = stage_copy(grad_inputs[i], false, &p->err);
     return s;
+}
+
+static FcStatus backward_unstage(FcProgram *p, FcTensor *const *grad_inputs) {
+    const IrGraph *g = p->blk->src;
+    for (int i = 0; i < g->inputs.len; i++)
+        if (ir_dtype_is_float(ir_cval(g, g->inputs.data[i])->dtype) && grad_inputs[i]->stage)
+            FC_TRY(stage_copy(grad_inputs[i], false, &p->err));
+    return FC_OK;
+}
+
+FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
+    if (!p) return FC_ERR_USAGE;
+    void *in[4096], *out[4096];
+    FC_TRY(backward_bind(p, grad_outputs, grad_inputs, in, out));
+    FC_TRY(backward_once(p, in, out, -1));
+    return backward_unstage(p, grad_inputs);
+}
+
+FcStatus fc_program_time_train(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs,
+                               FcTensor *const *grad_outputs, FcTensor *const *grad_inputs, int warmup, int repeat,
+                               double *total_ms, double *per_launch_ms) {
+    if (!p || !total_ms) return FC_ERR_USAGE;
+    if (!p->blk->train)
+        return fc_err_set(&p->err, FC_ERR_USAGE, "block '%s' was not compiled for training (--train)", p->blk->src->name);
+    if (warmup < 0 || repeat < 1 || repeat > 1000000)
+        return fc_err_set(&p->err, FC_ERR_USAGE, "repeat must be in 1..1000000 and warmup >= 0");
+    /* one forward binds the saved tensors; the copies of misaligned tensors are made outside the timing */
+    FC_TRY(fc_program_run(p, inputs, outputs));
+    void *in[4096], *out[4096];
+    FC_TRY(backward_bind(p, grad_outputs, grad_inputs, in, out));
+    double *t = fc_calloc((size_t)repeat, sizeof(double));
+    if (!t) return FC_OOM(&p->err);
+    FcStatus s = FC_OK;
+    for (int i = 0; i < warmup + repeat && s == FC_OK; i++) {
+        double t0 = now_ms();
+        s = run_once(p, inputs, outputs, -1);
+        if (s == FC_OK) s = backward_once(p, in, out, -1);
+        if (i >= warmup) t[i - warmup] = now_ms() - t0;
+    }
+    if (s == FC_OK) *total_ms = median(t, repeat);
+    fc_free(t);
+    int nf = p->prog ? p->prog->launches.len : 0, nl = fc_program_num_launches(p);
+    if (s != FC_OK || !per_launch_ms || nl == 0) return s == FC_OK ? backward_unstage(p, grad_inputs) : s;
+    int64_t n;
+    if (!fc_mul64(repeat, nl, &n) || !(t = fc_calloc((size_t)n, sizeof(double)))) return FC_OOM(&p->err);
+    for (int i = 0; i < repeat && s == FC_OK; i++)
+        for (int l = 0; l < nl && s == FC_OK; l++) {
+            double t0 = now_ms();
+            s = l < nf ? run_once(p, inputs, outputs, l) : backward_once(p, in, out, l - nf);
+            t[(size_t)l * (size_t)repeat + (size_t)i] = now_ms() - t0;
+        }
+    for (int l = 0; l < nl && s == FC_OK; l++) per_launch_ms[l] = median(t + (size_t)l * (size_t)repeat, repeat);
+    fc_free(t);
+    return s == FC_OK ? backward_unstage(p, grad_inputs) : s;
+}
+
+FcStatus fc_program_planned_bytes(const FcProgram *p, int64_t *bytes) {
+    if (!p || !bytes) return FC_ERR_USAGE;
+    const FcBlock *b = p->blk;
+    const IrGraph *g = b->src;
+    int64_t total = p->ws_counted, n;
+    bool ok = true;
+    for (int i = 0; i < g->inputs.len && ok; i++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        int copies = b->train && ir_dtype_is_float(x->dtype) ? 2 : 1;   /* and its gradient */
+        ok = ir_shape_nbytes(&x->shape, x->dtype, &n) && fc_mul64(n, copies, &n) && fc_add64(total, n, &total);
+    }
+    for (int j = 0; j < g->outputs.len && ok; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        int copies = b->train && ir_dtype_is_float(y->dtype) ? 2 : 1;
+        ok = ir_shape_nbytes(&y->shape, y->dtype, &n) && fc_mul64(n, copies, &n) && fc_add64(total, n, &total);
+    }
+    if (b->train && p->dev->kind != FC_DEVICE_REFERENCE) {
+        const IrGraph *f = b->plan.fwd;
+        for (int k = g->outputs.len; k < f->outputs.len && ok; k++) {
+            const IrValue *x = ir_cval(f, f->outputs.data[k]);
+            ok = ir_shape_nbytes(&x->shape, x->dtype, &n) && fc_add64(total, n, &total);
+        }
+    }
+    if (!ok) return fc_err_set(&((FcProgram *)p)->err, FC_ERR_INPUT, "the planned bytes overflow a 64-bit count");
+    *bytes = total;
+    return FC_OK;
 }
 
 int fc_program_num_launches(const FcProgram *p) {
     if (!p) return 0;
-    return p->dev->kind == FC_DEVICE_REFERENCE || !p->prog ? 0 : p->prog->launches.len;
+    if (p->dev->kind == FC_DEVICE_REFERENCE || !p->prog) return 0;
+    return p->prog->launches.len + (p->bprog ? p->bprog->launches.len : 0);
 }
 FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info) {
     if (!p || !info || i < 0 || i >= fc_program_num_launches(p)) return FC_ERR_USAGE;
-    const KirKernel *k = p->prog->kernels.data[p->prog->launches.data[i].kernel];
+    const KirProgram *kp = p->prog;
+    if (i >= kp->launches.len) {
+        i -= kp->launches.len;
+        kp = p->bprog;
+    }
+    const KirKernel *k = kp->kernels.data[kp->launches.data[i].kernel];
     info->name = k->name;
     info->ops = k->ops;
     info->bytes = k->bytes_read + k->bytes_written;
@@ -1437,7 +1579,7 @@ FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     /* Each launch is timed inside runs of the whole program, launches in order, so that it
      * finds the caches as a real run leaves them (a launch repeated alone would find its
      * inputs in the cache when they fit, or stay there because its outputs bypass it). */
-    int nl = fc_program_num_launches(p);
+    int nl = p->dev->kind == FC_DEVICE_REFERENCE || !p->prog ? 0 : p->prog->launches.len;   /* the forward's */
     if (!per_launch_ms || nl == 0 || s != FC_OK) return s;
     int64_t n;
     if (!fc_mul64(repeat, nl, &n) || !(t = fc_calloc((size_t)n, sizeof(double)))) return FC_OOM(&p->err);

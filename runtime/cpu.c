@@ -50,6 +50,7 @@ struct RtCpuProgram {
     LLVMOrcLLJITRef jit;
     KernelFn *fns;          /* per kernel */
     RtPool *pool;
+    bool shared_pool;       /* pool belongs to another program (rt_cpu_share) */
     int nthreads;
     void *ws_raw;           /* fc_alloc'd; ws is inside it (rt_cpu_alloc) */
     char *ws;               /* workspace, p->workspace_bytes */
@@ -380,9 +381,22 @@ fail:
     return st;
 }
 
+void rt_cpu_share(RtCpuProgram *a, RtCpuProgram *b) {
+    if (!a || !b || b->shared_pool || a->shared_pool) return;
+    /* one pool: the threads of two pools would take turns spinning on the same cores */
+    rt_pool_free(b->pool);
+    b->pool = a->pool;
+    b->shared_pool = true;
+    RtCpuProgram *big = a->p->workspace_bytes >= b->p->workspace_bytes ? a : b, *small = big == a ? b : a;
+    if (!small->ws) return;
+    fc_free(small->ws_raw);
+    small->ws_raw = NULL;   /* the big one owns the memory */
+    small->ws = big->ws;
+}
+
 void rt_cpu_free(RtCpuProgram *cp) {
     if (!cp) return;
-    rt_pool_free(cp->pool);
+    if (!cp->shared_pool) rt_pool_free(cp->pool);
     if (cp->jit) {
         LLVMErrorRef e = LLVMOrcDisposeLLJIT(cp->jit);
         if (e) LLVMConsumeError(e);

@@ -11,6 +11,10 @@ typedef struct RtCpuProgram RtCpuProgram;
 /* nthreads <= 0: FUSEC_NUM_THREADS, else all cores. The KirProgram must outlive the result. */
 FcStatus rt_cpu_compile(const KirProgram *p, int nthreads, RtCpuProgram **out, FcErr *err);
 void rt_cpu_free(RtCpuProgram *cp);
+/* Makes a and b, programs that never run at the same time (a training step's forward and
+ * backward), use one workspace (the larger one's) and one thread pool (a's). Free b before
+ * a; neither may run after the first is freed. */
+void rt_cpu_share(RtCpuProgram *a, RtCpuProgram *b);
 int rt_cpu_threads(const RtCpuProgram *cp);
 /* Runs every launch in order. inputs/outputs: host pointers per block input/output. The
  * workspace is owned by the program. A KS_ERROR that fired returns its status. */

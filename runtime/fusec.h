@@ -168,6 +168,12 @@ const char *fc_device_description(const FcDevice *d);  /* e.g. "cpu: AMD EPYC, 2
  * FUSEC_CPU_GBPS, when set, is the figure instead (not a positive number: FC_ERR_USAGE). */
 FcStatus fc_device_stream_bandwidth(FcDevice *d, double *gbps);
 
+/* The bytes the tensors and programs made through this handle hold on the device now, and
+ * the most they held at once since the handle was opened or fc_device_reset_peak (either
+ * pointer may be NULL). A program counts its workspace, and in training its saved buffers. */
+FcStatus fc_device_memory(FcDevice *d, int64_t *live_bytes, int64_t *peak_bytes);
+FcStatus fc_device_reset_peak(FcDevice *d);
+
 /* ---- tensors ------------------------------------------------------------------- */
 typedef struct FcTensor FcTensor;
 FcStatus fc_tensor_new(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out);
@@ -250,7 +256,23 @@ FcStatus fc_block_grad_tolerance(const FcBlock *b, int i, double *rel_tol);
  * output, distinct from the inputs' of fc_block_random_input. */
 FcStatus fc_block_random_grad_output(FcBlock *b, int j, uint64_t seed, FcTensor *t);
 
-/* One entry per launch, library calls included, in execution order. */
+/* The bytes a run of p holds on its device by the plan: its inputs, outputs and workspace (in
+ * training: one workspace for the forward and the backward on the CPU, the larger of the two),
+ * and in training the saved buffers and the gradients of the float inputs and outputs. With
+ * exactly those tensors made on a device handle of its own, fc_device_memory's peak equals it. */
+FcStatus fc_program_planned_bytes(const FcProgram *p, int64_t *bytes);
+
+/* Times whole training steps, forward then backward, as fc_program_time does the forward:
+ * `warmup` + `repeat` steps, the median in *total_ms; per_launch_ms (may be NULL) gets one
+ * median per launch, the forward's then the backward's (fc_program_num_launches counts both in
+ * a training program), each timed inside `repeat` more steps. Leaves the outputs and gradients
+ * of the last step. */
+FcStatus fc_program_time_train(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs,
+                               FcTensor *const *grad_outputs, FcTensor *const *grad_inputs, int warmup, int repeat,
+                               double *total_ms, double *per_launch_ms);
+
+/* One entry per launch, library calls included, in execution order. In a training program,
+ * the forward's launches then the backward's. */
 typedef struct FcLaunchInfo {
     const char *name;     /* kernel name, e.g. "k3_layernorm" */
     const char *ops;      /* the source ops it runs, comma-separated */

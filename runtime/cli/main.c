@@ -1560,6 +1560,9 @@ static void json_num(FILE *f, double v) {
 /* One timed program: its launches and medians. */
 typedef struct Timed {
     Bound bd;
+    Grads gr;               /* training: the gradients */
+    FcDevice *own;          /* training: a device handle of its own, to measure its peak */
+    int64_t saved_bytes, planned_bytes, peak_bytes;
     int nl;                 /* launches */
     FcLaunchInfo *li;       /* [nl] */
     double *ms;             /* [nl], per-launch medians in milliseconds */
@@ -1568,7 +1571,9 @@ typedef struct Timed {
 } Timed;
 
 static void timed_free(Timed *t) {
+    grads_free(&t->gr);
     bound_free(&t->bd);
+    fc_device_free(t->own);
     free(t->li);
     free(t->ms);
     memset(t, 0, sizeof *t);
@@ -1598,17 +1603,27 @@ static int prepare_program(FcBlock *b, FcDevice *dev, Timed *t) {
     return 0;
 }
 
-/* Times the program on the given inputs: BENCH_WARMUP runs, then `repeat` timed ones. */
+/* Times the program on the given inputs: BENCH_WARMUP runs, then `repeat` timed ones (in
+ * training, whole steps: forward and backward, then the memory figures). */
 static int time_program(Timed *t, FcTensor **in, int repeat, const char *what) {
-    FcStatus s = fc_program_time(t->bd.prog, in, t->bd.out, BENCH_WARMUP, repeat, &t->total_ms,
-                                 t->ms);
+    FcStatus s = t->gr.gout ? fc_program_time_train(t->bd.prog, in, t->bd.out, t->gr.gout, t->gr.gin, BENCH_WARMUP, repeat,
+                                                    &t->total_ms, t->ms)
+                            : fc_program_time(t->bd.prog, in, t->bd.out, BENCH_WARMUP, repeat, &t->total_ms, t->ms);
     if (s != FC_OK) return report(s, what, fc_program_last_error(t->bd.prog), 0);
+    if (t->gr.gout) {
+        s = fc_program_planned_bytes(t->bd.prog, &t->planned_bytes);
+        if (s == FC_OK) s = fc_device_memory(t->bd.dev, NULL, &t->peak_bytes);
+        if (s != FC_OK) return report(s, what, fc_program_last_error(t->bd.prog), 0);
+    }
     return 0;
 }
 
 static void json_program(FILE *f, const Timed *t, double stream) {
     fputs("{\"median_ms\": ", f);
     json_num(f, t->total_ms);
+    if (t->gr.gout)
+        fprintf(f, ", \"saved_bytes\": %" PRId64 ", \"planned_peak_bytes\": %" PRId64 ", \"peak_bytes\": %" PRId64,
+                t->saved_bytes, t->planned_bytes, t->peak_bytes);
     fprintf(f, ", \"bytes\": %" PRId64 ", \"launches\": %d, \"gbps\": ", t->bytes, t->nl);
     json_num(f, gbps_of(t->bytes, t->total_ms));
     fputs(", \"kernels\": [", f);
@@ -1677,7 +1692,32 @@ static bool table_program(const char *title, const Timed *t, double stream) {
     double g = gbps_of(t->bytes, t->total_ms);
     cached |= roofline_cell(g, stream, cell, sizeof cell);
     printf("  %-4s %-28s %14" PRId64 " %12.3f %9.2f %s\n", "", "total", t->bytes, 1e3 * t->total_ms, g, cell);
+    if (t->gr.gout)
+        printf("  memory: saved %" PRId64 " bytes; planned peak %" PRId64 " bytes; measured peak %" PRId64 " bytes\n",
+               t->saved_bytes, t->planned_bytes, t->peak_bytes);
     return cached;
+}
+
+/* Training: each program on a device handle of its own (so that its peak is its own), its
+ * gradients seeded alike, its saved bytes. */
+static int prepare_train(FcBlock *b, const Args *a, Timed *t) {
+    FcDevice *own = NULL;
+    int rc = open_device(a->device, &own);
+    if (rc) return rc;
+    rc = prepare_program(b, own, t);   /* clears *t */
+    t->own = own;
+    if (rc) return rc;
+    for (int i = 0; i < t->bd.nin; i++) {
+        FcStatus s = fc_block_random_input(b, i, 0, t->bd.in[i]);
+        if (s != FC_OK) return report(s, "random input", fc_block_last_error(b), 0);
+    }
+    rc = grads_make(b, t->own, a, &t->gr);
+    if (rc) return rc;
+    FcTrainInfo ti;
+    FcStatus s = fc_block_train_info(b, &ti);
+    if (s != FC_OK) return report(s, "reading the training plan", fc_block_last_error(b), 0);
+    t->saved_bytes = ti.saved_bytes;
+    return 0;
 }
 
 static int cmd_bench(const Args *a) {
@@ -1685,7 +1725,10 @@ static int cmd_bench(const Args *a) {
     FcDevice *dev = NULL;
     Timed tf = {0}, te = {0};
     int rc = compile(a, 1, 1, &bf);
-    if (!rc) rc = compile(a, 0, 0, &be);
+    /* the eager baseline of training is eager autograd: every value the backward reads saved */
+    Args ea = *a;
+    if (a->train) ea.remat = "none";
+    if (!rc) rc = compile(&ea, 0, 0, &be);
     if (rc) goto done;
 
     /* Both compilations must have the same signature: they run on the same tensors. */
@@ -1710,17 +1753,25 @@ static int cmd_bench(const Args *a) {
     }
     const char *given = a->device == FC_DEVICE_CPU ? getenv("FUSEC_CPU_GBPS") : NULL;
 
-    rc = prepare_program(bf, dev, &tf);
-    if (!rc) rc = prepare_program(be, dev, &te);
-    if (rc) goto done;
-    /* The same random inputs (seed 0) feed both programs. */
-    for (int i = 0; i < nin; i++) {
-        s = fc_block_random_input(bf, i, 0, tf.bd.in[i]);
-        if (s != FC_OK) { rc = report(s, "random input", fc_block_last_error(bf), 0); goto done; }
+    if (a->train) {
+        rc = prepare_train(bf, a, &tf);
+        if (!rc) rc = prepare_train(be, a, &te);
+        if (!rc) rc = time_program(&tf, tf.bd.in, a->repeat, "timing the fused training step");
+        if (!rc) rc = time_program(&te, te.bd.in, a->repeat, "timing the eager training step");
+        if (rc) goto done;
+    } else {
+        rc = prepare_program(bf, dev, &tf);
+        if (!rc) rc = prepare_program(be, dev, &te);
+        if (rc) goto done;
+        /* The same random inputs (seed 0) feed both programs. */
+        for (int i = 0; i < nin; i++) {
+            s = fc_block_random_input(bf, i, 0, tf.bd.in[i]);
+            if (s != FC_OK) { rc = report(s, "random input", fc_block_last_error(bf), 0); goto done; }
+        }
+        rc = time_program(&tf, tf.bd.in, a->repeat, "timing the fused block");
+        if (!rc) rc = time_program(&te, tf.bd.in, a->repeat, "timing the eager block");
+        if (rc) goto done;
     }
-    rc = time_program(&tf, tf.bd.in, a->repeat, "timing the fused block");
-    if (!rc) rc = time_program(&te, tf.bd.in, a->repeat, "timing the eager block");
-    if (rc) goto done;
 
     double speedup = tf.total_ms > 0 ? te.total_ms / tf.total_ms : NAN;
     const char *desc = fc_device_description(dev);
@@ -1731,7 +1782,9 @@ static int cmd_bench(const Args *a) {
         fputs(", \"block\": ", stdout);
         const char *bn = fc_block_name(bf) ? fc_block_name(bf) : "";
         json_str(stdout, bn, strlen(bn));
-        fprintf(stdout, ", \"warmup\": %d, \"repeat\": %d, \"fused\": ", BENCH_WARMUP, a->repeat);
+        fprintf(stdout, ", \"warmup\": %d, \"repeat\": %d, ", BENCH_WARMUP, a->repeat);
+        if (a->train) fputs("\"train\": true, ", stdout);
+        fputs("\"fused\": ", stdout);
         json_program(stdout, &tf, stream);
         fputs(", \"eager\": ", stdout);
         json_program(stdout, &te, stream);
