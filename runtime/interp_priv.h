@@ -19,4 +19,8 @@ typedef FcStatus (*RtInterpOpFn)(const IrGraph *g, const IrNode *n, const double
 FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtInterpOpFn fallback, double **keep, FcErr *err);
 
+/* interp_grad.c's own Philox-4x32-10 (Random123's philox4x32, 10 rounds): out = the block for
+ * counter ctr and key key. Exposed for its known-answer test only. */
+void rt_interp_grad_philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
 #endif
