@@ -27,6 +27,7 @@
  * use; block outputs live to the end; every path frees everything.
  */
 #include "interp.h"
+#include "interp_priv.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -731,6 +732,9 @@ bool rt_interp_has_narrow_intermediates(const IrGraph *g) {
     return false;
 }
 
+static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                          RtRounding rounding, RtInterpOpFn fallback, double **keep, FcErr *err);
+
 FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const *outputs,
                        FcErr *err) {
     return rt_interp_run_rounding(g, inputs, outputs, RT_ROUND_EVERY_OP, err);
@@ -738,10 +742,24 @@ FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const 
 
 FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtRounding rounding, FcErr *err) {
+    return run_graph(g, inputs, outputs, rounding, NULL, NULL, err);
+}
+
+FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                                RtInterpOpFn fallback, double **keep, FcErr *err) {
+    FC_CHECK(err, keep != NULL);
+    return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, fallback, keep, err);
+}
+
+/* The driver. keep == NULL: rt_interp_run_rounding. Else (interp_priv.h) every buffer is kept
+ * and handed over in keep[] on success, outputs may be NULL, and `fallback` runs a node that
+ * ex_table refuses with FC_ERR_UNSUPPORTED. */
+static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                          RtRounding rounding, RtInterpOpFn fallback, double **keep, FcErr *err) {
     for (int op = 0; op < IR_OP_COUNT; op++) FC_CHECK(err, ex_table[op] != NULL);
     FC_CHECK(err, g != NULL);
     FC_CHECK(err, g->inputs.len == 0 || inputs != NULL);
-    FC_CHECK(err, g->outputs.len == 0 || outputs != NULL);
+    FC_CHECK(err, g->outputs.len == 0 || outputs != NULL || keep != NULL);
     int nv = g->values.len, nn = g->nodes.len;
     FcStatus st = FC_OK;
     double **buf = fc_calloc((size_t)(nv > 0 ? nv : 1), sizeof *buf);
@@ -815,6 +833,10 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
             outs[r] = buf[v];
         }
         if (st == FC_OK) st = ex_table[n->op](g, n, ins, outs, err);
+        if (st == FC_ERR_UNSUPPORTED && fallback) {
+            fc_err_clear(err);
+            st = fallback(g, n, ins, outs, err);
+        }
         if (ins != ins_fast) fc_free((void *)ins);
         if (outs != outs_fast) fc_free(outs);
         if (st != FC_OK) goto done;
@@ -833,19 +855,19 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
                 for (int64_t j = 0; j < m; j++) d[j] = rnd(rt, d[j]);
         }
         /* free what is no longer needed: inputs at their last use, results never used */
-        for (int i = 0; i < n->nin; i++)
+        for (int i = 0; i < n->nin && !keep; i++)
             if (last[n->in[i]] == k) {
                 fc_free(buf[n->in[i]]);
                 buf[n->in[i]] = NULL;
             }
-        for (int r = 0; r < n->nout; r++)
+        for (int r = 0; r < n->nout && !keep; r++)
             if (last[n->out[r]] < 0) {
                 fc_free(buf[n->out[r]]);
                 buf[n->out[r]] = NULL;
             }
     }
 
-    for (int o = 0; o < g->outputs.len; o++) {
+    for (int o = 0; o < g->outputs.len && outputs; o++) {
         int v = g->outputs.data[o];
         CHECK_OR_FAIL(buf[v] != NULL && outputs[o] != NULL);
         int64_t m = count(&val(g, v)->shape);
@@ -859,7 +881,10 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
 #undef CHECK_OR_FAIL
 done:
     if (buf)
-        for (int v = 0; v < nv; v++) fc_free(buf[v]);
+        for (int v = 0; v < nv; v++) {
+            if (keep && st == FC_OK) keep[v] = buf[v];
+            else fc_free(buf[v]);
+        }
     fc_free(buf);
     fc_free(last);
     return st;

@@ -28,4 +28,17 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
  * result: only then do the two roundings differ. */
 bool rt_interp_has_narrow_intermediates(const IrGraph *g);
 
+/* The gradient oracle (runtime/interp_grad.c; the rules are docs/training.md's "Gradient
+ * rules"). Runs the source graph g (composites included, before decomposition) forward as
+ * rt_interp_run does (values rounded to their dtypes after each op), then backward in f64 with
+ * its own per-op rules. grad_outputs[j]: the gradient of output j, dense f64 (NULL: zero;
+ * ignored for integer/bool outputs; grad_outputs itself NULL: all zero). grad_inputs[i]: room
+ * for the f64 gradient of input i, or NULL to skip (grad_inputs itself NULL: skip all);
+ * integer and bool inputs get no gradient (their entry must be NULL, else FC_ERR_USAGE).
+ * outputs: as rt_interp_run (may be NULL to not return them). Errors as rt_interp_run (gather
+ * id out of range ...). It runs dropout and cross_entropy forward itself where interp.c does
+ * not. Shares no code with the autodiff pass. */
+FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                        const double *const *grad_outputs, double *const *grad_inputs, FcErr *err);
+
 #endif
