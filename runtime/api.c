@@ -1447,11 +1447,49 @@ static FcStatus backward_unstage(FcProgram *p, FcTensor *const *grad_inputs) {
     return FC_OK;
 }
 
+/* The reference device's backward: the interpreter's own f64 backward (rt_interp_grad) on the
+ * source graph, its gradients rounded to the inputs' dtypes. */
+static FcStatus reference_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
+    const IrGraph *g = p->blk->src;
+    int nin = g->inputs.len, nout = g->outputs.len;
+    const void **in = fc_calloc((size_t)nin + 1, sizeof *in);
+    double **go = fc_calloc((size_t)nout + 1, sizeof *go), **gi = fc_calloc((size_t)nin + 1, sizeof *gi);
+    FcStatus s = in && go && gi ? FC_OK : FC_OOM(&p->err);
+    for (int i = 0; i < nin && s == FC_OK; i++) {
+        in[i] = tdata(p->last_in[i]);
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        if (!ir_dtype_is_float(x->dtype)) continue;
+        if (!(gi[i] = fc_calloc((size_t)(p->last_in[i]->nbytes / (int64_t)fc_dtype_size(x->dtype)) + 1, sizeof(double))))
+            s = FC_OOM(&p->err);
+    }
+    for (int j = 0; j < nout && s == FC_OK; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        if (!ir_dtype_is_float(y->dtype)) continue;
+        int64_t n = grad_outputs[j]->nbytes / (int64_t)fc_dtype_size(y->dtype);
+        if (!(go[j] = fc_calloc((size_t)n + 1, sizeof(double)))) s = FC_OOM(&p->err);
+        else rt_host_convert(FC_F64, go[j], y->dtype, tdata(grad_outputs[j]), n);
+    }
+    if (s == FC_OK) s = rt_interp_grad(g, in, NULL, (const double *const *)go, gi, &p->err);
+    for (int i = 0; i < nin && s == FC_OK; i++)
+        if (gi[i]) {
+            FcTensor *t = grad_inputs[i];
+            rt_host_convert(t->dtype, tdata(t), FC_F64, gi[i], t->nbytes / (int64_t)fc_dtype_size(t->dtype));
+        }
+    for (int i = 0; gi && i < nin; i++) fc_free(gi[i]);
+    for (int j = 0; go && j < nout; j++) fc_free(go[j]);
+    fc_free(gi);
+    fc_free(go);
+    fc_free(in);
+    if (s == FC_ERR_INTERNAL) p->unusable = true;
+    return s;
+}
+
 FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
     if (!p) return FC_ERR_USAGE;
     void *in[4096], *out[4096];
     FC_TRY(backward_bind(p, grad_outputs, grad_inputs, in, out));
-    FC_TRY(backward_once(p, in, out, -1));
+    if (p->dev->kind == FC_DEVICE_REFERENCE) FC_TRY(reference_backward(p, grad_outputs, grad_inputs));
+    else FC_TRY(backward_once(p, in, out, -1));
     return backward_unstage(p, grad_inputs);
 }
 
