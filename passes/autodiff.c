@@ -586,6 +586,7 @@ static FcStatus run(Ad *d, AdJoint *j) {
     IrGraph *g = d->g;
     for (int v = 0; v < src->values.len; v++) d->map[v] = -1;
     g->next_origin = src->next_origin;
+    j->first_bwd_origin = src->next_origin;
     /* inputs: the block's, then the outputs' gradients */
     for (int i = 0; i < src->inputs.len; i++) {
         const IrValue *x = ir_cval(src, src->inputs.data[i]);

@@ -33,6 +33,8 @@ typedef struct AdJoint {
     int nfwd_outputs;         /* the block's outputs come first */
     int *grad_in_of_output;   /* [nfwd_outputs] joint input index of the output's gradient, -1 */
     int *grad_out_of_input;   /* [nfwd_inputs] joint output index of the input's gradient, -1 */
+    int first_bwd_origin;     /* nodes with an origin below this are the forward's (decomposition
+                               * keeps origins), the others the backward's */
 } AdJoint;
 FcStatus pass_autodiff(const IrGraph *in, AdJoint *out, FcErr *err);
 void ad_joint_free(AdJoint *j);
@@ -51,6 +53,7 @@ typedef struct RematSaved {
     int64_t bytes;     /* counted against the budget (0 for a param) */
     int reader;        /* the joint node that needs it in the backward (a backward node, or a
                         * recomputed one); for the report */
+    bool reader_recomputed;   /* reader is a forward node the backward recomputes */
 } RematSaved;
 typedef struct RematPoint { int64_t bytes, flops; } RematPoint;
 typedef struct RematPlan {
@@ -146,6 +149,9 @@ FcStatus pass_report(const PassResult *r, const PassTarget *targets, int ntarget
 FcStatus pass_roofline_svg(const PassResult *r, const PassTarget *targets, int ntargets, int chosen,
                            StrBuf *out, FcErr *err);
 FcStatus pass_dot(const PassResult *r, StrBuf *out, FcErr *err);
+/* The training plan for --emit report: every saved value with its bytes, where it is held and
+ * which backward op reads it; the count of recomputed ops; the Pareto points. */
+FcStatus pass_report_remat(const AdJoint *j, const RematPlan *plan, StrBuf *out, FcErr *err);
 
 
 #endif

@@ -187,7 +187,8 @@ static FcStatus solve(Rm *r, const Cost *c, Choice *out) {
     for (int v = 0; v < n && ok; v++) {
         if (!r->fwd[v]) continue;
         const IrValue *x = ir_cval(g, v);
-        int64_t save = sat_mul(r->bytes[v], c->wb), rec;
+        /* saving a computed value also costs the forward its write (ties go to inputs) */
+        int64_t save = sat_add(sat_mul(r->bytes[v], c->wb), x->node >= 0 ? sat_mul(r->bytes[v], c->wf) : 0), rec;
         if (x->node < 0) {
             rec = INF;
         } else {
@@ -235,7 +236,8 @@ static FcStatus solve(Rm *r, const Cost *c, Choice *out) {
         const IrValue *x = ir_cval(g, v);
         if (x->node < 0) { bad = true; break; }
         seen[v] = true;
-        out->flops = sat_add(out->flops, r->flops[v]);
+        if (g->nodes.data[x->node].origin < r->j->first_bwd_origin)   /* forward work done again */
+            out->flops = sat_add(out->flops, r->flops[v]);
         const IrNode *nd = &g->nodes.data[x->node];
         for (int k = 0; k < nd->nin; k++)
             if (!pushed[nd->in[k]]) {
@@ -383,12 +385,17 @@ static FcStatus build(Rm *r, const Choice *c, RematPlan *p) {
         }
         /* why: the first backward node that reads it, else a recomputed one */
         sv.reader = -1;
-        for (int i = 0; i < g->nodes.len && sv.reader < 0; i++) {
-            const IrNode *nd = &g->nodes.data[i];
-            if (r->fwd_node[i] && !rec_node(r, c, i)) continue;
-            for (int k = 0; k < nd->nin; k++)
-                if (nd->in[k] == v) { sv.reader = i; break; }
-        }
+        for (int pass = 0; pass < 2 && sv.reader < 0; pass++)
+            for (int i = 0; i < g->nodes.len && sv.reader < 0; i++) {
+                const IrNode *nd = &g->nodes.data[i];
+                if (pass == 0 ? r->fwd_node[i] : !rec_node(r, c, i)) continue;
+                for (int k = 0; k < nd->nin; k++)
+                    if (nd->in[k] == v) {
+                        sv.reader = i;
+                        sv.reader_recomputed = pass == 1 && nd->origin < j->first_bwd_origin;
+                        break;
+                    }
+            }
         if (s == FC_OK && !FC_VEC_PUSH(&p->saved, sv)) s = FC_OOM(err);
     }
     /* backward: saved values and the outputs' gradients in; recomputed nodes, then the backward's */
@@ -430,7 +437,10 @@ static FcStatus build(Rm *r, const Choice *c, RematPlan *p) {
     for (int i = 0; i < p->bwd->nodes.len; i++)
         p->backward_flops = sat_add(p->backward_flops, ir_node_flops(p->bwd, &p->bwd->nodes.data[i]));
     p->nrecomputed = 0;
-    for (int v = 0; v < r->nfv; v++) p->nrecomputed += c->recomputed[v];
+    for (int v = 0; v < r->nfv; v++) {
+        const IrValue *x = ir_cval(g, v);
+        p->nrecomputed += c->recomputed[v] && g->nodes.data[x->node].origin < j->first_bwd_origin;
+    }
     return FC_OK;
 }
 

@@ -436,3 +436,49 @@ FcStatus pass_dot(const PassResult *res, StrBuf *o, FcErr *err) {
     if (o->failed) return FC_OOM(err);
     return FC_OK;
 }
+
+/* ---- the training plan ------------------------------------------------------------------------ */
+static const char *const remat_names[] = {"auto", "none", "full"};
+
+FcStatus pass_report_remat(const AdJoint *j, const RematPlan *plan, StrBuf *o, FcErr *err) {
+    FC_CHECK(err, j && j->graph && plan && (unsigned)plan->mode < 3);
+    const IrGraph *g = j->graph;
+    sb_printf(o, "# training plan: --remat %s", remat_names[plan->mode]);
+    if (plan->budget >= 0) sb_printf(o, ", --mem-budget %lld", (long long)plan->budget);
+    sb_printf(o, "; saved %d values, %lld bytes (params not counted; the least any choice saves: %lld); "
+                 "recomputed %d ops, %lld flops; forward %lld flops, backward %lld flops\n",
+              plan->saved.len, (long long)plan->saved_bytes, (long long)plan->floor_bytes, plan->nrecomputed,
+              (long long)plan->recompute_flops, (long long)plan->forward_flops, (long long)plan->backward_flops);
+    sb_puts(o, "# saved values: kept by the forward for the backward\n");
+    sb_printf(o, "%-40s %14s  %-10s %s\n", "value", "bytes", "held in", "why");
+    for (int k = 0; k < plan->saved.len; k++) {
+        const RematSaved *sv = &plan->saved.data[k];
+        char lab[320], why[320];
+        value_label(g, sv->value, lab, sizeof lab);
+        static const char *const where[] = {"input", "output", "buffer"};
+        if (sv->reader < 0) {
+            snprintf(why, sizeof why, "-");
+        } else {
+            const IrNode *n = &g->nodes.data[sv->reader];
+            snprintf(why, sizeof why, "read by %s%s (%s '%s' at %d:%d)", sv->reader_recomputed ? "recomputed " : "",
+                     ir_ops[n->op].name, sv->reader_recomputed ? "of" : "the backward of", ir_ops[n->origin_op].name,
+                     n->loc.line, n->loc.col);
+        }
+        const IrValue *pv = ir_cval(g, sv->value);
+        if (pv->node >= 0) {
+            const IrNode *pn = &g->nodes.data[pv->node];
+            size_t len = strlen(lab);
+            snprintf(lab + len, sizeof lab - len, " = %s", ir_ops[pn->op].name);
+        }
+        const IrValue *x = ir_cval(g, sv->value);
+        bool param = x->node < 0 && x->result < j->nfwd_inputs && g->is_param.data[x->result];
+        sb_printf(o, "%-40s %14lld  %-10s %s%s\n", lab, (long long)sv->bytes, where[sv->kind], why,
+                  param ? " (a param: not counted)" : "");
+    }
+    sb_printf(o, "# recomputed: %d forward ops the backward runs again (see --emit ir, # backward)\n", plan->nrecomputed);
+    sb_puts(o, "# Pareto front (saved bytes, recomputed flops) over the cost weights:\n");
+    for (int k = 0; k < plan->pareto.len; k++)
+        sb_printf(o, "#   %14lld bytes  %16lld flops\n", (long long)plan->pareto.data[k].bytes,
+                  (long long)plan->pareto.data[k].flops);
+    return FC_OK;
+}

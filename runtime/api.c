@@ -711,7 +711,15 @@ FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len) {
     case FC_EMIT_ROOFLINE: {
         ReportTargets rt;
         s = report_targets(b, &rt);
-        if (s == FC_OK && kind == FC_EMIT_REPORT) s = pass_report(&b->fwd.res, rt.t, rt.n, rt.chosen, &sb, &b->err);
+        if (s == FC_OK && kind == FC_EMIT_REPORT) {
+            if (b->train) sb_puts(&sb, "# forward\n");
+            s = pass_report(&b->fwd.res, rt.t, rt.n, rt.chosen, &sb, &b->err);
+            if (s == FC_OK && b->train) {
+                sb_puts(&sb, "# backward\n");
+                s = pass_report(&b->bwd.res, rt.t, rt.n, rt.chosen, &sb, &b->err);
+            }
+            if (s == FC_OK && b->train) s = pass_report_remat(&b->joint, &b->plan, &sb, &b->err);
+        }
         else if (s == FC_OK) s = pass_roofline_svg(&b->fwd.res, rt.t, rt.n, rt.chosen, &sb, &b->err);
         break;
     }
