@@ -535,6 +535,20 @@ static FcStatus rule_matmul(Ad *d, const IrNode *n, int g) {
         FC_TRY(accumulate_ub(d, a, c));
     }
     if (d->rg[b]) {
+        const IrShape *as = &V(d, a)->shape, *bs = &V(d, b)->shape;
+        if (bs->rank == 2 && as->rank > 2) {
+            /* a weight shared by every row of a batch: one product over all rows,
+             * a[M, K]^T @ g[M, N], instead of a product per batch summed afterwards */
+            int64_t K = as->dims[as->rank - 1], N = bs->dims[1], M = 1;
+            for (int i = 0; i < as->rank - 1; i++) M *= as->dims[i];
+            IrShape a2 = {.rank = 2, .dims = {M, K}}, g2 = {.rank = 2, .dims = {M, N}};
+            int ar, gr;
+            FC_TRY(reshape(d, a, &a2, &ar));
+            FC_TRY(reshape(d, g, &g2, &gr));
+            FC_TRY(transpose_last2(d, ar, &t));
+            FC_TRY(bin(d, IR_OP_MATMUL, t, gr, &c));
+            return accumulate(d, b, c);
+        }
         FC_TRY(transpose_last2(d, a, &t));
         FC_TRY(bin(d, IR_OP_MATMUL, t, g, &c));
         FC_TRY(accumulate_ub(d, b, c));

@@ -1,0 +1,123 @@
+# train.sh: `fusec run --train` on the CPU (docs/training.md).
+# - every example's gradients against the reference interpreter's own f64 backward (--check),
+#   fused with --remat auto, none and full, and eager (--no-fuse);
+# - the GPT-2 MLP's gradients against an independent NumPy f64 computation (its analytic
+#   backward, itself checked by central finite differences of its forward);
+# - a --mem-budget sweep from the floor to what --remat none saves: saved bytes never over
+#   the budget, gradients still passing --check; a budget below the floor is an error naming it;
+# - the command-line errors of training; bench --train's planned and measured peaks.
+# Run as `sh train.sh FUSEC SRCDIR`.
+. "$2/lib.sh"
+EX=$SRC/../../examples
+
+saved_bytes() { sed -n 's/^  saved  [0-9]* values, \([0-9]*\) bytes.*/\1/p' "$T/stdout"; }
+
+for f in gpt2_mlp gpt2_attn llama_layer gpt2_block residual_ln_gelu softmax_logits; do
+    modes="auto none full eager"
+    case $f in gpt2_block|residual_ln_gelu|softmax_logits) modes="auto eager" ;; esac
+    for mode in $modes; do
+        mkdir -p "o_${f}_$mode"
+        if [ "$mode" = eager ]; then set -- --no-fuse --remat none; else set -- --remat "$mode"; fi
+        if expect 0 run "$EX/$f.tf" --train --check --out-dir "o_${f}_$mode" "$@"; then
+            n=$(grep -c '^check grad_.* ok$' "$T/stdout")
+            [ "$n" -ge 1 ] || fail "$f $mode: no passing gradient check"
+            grep -q 'FAIL' "$T/stdout" && fail "$f $mode: a check failed"
+        fi
+    done
+done
+
+# --remat: none saves the most, full the least (only inputs), auto in between.
+expect 0 run "$EX/gpt2_mlp.tf" --train --remat none --out-dir o1 && none=$(saved_bytes)
+expect 0 run "$EX/gpt2_mlp.tf" --train --remat full --out-dir o1 && full=$(saved_bytes)
+expect 0 run "$EX/gpt2_mlp.tf" --train --out-dir o1 && auto=$(saved_bytes)
+if [ -n "$none" ] && [ -n "$full" ] && [ -n "$auto" ]; then
+    [ "$full" -le "$auto" ] && [ "$auto" -lt "$none" ] || fail "saved bytes: full $full, auto $auto, none $none"
+    [ "$full" -eq 65536 ] || fail "--remat full saves $full bytes; x alone is 65536"
+    # the budget sweep
+    for b in 65536 200000 800000 $none; do
+        if expect 0 run "$EX/gpt2_mlp.tf" --train --check --mem-budget "$b" --out-dir o1; then
+            s=$(saved_bytes)
+            [ -n "$s" ] && [ "$s" -le "$b" ] || fail "--mem-budget $b: saved $s bytes"
+            grep -q 'FAIL' "$T/stdout" && fail "--mem-budget $b: a check failed"
+        fi
+    done
+fi
+expect 1 run "$EX/gpt2_mlp.tf" --train --mem-budget 1000 && err_has "at least 65536 bytes"
+expect 1 "$EX/gpt2_mlp.tf" --train --mem-budget 1000 -o o1/x.cu && err_has "the floor"
+[ -e o1/x.cu ] && fail "a failed compile left o1/x.cu"
+
+# Command-line errors.
+MSG="--grad-output needs --train" expect_usage run "$EX/gpt2_mlp.tf" --grad-output out0=g.npy
+MSG="invalid --remat value 'some'" expect_usage run "$EX/gpt2_mlp.tf" --train --remat some
+MSG="has no float output of that name" expect_usage run "$EX/gpt2_mlp.tf" --train --grad-output nope=g.npy
+expect 0 run small.tf --remat full && err_has "--remat has no effect without --train"
+make_npy_f32 g.npy 3 4
+expect 1 run "$EX/gpt2_mlp.tf" --train --grad-output out0=g.npy && err_has "the gradient of output 'out0'"
+
+if [ "$HAVE_NUMPY" = 1 ]; then
+    python3 - "$FUSEC" "$EX/gpt2_mlp.tf" <<'PY' || fail "the GPT-2 MLP's gradients differ from NumPy's"
+import subprocess, sys, numpy as np
+fusec, src = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(20261124)
+B, T, C = 2, 64, 128
+ins = dict(x=rng.standard_normal((B, T, C)), g=rng.standard_normal(C), b=rng.standard_normal(C),
+           w_fc=rng.standard_normal((C, 4 * C)) / np.sqrt(C), b_fc=rng.standard_normal(4 * C),
+           w_proj=rng.standard_normal((4 * C, C)) / np.sqrt(4 * C), b_proj=rng.standard_normal(C))
+for k, v in ins.items(): np.save(k + ".npy", v.astype(np.float32))
+gy = rng.standard_normal((B, T, C)); np.save("gy.npy", gy.astype(np.float32))
+ins = {k: np.load(k + ".npy").astype(np.float64) for k in ins}
+gy = np.load("gy.npy").astype(np.float64)
+c = np.sqrt(2 / np.pi)
+
+def forward(p):
+    x = p["x"]; mu = x.mean(-1, keepdims=True); d = x - mu
+    r = 1 / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5); xh = d * r; h = xh * p["g"] + p["b"]
+    a = h @ p["w_fc"] + p["b_fc"]; t = np.tanh(c * (a + 0.044715 * a ** 3)); ge = 0.5 * a * (1 + t)
+    return x + ge @ p["w_proj"] + p["b_proj"], (xh, r, h, a, t, ge)
+
+def backward(p):
+    y, (xh, r, h, a, t, ge) = forward(p)
+    g = {"b_proj": gy.sum((0, 1)), "w_proj": np.einsum("btk,btc->kc", ge, gy)}
+    dga = 0.5 * (1 + t) + 0.5 * a * (1 - t * t) * c * (1 + 3 * 0.044715 * a * a)
+    ga = (gy @ p["w_proj"].T) * dga
+    g["w_fc"] = np.einsum("btc,btk->ck", h, ga); g["b_fc"] = ga.sum((0, 1))
+    gh = ga @ p["w_fc"].T
+    g["g"] = (gh * xh).sum((0, 1)); g["b"] = gh.sum((0, 1)); gx = gh * p["g"]
+    g["x"] = gy + r * (gx - gx.mean(-1, keepdims=True) - xh * (gx * xh).mean(-1, keepdims=True))
+    return y, g
+
+y, ref = backward(ins)
+# the NumPy backward itself against central differences of the NumPy forward, along random directions
+for k in ins:
+    v = rng.standard_normal(ins[k].shape); h = 1e-6
+    pp = dict(ins); pp[k] = ins[k] + h * v; lp = (forward(pp)[0] * gy).sum()
+    pm = dict(ins); pm[k] = ins[k] - h * v; lm = (forward(pm)[0] * gy).sum()
+    fd, an = (lp - lm) / (2 * h), (ref[k] * v).sum()
+    assert abs(fd - an) <= 1e-6 * max(1.0, abs(an)), (k, fd, an)
+for mode in (["--remat", "auto"], ["--remat", "none"], ["--remat", "full"], ["--no-fuse"]):
+    args = [fusec, "run", src, "--train", "--out-dir", ".", "--grad-output", "out0=gy.npy"] + mode
+    args += ["--input=%s=%s.npy" % (k, k) for k in ins]
+    subprocess.run(args, check=True, capture_output=True)
+    assert np.abs(np.load("out0.npy") - y).max() <= 1e-5 * np.abs(y).max()
+    for k, v in ref.items():
+        got = np.load("grad_%s.npy" % k)
+        err = np.abs(got - v).max() / np.abs(v).max()
+        assert got.dtype == np.float32 and got.shape == v.shape, (k, got.dtype, got.shape)
+        assert err <= 1e-5, (mode, k, err)   # f32 with reductions of <= 512 terms: measured <= 6e-7
+PY
+    # bench --train: the planned peak is what the device's high-water mark measures.
+    if expect 0 bench "$EX/gpt2_mlp.tf" --train --repeat 3 --json; then
+        python3 - "$T/stdout" <<'PY' || fail "bench --train --json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["train"] is True
+for p in ("fused", "eager"):
+    q = d[p]
+    assert q["planned_peak_bytes"] == q["peak_bytes"] > 0, (p, q["planned_peak_bytes"], q["peak_bytes"])
+    assert q["saved_bytes"] > 0
+assert d["fused"]["saved_bytes"] < d["eager"]["saved_bytes"]
+assert len(d["fused"]["kernels"]) > 5
+PY
+    fi
+fi
+finish
