@@ -105,6 +105,18 @@ static FcStatus broadcast(Ad *d, int x, const IrShape *s, int *out) {
     IrAttrs a = {.nlist = s->rank, .list = dims};
     return emit(d, IR_OP_BROADCAST, &x, 1, &a, out);
 }
+/* x broadcast to shape s as an elementwise op (x * ones(s), the ones a generator): a row kernel
+ * takes it with the reduction that made x, where a broadcast (an index map) would need a kernel
+ * of its own. */
+static FcStatus expand(Ad *d, int x, const IrShape *s, int *out) {
+    if (ir_shape_eq(&V(d, x)->shape, s)) { *out = x; return FC_OK; }
+    int64_t dims[IR_MAX_RANK];
+    memcpy(dims, s->dims, sizeof dims);
+    IrAttrs a = {.nlist = s->rank, .list = dims, .f = 1.0, .dtype = DT(d, x)};
+    int ones;
+    FC_TRY(emit(d, IR_OP_FULL, NULL, 0, &a, &ones));
+    return bin(d, IR_OP_MUL, x, ones, out);
+}
 static FcStatus reduce(Ad *d, IrOp op, int x, const int64_t *axes, int naxes, bool keepdim, int *out) {
     int64_t ax[IR_MAX_RANK];
     memcpy(ax, axes, sizeof(int64_t) * (size_t)naxes);
@@ -130,7 +142,9 @@ static FcStatus unbroadcast(Ad *d, int g, const IrShape *to, int *out) {
     for (int i = 0; i < gs->rank; i++)
         if (i < lead || (to->dims[i - lead] == 1 && gs->dims[i] != 1)) axes[n++] = i;
     int s = g;
-    if (n) FC_TRY(reduce(d, IR_OP_SUM, g, axes, n, false, &s));
+    /* with no leading axes to drop, keepdim gives `to` itself: no index map after the sum,
+     * which would keep it out of a row kernel */
+    if (n) FC_TRY(reduce(d, IR_OP_SUM, g, axes, n, lead == 0, &s));
     return reshape(d, s, to, out);
 }
 
@@ -364,7 +378,7 @@ static FcStatus rule_reduce(Ad *d, const IrNode *n, int g) {
             for (int j = 0; j < n->a.nlist; j++) cnt *= xs->dims[n->a.list[j]];
             FC_TRY(mulc(d, gk, 1.0 / (double)cnt, &gk));
         }
-        FC_TRY(broadcast(d, gk, xs, &c));
+        FC_TRY(expand(d, gk, xs, &c));
         return accumulate(d, x, c);
     }
     /* max/min: the gradient is shared equally by the elements equal to the result */

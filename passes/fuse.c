@@ -60,6 +60,50 @@ static int64_t numel(const IrShape *s) {
 /* Is node i in the candidate group (groups a and b)? */
 static bool in_cand(const Fuse *f, int i, int a, int b) { return f->grp[i] == a || f->grp[i] == b; }
 
+/* Is node i a swap of the last two dims whose result only the matrix product mm reads, as an
+ * operand, with its input from outside the candidate? The library call then reads the
+ * untransposed buffer with its transpose flag (lower.c's operand_direct). */
+static bool operand_transpose(const Fuse *f, int i, int mm, int a, int b) {
+    const IrGraph *g = f->g;
+    const IrNode *n = &g->nodes.data[i];
+    if (n->op != IR_OP_TRANSPOSE) return false;
+    int r = V(f, n->out[0])->shape.rank;
+    if (r < 2 || n->a.list[r - 2] != r - 1 || n->a.list[r - 1] != r - 2) return false;
+    for (int d = 0; d < r - 2; d++)
+        if (n->a.list[d] != d) return false;
+    int p = V(f, n->in[0])->node;
+    if (p >= 0 && in_cand(f, p, a, b)) return false;
+    const IrNode *m = &g->nodes.data[mm];
+    if (m->in[0] != n->out[0] && m->in[1] != n->out[0]) return false;
+    for (int k = 0; k < g->outputs.len; k++)
+        if (g->outputs.data[k] == n->out[0]) return false;
+    for (int c = 0; c < f->n; c++) {
+        if (c == mm) continue;
+        const IrNode *u = &g->nodes.data[c];
+        for (int j = 0; j < u->nin; j++)
+            if (u->in[j] == n->out[0]) return false;
+    }
+    return true;
+}
+
+/* Is node i a transpose of the last two dims read only by one f32/f64 matrix product? */
+static bool feeds_library_product(const Fuse *f, int i) {
+    const IrGraph *g = f->g;
+    if (g->nodes.data[i].op != IR_OP_TRANSPOSE) return false;
+    int v = g->nodes.data[i].out[0], mm = -1;
+    for (int c = i + 1; c < f->n; c++) {
+        const IrNode *u = &g->nodes.data[c];
+        for (int j = 0; j < u->nin; j++)
+            if (u->in[j] == v) {
+                if (mm >= 0 && mm != c) return false;
+                mm = c;
+            }
+    }
+    if (mm < 0 || g->nodes.data[mm].op != IR_OP_MATMUL) return false;
+    FcDtype t = V(f, g->nodes.data[mm].out[0])->dtype;
+    return (t == FC_F32 || t == FC_F64) && operand_transpose(f, i, mm, f->grp[i], f->grp[i]);
+}
+
 /* Checks that groups a and b together can be scheduled as one kernel. Returns NULL if so,
  * else the reason. */
 static const char *schedulable(Fuse *f, int a, int b) {
@@ -77,7 +121,7 @@ static const char *schedulable(Fuse *f, int a, int b) {
          * producers and consumers fuse with their other neighbours instead */
         const IrValue *o = V(f, g->nodes.data[mm].out[0]);
         int cnt = 0;
-        for (int i = 0; i < f->n; i++) cnt += in_cand(f, i, a, b);
+        for (int i = 0; i < f->n; i++) cnt += in_cand(f, i, a, b) && !operand_transpose(f, i, mm, a, b);
         if ((o->dtype == FC_F32 || o->dtype == FC_F64) && cnt > 1)
             return "a matrix product through the library runs as its own call";
     }
@@ -221,9 +265,11 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
     }
     f.eager = !opt->fuse;
     for (int i = 0; i < f.n; i++) f.grp[i] = i;
-    /* vertical: each node absorbs its producers */
+    /* vertical: each node absorbs its producers (but a transpose that a library product will
+     * read with its transpose flag waits for that product) */
     for (int i = 0; i < f.n; i++) {
         const IrNode *n = &g->nodes.data[i];
+        if (opt->library_gemm && feeds_library_product(&f, i)) continue;
         for (int j = 0; j < n->nin; j++) {
             int p = ir_cval(g, n->in[j])->node;
             if (p >= 0 && !generated(&f, n->in[j])) try_merge(&f, f.grp[p], f.grp[i]);
