@@ -30,6 +30,33 @@ typedef struct CgIoDesc {
 } CgIoDesc;
 FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io, int nio,
                      StrBuf *out, FcErr *err);
+/* Training (`fusec --train --emit cuda`, docs/cuda.md): one unit with the forward program fwd
+ * and the backward program t->bwd: fusec_<entry>_workspace_size, _saved_bytes, _forward(inputs...,
+ * outputs..., void *saved, workspace...), _backward_workspace_size and _backward(inputs...,
+ * outputs..., const void *saved, grad_outputs... (one per float output), grad_inputs... (one per
+ * float input), workspace...). fwd writes the block's outputs, then t->nsaved saved buffers
+ * (t->saved: their dtypes and shapes, names for comments), laid out in `saved` at 256-byte
+ * aligned offsets in that order. The backward's kernels are named "bwd_" + KirKernel.name. */
+typedef enum CgArgKind {
+    CG_ARG_INPUT,         /* in<index>: a block input */
+    CG_ARG_OUTPUT,        /* out<index>: a block output */
+    CG_ARG_SAVED,         /* saved buffer <index> */
+    CG_ARG_GRAD_OUTPUT,   /* grad_out<index>: the gradient of (float) block output <index> */
+    CG_ARG_GRAD_INPUT     /* grad_in<index>: the gradient of (float) block input <index> */
+} CgArgKind;
+typedef struct CgArg { CgArgKind kind; int index; } CgArg;
+typedef struct CgTrain {
+    const KirProgram *bwd;
+    const CgIoDesc *saved;   /* [nsaved] fwd's outputs after the block's */
+    int nsaved;
+    const CgArg *bwd_in;     /* [nbwd_in] what each input of bwd is (not a CG_ARG_GRAD_INPUT) */
+    int nbwd_in;
+    const int *bwd_out;      /* [nbwd_out] the block input whose gradient each output of bwd is:
+                              * every float input once */
+    int nbwd_out;
+} CgTrain;
+FcStatus cg_cuda_aot_train(const KirProgram *fwd, const CgTrain *t, const char *entry, const CgIoDesc *io, int nio,
+                           StrBuf *out, FcErr *err);
 
 /* llvm.c ------------------------------------------------------------------------------------
  * Each kernel k becomes a function

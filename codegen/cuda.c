@@ -1,5 +1,6 @@
 /* cuda.c: the kernel IR printed as CUDA C (cg_cuda_kernels) and as an ahead-of-time
- * translation unit with its host launcher (cg_cuda_aot). Mapping: docs/cuda.md.
+ * translation unit with its host launcher (cg_cuda_aot), or with the forward and backward
+ * launchers of a training plan (cg_cuda_aot_train). Mapping: docs/cuda.md.
  *
  * The printer decides nothing: grid, block, loops, barriers and reductions are those of the
  * KirKernel. It checks that the IR is printable (types agree, variables are used in the
@@ -1262,7 +1263,20 @@ int64_t cg_cuda_dynamic_shared(const KirKernel *k) {
     return total + CG_RED_SCRATCH_MAX > CG_MAX_STATIC_SHARED ? total : 0;
 }
 
-static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr *err) {
+/* Does k divide floats (a division or a reciprocal in f32/f64)? In a training unit such a kernel
+ * is declared __launch_bounds__(BLOCK, 1): ptxas compiles IEEE division's slow path as a call,
+ * and with the block size alone it spilled values live across that call in kernels of the
+ * examples' training units (docs/cuda.md, "Training"). */
+static bool divides_floats(const KirKernel *k) {
+    for (int i = 0; i < k->exprs.len; i++) {
+        const KirExpr *e = &k->exprs.data[i];
+        if (is_float(e->type) && ((e->kind == KE_BINARY && e->op == KB_DIV) || (e->kind == KE_UNARY && e->op == KU_RECIP)))
+            return true;
+    }
+    return false;
+}
+
+static FcStatus put_kernel(const KirKernel *k, const char *prefix, bool train, StrBuf *out, bool *helpers, FcErr *err) {
     FC_TRY(check_kernel_header(k, err));
     Cg c = {.k = k, .o = out, .err = err, .st = FC_OK, .helpers = helpers, .vec_var = -1, .fma_expr = -1};
     int nv = k->vars.len, ne = k->exprs.len;
@@ -1302,7 +1316,7 @@ static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr
         }
 
     /* the comment: what the kernel is and how to launch it */
-    sb_printf(out, "/* %s: kind ", k->name);
+    sb_printf(out, "/* %s%s: kind ", prefix, k->name);
     put_comment_text(out, k->kind, 64);
     sb_puts(out, ", ops [");
     put_comment_text(out, k->ops, 400);
@@ -1318,7 +1332,8 @@ static FcStatus put_kernel(const KirKernel *k, StrBuf *out, bool *helpers, FcErr
     sb_printf(out, " * modelled: %lld bytes read, %lld bytes written, %lld flops */\n", (long long)k->bytes_read,
               (long long)k->bytes_written, (long long)k->flops);
 
-    sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", k->block, k->name);
+    sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d%s) %s%s(", k->block,
+              train && divides_floats(k) ? ", 1" : "", prefix, k->name);
     for (int i = 0; i < k->params.len; i++) {
         const KirParam *p = &k->params.data[i];
         sb_printf(out, "%s%s%s* __restrict__ p%d", i ? ", " : "", p->written ? "" : "const ",
@@ -1397,24 +1412,49 @@ static void put_preamble(StrBuf *out, const bool *helpers) {
     sb_putc(out, '\n');
 }
 
-/* All kernels of p (helpers first) into out. */
-static FcStatus put_kernels(const KirProgram *p, StrBuf *out, FcErr *err) {
+/* Is a1 a2 (concatenated) the same string as b1 b2? */
+static bool concat_eq(const char *a1, const char *a2, const char *b1, const char *b2) {
+    const char *a = a1, *b = b1;
+    for (;;) {
+        if (!*a && a2) { a = a2; a2 = NULL; continue; }
+        if (!*b && b2) { b = b2; b2 = NULL; continue; }
+        if (*a != *b) return false;
+        if (!*a) return true;
+        a++, b++;
+    }
+}
+
+/* All kernels of the n programs ps (helpers first, once) into out; the kernels of ps[i] are
+ * named prefixes[i] + KirKernel.name, and no two names may be equal. */
+static FcStatus put_kernels_of(const KirProgram *const *ps, const char *const *prefixes, int n, bool train,
+                               StrBuf *out, FcErr *err) {
     bool helpers[H_COUNT] = {0};
     StrBuf ks = {0};
     FcStatus st = FC_OK;
-    for (int i = 0; i < p->kernels.len && st == FC_OK; i++) {
-        const KirKernel *k = p->kernels.data[i];
-        if (!k) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %d is NULL", i); break; }
-        for (int j = 0; j < i; j++)
-            if (k->name && p->kernels.data[j]->name && !strcmp(k->name, p->kernels.data[j]->name)) {
-                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: two kernels named %s",
-                                generated_ident(k->name) ? k->name : "?");
-                break;
-            }
-        if (st != FC_OK) break;
-        if (k->library) continue;   /* a library call: no kernel text */
-        if (ks.len) sb_putc(&ks, '\n');
-        st = put_kernel(k, &ks, helpers, err);
+    for (int q = 0; q < n && st == FC_OK; q++) {
+        const KirProgram *p = ps[q];
+        for (int i = 0; i < p->kernels.len && st == FC_OK; i++) {
+            const KirKernel *k = p->kernels.data[i];
+            if (!k) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: kernel %d is NULL", i); break; }
+            for (int j = 0; j < i; j++)
+                if (k->name && p->kernels.data[j]->name && !strcmp(k->name, p->kernels.data[j]->name)) {
+                    st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: two kernels named %s",
+                                    generated_ident(k->name) ? k->name : "?");
+                    break;
+                }
+            for (int q2 = 0; q2 < q && st == FC_OK; q2++)   /* another program's (their names are checked) */
+                for (int j = 0; j < ps[q2]->kernels.len; j++)
+                    if (k->name && ps[q2]->kernels.data[j]->name &&
+                        concat_eq(prefixes[q], k->name, prefixes[q2], ps[q2]->kernels.data[j]->name)) {
+                        st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: two kernels named %s%s", prefixes[q],
+                                        generated_ident(k->name) ? k->name : "?");
+                        break;
+                    }
+            if (st != FC_OK) break;
+            if (k->library) continue;   /* a library call: no kernel text */
+            if (ks.len) sb_putc(&ks, '\n');
+            st = put_kernel(k, prefixes[q], train, &ks, helpers, err);
+        }
     }
     if (st == FC_OK) {
         if (ks.failed) st = FC_OOM(err);
@@ -1425,6 +1465,12 @@ static FcStatus put_kernels(const KirProgram *p, StrBuf *out, FcErr *err) {
     }
     sb_free(&ks);
     return st;
+}
+
+/* All kernels of p (helpers first) into out. */
+static FcStatus put_kernels(const KirProgram *p, StrBuf *out, FcErr *err) {
+    const char *none = "";
+    return put_kernels_of(&p, &none, 1, false, out, err);
 }
 
 FcStatus cg_cuda_kernels(const KirProgram *p, StrBuf *out, FcErr *err) {
@@ -1455,218 +1501,232 @@ static void put_shape(StrBuf *o, FcDtype t, const IrShape *s) {
     sb_putc(o, ']');
 }
 
-FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io, int nio,
-                     StrBuf *out, FcErr *err) {
-    FC_CHECK(err, p && out && (io || nio == 0) && nio >= 0);
-    if (!c_ident(entry))
-        return fc_err_set(err, FC_ERR_USAGE, "cuda codegen: the entry name is not a C identifier");
-    /* inputs and outputs: argument names in0.., out0.. in declaration order */
-    int nin = 0, nout = 0;
-    int *arg_of = fc_calloc((size_t)nio + 1, sizeof(int));   /* io index -> in/out index */
-    if (!arg_of) return FC_OOM(err);
-    FcStatus st = FC_OK;
+/* The unit's arguments: the block's inputs in0.. and outputs out0.. (in declaration order), in
+ * training also the saved buffers (at 256-byte aligned offsets in `saved`) and the gradients
+ * grad_outJ / grad_inI of the float outputs and inputs. */
+typedef struct Aot {
+    const CgIoDesc *io;
+    int nio;
+    int *arg_of;              /* [nio] io index -> in/out number */
+    int *in_io, *out_io;      /* in number -> io index; out number -> io index */
+    int nin, nout;
+    bool train;
+    const CgIoDesc *saved;
+    int nsaved;
+    int64_t *saved_off;       /* [nsaved] byte offsets in `saved` */
+    int64_t saved_bytes;      /* the end of the last one */
+} Aot;
+
+/* One host entry point: a program and where each of its input and output buffers lives. */
+typedef struct AotFn {
+    const KirProgram *p;
+    const char *prefix;       /* of its kernels' names */
+    const CgArg *in, *out;    /* [npin], [npout] */
+    int npin, npout;
+    bool backward;            /* reads `saved` (else writes it) */
+    /* found by aot_check */
+    int64_t need, status_off;
+    bool any_status, too_big, any_gemm, uses_ws, uses_saved;
+} AotFn;
+
+static void aot_free(Aot *a) {
+    fc_free(a->arg_of);
+    fc_free(a->in_io);
+    fc_free(a->out_io);
+    fc_free(a->saved_off);
+}
+
+/* Fills a from io (and the saved buffers); FC_OK or an error. */
+static FcStatus aot_init(Aot *a, const CgIoDesc *io, int nio, const CgIoDesc *saved, int nsaved, FcErr *err) {
+    memset(a, 0, sizeof *a);
+    a->io = io;
+    a->nio = nio;
+    a->saved = saved;
+    a->nsaved = nsaved;
+    a->arg_of = fc_calloc((size_t)nio + 1, sizeof(int));
+    a->in_io = fc_calloc((size_t)nio + 1, sizeof(int));
+    a->out_io = fc_calloc((size_t)nio + 1, sizeof(int));
+    a->saved_off = fc_calloc((size_t)nsaved + 1, sizeof(int64_t));
+    if (!a->arg_of || !a->in_io || !a->out_io || !a->saved_off) return FC_OOM(err);
     for (int i = 0; i < nio; i++) {
-        if (!storage_ctype(io[i].dtype)) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: io %d has a bad dtype", i); goto done; }
-        arg_of[i] = io[i].is_output ? nout++ : nin++;
+        if (!storage_ctype(io[i].dtype)) return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: io %d has a bad dtype", i);
+        if (io[i].is_output) a->out_io[a->arg_of[i] = a->nout++] = i;
+        else a->in_io[a->arg_of[i] = a->nin++] = i;
     }
-    /* buffers: inputs/outputs must match io; temps must lie in the workspace */
+    for (int k = 0; k < nsaved; k++) {
+        int64_t numel, bytes, at = (a->saved_bytes + 255) / 256 * 256;
+        if (!storage_ctype(saved[k].dtype) || !ir_shape_numel(&saved[k].shape, &numel) ||
+            !fc_mul64(numel, (int64_t)fc_dtype_size(saved[k].dtype), &bytes) || at < a->saved_bytes ||
+            !fc_add64(at, bytes, &a->saved_bytes))
+            return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: saved buffer %d: bad dtype or size", k);
+        a->saved_off[k] = at;
+    }
+    return FC_OK;
+}
+
+/* The description of argument x, or NULL when it does not exist. */
+static const CgIoDesc *arg_desc(const Aot *a, CgArg x) {
+    switch (x.kind) {
+    case CG_ARG_INPUT: case CG_ARG_GRAD_INPUT: return x.index >= 0 && x.index < a->nin ? &a->io[a->in_io[x.index]] : NULL;
+    case CG_ARG_OUTPUT: case CG_ARG_GRAD_OUTPUT: return x.index >= 0 && x.index < a->nout ? &a->io[a->out_io[x.index]] : NULL;
+    case CG_ARG_SAVED: return x.index >= 0 && x.index < a->nsaved ? &a->saved[x.index] : NULL;
+    }
+    return NULL;
+}
+
+/* Checks f's program against its arguments: inputs and outputs match their descriptions, temps
+ * lie in the workspace, launches fit their kernels; then its workspace size. */
+static FcStatus aot_check(const Aot *a, AotFn *f, FcErr *err) {
+    const KirProgram *p = f->p;
     const int64_t ws = p->workspace_bytes;
-    if (ws < 0) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: negative workspace"); goto done; }
+    if (ws < 0) return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: negative workspace");
     for (int b = 0; b < p->buffers.len; b++) {
         const KirBuffer *buf = &p->buffers.data[b];
         int64_t bytes, end;
         if (!storage_ctype(buf->dtype) || buf->numel < 0 ||
-            !fc_mul64(buf->numel, (int64_t)fc_dtype_size(buf->dtype), &bytes)) {
-            st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: buffer b%d: bad dtype or size", b);
-            goto done;
-        }
+            !fc_mul64(buf->numel, (int64_t)fc_dtype_size(buf->dtype), &bytes))
+            return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: buffer b%d: bad dtype or size", b);
         if (buf->kind == KIR_BUF_TEMP) {
-            if (buf->offset < 0 || buf->offset % 256 || !fc_add64(buf->offset, bytes, &end) || end > ws) {
-                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: temp b%d [%lld, +%lld) outside the workspace of %lld bytes",
-                                b, (long long)buf->offset, (long long)bytes, (long long)ws);
-                goto done;
-            }
-        } else {
-            bool want_out = buf->kind == KIR_BUF_OUTPUT;
-            int j = 0;
-            for (; j < nio; j++)
-                if (io[j].is_output == want_out && arg_of[j] == buf->index) break;
-            int64_t numel = -1;
-            if (j == nio || io[j].dtype != buf->dtype || !ir_shape_numel(&io[j].shape, &numel) || numel != buf->numel) {
-                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: buffer b%d does not match %s %d", b,
-                                want_out ? "output" : "input", buf->index);
-                goto done;
-            }
+            if (buf->offset < 0 || buf->offset % 256 || !fc_add64(buf->offset, bytes, &end) || end > ws)
+                return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: temp b%d [%lld, +%lld) outside the workspace of %lld bytes",
+                                  b, (long long)buf->offset, (long long)bytes, (long long)ws);
+            f->uses_ws = true;
+            continue;
         }
+        bool want_out = buf->kind == KIR_BUF_OUTPUT;
+        const CgIoDesc *d = NULL;
+        if (buf->index >= 0 && buf->index < (want_out ? f->npout : f->npin)) {
+            CgArg x = (want_out ? f->out : f->in)[buf->index];
+            d = arg_desc(a, x);
+            f->uses_saved |= x.kind == CG_ARG_SAVED;
+        }
+        int64_t numel = -1;
+        if (!d || d->dtype != buf->dtype || !ir_shape_numel(&d->shape, &numel) || numel != buf->numel)
+            return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: buffer b%d does not match %s %d", b,
+                              want_out ? "output" : "input", buf->index);
     }
-    bool any_status = false, too_big = false, any_gemm = false;
     for (int l = 0; l < p->launches.len; l++) {
         const KirLaunch *la = &p->launches.data[l];
-        if (la->kernel < 0 || la->kernel >= p->kernels.len) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: bad kernel", l); goto done; }
+        if (la->kernel < 0 || la->kernel >= p->kernels.len) return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: bad kernel", l);
         const KirKernel *k = p->kernels.data[la->kernel];
-        if (la->nargs != k->params.len) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: %d args for %d params", l, la->nargs, k->params.len); goto done; }
-        for (int a = 0; a < la->nargs; a++) {
-            int b = la->args[a];
-            const KirParam *prm = &k->params.data[a];
-            if (b < 0 || b >= p->buffers.len) { st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: bad buffer", l); goto done; }
+        if (la->nargs != k->params.len) return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: %d args for %d params", l, la->nargs, k->params.len);
+        for (int i = 0; i < la->nargs; i++) {
+            int b = la->args[i];
+            const KirParam *prm = &k->params.data[i];
+            if (b < 0 || b >= p->buffers.len) return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: bad buffer", l);
             const KirBuffer *buf = &p->buffers.data[b];
-            if (buf->dtype != prm->dtype || buf->numel < prm->numel || (prm->written && buf->kind == KIR_BUF_INPUT)) {
-                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: b%d does not fit p%d of %s", l, b, a,
-                                generated_ident(k->name) ? k->name : "?");
-                goto done;
-            }
-            for (int a2 = 0; a2 < a; a2++)   /* params are __restrict__: no aliasing with a write */
-                if (la->args[a2] == b && (prm->written || k->params.data[a2].written)) {
-                    st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d binds b%d to two params, one written", l, b);
-                    goto done;
-                }
+            if (buf->dtype != prm->dtype || buf->numel < prm->numel || (prm->written && buf->kind == KIR_BUF_INPUT))
+                return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: b%d does not fit p%d of %s", l, b, i,
+                                  generated_ident(k->name) ? k->name : "?");
+            for (int i2 = 0; i2 < i; i2++)   /* params are __restrict__: no aliasing with a write */
+                if (la->args[i2] == b && (prm->written || k->params.data[i2].written))
+                    return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d binds b%d to two params, one written", l, b);
         }
-        any_status |= k->uses_status;
-        any_gemm |= k->library;
+        f->any_status |= k->uses_status;
+        f->any_gemm |= k->library;
         if (k->library && (k->gemm.m > INT32_MAX || k->gemm.n > INT32_MAX || k->gemm.k > INT32_MAX ||
-                           k->gemm.batch > INT32_MAX)) {
-            st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: a library product too large", l);
-            goto done;
-        }
-        too_big |= k->grid > CG_MAX_GRID;
+                           k->gemm.batch > INT32_MAX))
+            return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: a library product too large", l);
+        f->too_big |= k->grid > CG_MAX_GRID;
     }
-    int64_t status_off = 0, need = ws;
-    if (any_status && (!fc_add64(ws, 255, &status_off) || !fc_add64(status_off / 256 * 256, 4, &need))) {
-        st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: workspace size overflows");
-        goto done;
-    }
-    status_off = status_off / 256 * 256;
+    f->uses_ws |= f->any_status;
+    f->status_off = 0;
+    f->need = ws;
+    if (f->any_status && (!fc_add64(ws, 255, &f->status_off) || !fc_add64(f->status_off / 256 * 256, 4, &f->need)))
+        return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: workspace size overflows");
+    f->status_off = f->status_off / 256 * 256;
+    return FC_OK;
+}
 
-    /* ---- the comment at the top ---- */
-    sb_puts(out, "/* CUDA C++ generated by fusec " FUSEC_VERSION " for block ");
-    put_comment_text(out, p->block_name, 80);
-    sb_puts(out, ": an ahead-of-time unit.\n *\n * Interface (all pointers are device pointers to dense row-major tensors):\n");
-    sb_printf(out, " *   extern \"C\" int fusec_%s_workspace_size(size_t *bytes);\n", entry);
-    sb_printf(out, " *   extern \"C\" int fusec_%s_forward(", entry);
+/* A tensor argument's C name: in0, out0, grad_out0, grad_in0. */
+static void put_arg_name(StrBuf *o, CgArg x) {
+    static const char *const names[] = {[CG_ARG_INPUT] = "in", [CG_ARG_OUTPUT] = "out", [CG_ARG_SAVED] = "saved",
+                                        [CG_ARG_GRAD_OUTPUT] = "grad_out", [CG_ARG_GRAD_INPUT] = "grad_in"};
+    sb_printf(o, "%s%d", names[x.kind], x.index);
+}
+
+/* The parameters of the forward or the backward: the tensors (inputs then outputs; all read by
+ * the backward), then in training `saved` (and in the backward the gradients of the float
+ * outputs, then of the float inputs), then the workspace and the stream; `sep` between these
+ * groups. */
+static void put_params(StrBuf *o, const Aot *a, bool backward, const char *sep) {
     int cnt = 0;
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < nio; i++)
-            if (io[i].is_output == (pass == 1))
-                sb_printf(out, "%s%s%s *%s%d", cnt++ ? ", " : "", pass ? "" : "const ", storage_ctype(io[i].dtype),
-                          pass ? "out" : "in", arg_of[i]);
-    sb_puts(out, nio ? ",\n *           " : "");
-    sb_puts(out, "void *workspace, size_t workspace_bytes, cudaStream_t stream);\n *\n * Arguments:\n");
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < nio; i++) {
-            if (io[i].is_output != (pass == 1)) continue;
-            sb_printf(out, " *   %s%d  ", pass ? "out" : "in", arg_of[i]);
-            put_shape(out, io[i].dtype, &io[i].shape);
-            sb_puts(out, "  ");
-            put_comment_text(out, io[i].name, 100);
-            sb_puts(out, pass ? "  (output)\n" : "  (input)\n");
-        }
-    if (nio == 0) sb_puts(out, " *   (none)\n");
-    sb_printf(out, " *   workspace: at least fusec_%s_workspace_size() bytes (%lld), 256-byte aligned\n"
-                   " *              (cudaMalloc memory is); may be NULL when that size is 0.\n", entry, (long long)need);
-    sb_puts(out, " *   f16/bf16 are passed as their 16-bit patterns (unsigned short), f8 as bytes, bool as\n"
-                 " *   one byte 0/1. Inputs and outputs must not overlap each other or the workspace.\n"
-                 " *\n * Both functions return 0 on success, else an FcStatus code:\n"
-                 " *   2  a NULL tensor pointer, or a workspace too small, NULL or misaligned\n"
-                 " *   7  a CUDA call or a kernel launch failed (cudaGetLastError after each launch)\n"
-                 " *   9  bad data found while running (e.g. a gather index out of range); the outputs\n"
-                 " *      are unspecified then (no access outside a tensor is made)\n"
-                 " *  10  a kernel's grid exceeds CUDA's limit of 2^31-1 blocks\n"
-                 " * The forward runs asynchronously on `stream`");
-    if (any_status) sb_puts(out, ", then synchronizes it to read the status word\n * kept at the end of the workspace");
-    sb_puts(out, ".\n *\n * Build: nvcc -arch=sm_90 -c this.cu -o this.o; link with -lcudart");
-    if (any_gemm) sb_puts(out, " -lcublasLt\n * (matrix products run through cuBLASLt; a cuBLASLt failure returns 7)");
-    sb_puts(out, "\n * (nvcc links cudart by default). Its kernels alone also compile under NVRTC. */\n");
-    sb_puts(out, "#if !defined(__CUDACC_RTC__)\n#include <cuda_runtime.h>\n");
-    if (any_gemm) sb_puts(out, "#include <cublasLt.h>\n");
-    sb_puts(out, "#endif\n\n");
-
-    st = put_kernels(p, out, err);
-    if (st != FC_OK) goto done;
-
-    /* ---- host code ---- */
-    sb_puts(out, "\n#if !defined(__CUDACC_RTC__)\n");
-    if (any_gemm)
-        sb_puts(out,
-            "/* C = A @ B, row-major, `batch` products `s*` elements apart (0: shared), through\n"
-            " * cuBLASLt: as column-major, C^T = B^T A^T, so cuBLASLt's A is our B and its B our A. */\n"
-            "static int fc_lt_gemm(cudaStream_t stream, int f64, int ta, int tb, long long m, long long n,\n"
-            "                      long long k, long long batch, long long sa, long long sb, long long sc,\n"
-            "                      const void *A, const void *B, void *C)\n"
-            "{\n"
-            "    static cublasLtHandle_t handle = 0;\n"
-            "    static const bool have = cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS;\n"
-            "    if (!have) return 7;\n"
-            "    const cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;\n"
-            "    const cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;\n"
-            "    const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
-            "    const int32_t nbatch = (int32_t)batch;\n"
-            "    const int64_t stride_a = sb, stride_b = sa, stride_c = sc;\n"
-            "    const double one64 = 1.0, zero64 = 0.0;\n"
-            "    const float one32 = 1.0f, zero32 = 0.0f;\n"
-            "    cublasLtMatmulDesc_t op = 0;\n"
-            "    cublasLtMatrixLayout_t la = 0, lb = 0, lc = 0;\n"
-            "    int rc = 7;\n"
-            "    if (cublasLtMatmulDescCreate(&op, ct, dt) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutCreate(&la, dt, (uint64_t)(tb ? k : n), (uint64_t)(tb ? n : k), (int64_t)(tb ? k : n)) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutCreate(&lb, dt, (uint64_t)(ta ? m : k), (uint64_t)(ta ? k : m), (int64_t)(ta ? m : k)) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutCreate(&lc, dt, (uint64_t)n, (uint64_t)m, (int64_t)n) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_a, sizeof stride_a) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_b, sizeof stride_b) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_c, sizeof stride_c) == CUBLAS_STATUS_SUCCESS &&\n"
-            "        cublasLtMatmul(handle, op, f64 ? (const void *)&one64 : (const void *)&one32, B, la, A, lb,\n"
-            "                       f64 ? (const void *)&zero64 : (const void *)&zero32, C, lc, C, lc, 0, 0, 0, stream) == CUBLAS_STATUS_SUCCESS)\n"
-            "        rc = 0;\n"
-            "    if (lc) cublasLtMatrixLayoutDestroy(lc);\n"
-            "    if (lb) cublasLtMatrixLayoutDestroy(lb);\n"
-            "    if (la) cublasLtMatrixLayoutDestroy(la);\n"
-            "    if (op) cublasLtMatmulDescDestroy(op);\n"
-            "    return rc;\n"
-            "}\n\n");
-    sb_printf(out, "extern \"C\" int fusec_%s_workspace_size(size_t *bytes)\n{\n"
-                   "    if (!bytes) return 2;\n    *bytes = (size_t)%lldULL;\n    return 0;\n}\n\n",
-              entry, (long long)need);
-    sb_printf(out, "extern \"C\" int fusec_%s_forward(", entry);
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < nio; i++)
-            if (io[i].is_output == (pass == 1))
-                sb_printf(out, "%s%s *%s%d, ", pass ? "" : "const ", storage_ctype(io[i].dtype), pass ? "out" : "in", arg_of[i]);
-    sb_puts(out, "void *workspace, size_t workspace_bytes, cudaStream_t stream)\n{\n");
-    if (nio) {
-        sb_puts(out, "    if (");
-        for (int pass = 0, first = 1; pass < 2; pass++)
-            for (int i = 0; i < nio; i++)
-                if (io[i].is_output == (pass == 1)) {
-                    sb_printf(out, "%s!%s%d", first ? "" : " || ", pass ? "out" : "in", arg_of[i]);
-                    first = 0;
+        for (int i = 0; i < a->nio; i++)
+            if (a->io[i].is_output == (pass == 1)) {
+                sb_printf(o, "%s%s%s *", cnt++ ? ", " : "", pass && !backward ? "" : "const ", storage_ctype(a->io[i].dtype));
+                put_arg_name(o, (CgArg){pass ? CG_ARG_OUTPUT : CG_ARG_INPUT, a->arg_of[i]});
+            }
+    if (cnt) sb_puts(o, sep);
+    if (backward) {
+        sb_puts(o, "const void *saved");
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < a->nio; i++)
+                if (a->io[i].is_output == (pass == 0) && ir_dtype_is_float(a->io[i].dtype)) {
+                    sb_printf(o, ", %s%s *", pass ? "" : "const ", storage_ctype(a->io[i].dtype));
+                    put_arg_name(o, (CgArg){pass ? CG_ARG_GRAD_INPUT : CG_ARG_GRAD_OUTPUT, a->arg_of[i]});
                 }
-        sb_puts(out, ") return 2;\n");
+        sb_puts(o, sep);
+    } else if (a->train) {
+        sb_puts(o, "void *saved, ");
     }
-    bool uses_ws = false;
-    for (int b = 0; b < p->buffers.len; b++) uses_ws |= p->buffers.data[b].kind == KIR_BUF_TEMP;
-    uses_ws |= any_status;
-    if (need > 0)
+    sb_puts(o, "void *workspace, size_t workspace_bytes, cudaStream_t stream");
+}
+
+/* `if (!in0 || ...) return 2;` over the tensor arguments of the forward or the backward. */
+static void put_null_checks(StrBuf *o, const Aot *a, bool backward) {
+    /* inputs, outputs, then (backward) the gradients of the outputs and of the inputs */
+    static const CgArgKind kinds[4] = {CG_ARG_INPUT, CG_ARG_OUTPUT, CG_ARG_GRAD_OUTPUT, CG_ARG_GRAD_INPUT};
+    int cnt = 0;
+    for (int pass = 0; pass < (backward ? 4 : 2); pass++)
+        for (int i = 0; i < a->nio; i++) {
+            bool is_out = kinds[pass] == CG_ARG_OUTPUT || kinds[pass] == CG_ARG_GRAD_OUTPUT;
+            if (a->io[i].is_output != is_out || (pass >= 2 && !ir_dtype_is_float(a->io[i].dtype))) continue;
+            sb_puts(o, cnt++ ? " || !" : "    if (!");
+            put_arg_name(o, (CgArg){kinds[pass], a->arg_of[i]});
+        }
+    if (cnt) sb_puts(o, ") return 2;\n");
+}
+
+/* A launch argument: the C expression of buffer buf of f's program (a pointer to its storage
+ * type; for a library call, a plain pointer). */
+static void put_buffer_arg(StrBuf *o, const Aot *a, const AotFn *f, const KirBuffer *buf, bool library) {
+    if (buf->kind == KIR_BUF_TEMP) {
+        if (library) sb_printf(o, "fc_ws + %lld", (long long)buf->offset);
+        else sb_printf(o, "(%s *)(fc_ws + %lld)", storage_ctype(buf->dtype), (long long)buf->offset);
+        return;
+    }
+    CgArg x = (buf->kind == KIR_BUF_OUTPUT ? f->out : f->in)[buf->index];
+    if (x.kind != CG_ARG_SAVED) { put_arg_name(o, x); return; }
+    long long at = (long long)a->saved_off[x.index];
+    if (library) sb_printf(o, "fc_saved + %lld", at);
+    else sb_printf(o, "(%s%s *)(fc_saved + %lld)", f->backward ? "const " : "", storage_ctype(buf->dtype), at);
+}
+
+/* The body of f's entry point after its argument checks: the workspace check, the launches, the
+ * status word; up to and with the closing brace. */
+static void put_entry_body(StrBuf *out, const Aot *a, const AotFn *f) {
+    const KirProgram *p = f->p;
+    if (f->need > 0)
         sb_printf(out, "    if (workspace_bytes < (size_t)%lldULL || !workspace || ((size_t)workspace & 255u) != 0) return 2;\n",
-                  (long long)need);
+                  (long long)f->need);
     else
         sb_puts(out, "    (void)workspace;\n    (void)workspace_bytes;\n");
-    if (too_big) {
-        sb_puts(out, "    (void)stream;\n    return 10; /* a kernel's grid exceeds 2^31-1 blocks */\n}\n#endif\n");
-        goto finish;
+    if (f->too_big) {
+        sb_puts(out, "    (void)stream;\n    return 10; /* a kernel's grid exceeds 2^31-1 blocks */\n}\n");
+        return;
     }
-    if (uses_ws) sb_puts(out, "    char *fc_ws = (char *)workspace;\n");
+    if (f->uses_ws) sb_puts(out, "    char *fc_ws = (char *)workspace;\n");
+    if (f->uses_saved)
+        sb_puts(out, f->backward ? "    const char *fc_saved = (const char *)saved;\n" : "    char *fc_saved = (char *)saved;\n");
     int nkernel_launches = 0;
     for (int l = 0; l < p->launches.len; l++) nkernel_launches += !p->kernels.data[p->launches.data[l].kernel]->library;
-    if (nkernel_launches || any_status) sb_puts(out, "    cudaError_t fc_e;\n");
-    if (any_status) {
-        sb_printf(out, "    int *fc_status = (int *)(fc_ws + %lld);\n", (long long)status_off);
+    if (nkernel_launches || f->any_status) sb_puts(out, "    cudaError_t fc_e;\n");
+    if (f->any_status) {
+        sb_printf(out, "    int *fc_status = (int *)(fc_ws + %lld);\n", (long long)f->status_off);
         sb_puts(out, "    fc_e = cudaMemsetAsync(fc_status, 0, sizeof(int), stream);\n    if (fc_e != cudaSuccess) return 7;\n");
     }
-    if (!p->launches.len && !any_status) sb_puts(out, "    (void)stream;\n");
+    if (!p->launches.len && !f->any_status) sb_puts(out, "    (void)stream;\n");
     for (int l = 0; l < p->launches.len; l++) {
         const KirLaunch *la = &p->launches.data[l];
         const KirKernel *k = p->kernels.data[la->kernel];
@@ -1675,34 +1735,29 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
             sb_printf(out, "    if (fc_lt_gemm(stream, %d, %d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL",
                       g->dtype == FC_F64, g->trans_a, g->trans_b, (long long)g->m, (long long)g->n, (long long)g->k,
                       (long long)g->batch, (long long)g->stride_a, (long long)g->stride_b, (long long)g->stride_c);
-            for (int a = 0; a < 3; a++) {
-                const KirBuffer *buf = &p->buffers.data[la->args[a]];
-                if (buf->kind == KIR_BUF_INPUT) sb_printf(out, ", in%d", buf->index);
-                else if (buf->kind == KIR_BUF_OUTPUT) sb_printf(out, ", out%d", buf->index);
-                else sb_printf(out, ", fc_ws + %lld", (long long)buf->offset);
+            for (int i = 0; i < 3; i++) {
+                sb_puts(out, ", ");
+                put_buffer_arg(out, a, f, &p->buffers.data[la->args[i]], true);
             }
-            sb_printf(out, ") != 0) return 7; /* %s */\n", k->name);
+            sb_printf(out, ") != 0) return 7; /* %s%s */\n", f->prefix, k->name);
             continue;
         }
         int64_t dyn = cg_cuda_dynamic_shared(k);
         if (dyn > CG_MAX_STATIC_SHARED)   /* once per process: allow the kernel its dynamic shared memory */
-            sb_printf(out, "    static const cudaError_t fc_attr_%d = cudaFuncSetAttribute(%s, "
+            sb_printf(out, "    static const cudaError_t fc_attr_%d = cudaFuncSetAttribute(%s%s, "
                            "cudaFuncAttributeMaxDynamicSharedMemorySize, %lld);\n"
                            "    if (fc_attr_%d != cudaSuccess) return 7;\n",
-                      l, k->name, (long long)dyn, l);
-        sb_printf(out, "    %s<<<%lldu, %du, %lld, stream>>>(", k->name, (long long)k->grid, k->block,
+                      l, f->prefix, k->name, (long long)dyn, l);
+        sb_printf(out, "    %s%s<<<%lldu, %du, %lld, stream>>>(", f->prefix, k->name, (long long)k->grid, k->block,
                   (long long)(dyn > 0 ? dyn : 0));
-        for (int a = 0; a < la->nargs; a++) {
-            const KirBuffer *buf = &p->buffers.data[la->args[a]];
-            if (a) sb_puts(out, ", ");
-            if (buf->kind == KIR_BUF_INPUT) sb_printf(out, "in%d", buf->index);
-            else if (buf->kind == KIR_BUF_OUTPUT) sb_printf(out, "out%d", buf->index);
-            else sb_printf(out, "(%s *)(fc_ws + %lld)", storage_ctype(buf->dtype), (long long)buf->offset);
+        for (int i = 0; i < la->nargs; i++) {
+            if (i) sb_puts(out, ", ");
+            put_buffer_arg(out, a, f, &p->buffers.data[la->args[i]], false);
         }
         if (k->uses_status) sb_printf(out, "%sfc_status", la->nargs ? ", " : "");
         sb_puts(out, ");\n    fc_e = cudaGetLastError();\n    if (fc_e != cudaSuccess) return 7;\n");
     }
-    if (any_status) {
+    if (f->any_status) {
         sb_puts(out, "    int fc_host_status = 0;\n"
                      "    fc_e = cudaMemcpyAsync(&fc_host_status, fc_status, sizeof(int), cudaMemcpyDeviceToHost, stream);\n"
                      "    if (fc_e != cudaSuccess) return 7;\n"
@@ -1712,10 +1767,281 @@ FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io,
     } else {
         sb_puts(out, "    return 0;\n");
     }
-    sb_puts(out, "}\n#endif\n");
-finish:
-    if (out->failed) st = FC_OOM(err);
-done:
-    fc_free(arg_of);
+    sb_puts(out, "}\n");
+}
+
+static const char lt_gemm_text[] =
+    "/* C = A @ B, row-major, `batch` products `s*` elements apart (0: shared), through\n"
+    " * cuBLASLt: as column-major, C^T = B^T A^T, so cuBLASLt's A is our B and its B our A. */\n"
+    "static int fc_lt_gemm(cudaStream_t stream, int f64, int ta, int tb, long long m, long long n,\n"
+    "                      long long k, long long batch, long long sa, long long sb, long long sc,\n"
+    "                      const void *A, const void *B, void *C)\n"
+    "{\n"
+    "    static cublasLtHandle_t handle = 0;\n"
+    "    static const bool have = cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS;\n"
+    "    if (!have) return 7;\n"
+    "    const cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;\n"
+    "    const cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;\n"
+    "    const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
+    "    const int32_t nbatch = (int32_t)batch;\n"
+    "    const int64_t stride_a = sb, stride_b = sa, stride_c = sc;\n"
+    "    const double one64 = 1.0, zero64 = 0.0;\n"
+    "    const float one32 = 1.0f, zero32 = 0.0f;\n"
+    "    cublasLtMatmulDesc_t op = 0;\n"
+    "    cublasLtMatrixLayout_t la = 0, lb = 0, lc = 0;\n"
+    "    int rc = 7;\n"
+    "    if (cublasLtMatmulDescCreate(&op, ct, dt) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutCreate(&la, dt, (uint64_t)(tb ? k : n), (uint64_t)(tb ? n : k), (int64_t)(tb ? k : n)) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutCreate(&lb, dt, (uint64_t)(ta ? m : k), (uint64_t)(ta ? k : m), (int64_t)(ta ? m : k)) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutCreate(&lc, dt, (uint64_t)n, (uint64_t)m, (int64_t)n) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_a, sizeof stride_a) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_b, sizeof stride_b) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride_c, sizeof stride_c) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatmul(handle, op, f64 ? (const void *)&one64 : (const void *)&one32, B, la, A, lb,\n"
+    "                       f64 ? (const void *)&zero64 : (const void *)&zero32, C, lc, C, lc, 0, 0, 0, stream) == CUBLAS_STATUS_SUCCESS)\n"
+    "        rc = 0;\n"
+    "    if (lc) cublasLtMatrixLayoutDestroy(lc);\n"
+    "    if (lb) cublasLtMatrixLayoutDestroy(lb);\n"
+    "    if (la) cublasLtMatrixLayoutDestroy(la);\n"
+    "    if (op) cublasLtMatmulDescDestroy(op);\n"
+    "    return rc;\n"
+    "}\n\n";
+
+/* The comment's list of the block's inputs and outputs (and in training their gradients). */
+static void put_arg_lines(StrBuf *out, const Aot *a) {
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < a->nio; i++) {
+            if (a->io[i].is_output != (pass == 1)) continue;
+            sb_printf(out, " *   %s%d  ", pass ? "out" : "in", a->arg_of[i]);
+            put_shape(out, a->io[i].dtype, &a->io[i].shape);
+            sb_puts(out, "  ");
+            put_comment_text(out, a->io[i].name, 100);
+            sb_puts(out, pass ? "  (output)\n" : "  (input)\n");
+        }
+    if (a->nio == 0) sb_puts(out, " *   (none)\n");
+    for (int pass = 0; pass < 2 && a->train; pass++)
+        for (int i = 0; i < a->nio; i++) {
+            if (a->io[i].is_output != (pass == 0) || !ir_dtype_is_float(a->io[i].dtype)) continue;
+            sb_printf(out, " *   grad_%s%d  ", pass ? "in" : "out", a->arg_of[i]);
+            put_shape(out, a->io[i].dtype, &a->io[i].shape);
+            sb_puts(out, "  the gradient of ");
+            put_comment_text(out, a->io[i].name, 100);
+            sb_puts(out, pass ? "  (backward output)\n" : "  (backward input)\n");
+        }
+}
+
+static const char status_text[] =
+    " *   f16/bf16 are passed as their 16-bit patterns (unsigned short), f8 as bytes, bool as\n"
+    " *   one byte 0/1. Inputs and outputs must not overlap each other or the workspace.\n"
+    " *\n * Both functions return 0 on success, else an FcStatus code:\n"
+    " *   2  a NULL tensor pointer, or a workspace too small, NULL or misaligned\n"
+    " *   7  a CUDA call or a kernel launch failed (cudaGetLastError after each launch)\n"
+    " *   9  bad data found while running (e.g. a gather index out of range); the outputs\n"
+    " *      are unspecified then (no access outside a tensor is made)\n"
+    " *  10  a kernel's grid exceeds CUDA's limit of 2^31-1 blocks\n";
+
+/* The comment at the top of a training unit, after the signatures. */
+static void put_train_comment(StrBuf *out, const Aot *a, const AotFn *fw, const AotFn *bw, const char *entry) {
+    sb_puts(out, " *\n * Arguments:\n");
+    put_arg_lines(out, a);
+    sb_printf(out, " *   saved: at least fusec_%s_saved_bytes() bytes (%lld), 256-byte aligned (cudaMalloc memory\n"
+                   " *          is); may be NULL when that size is 0. The forward writes it, its backward reads it.\n",
+              entry, (long long)a->saved_bytes);
+    sb_printf(out, " *   workspace: at least fusec_%s_workspace_size() bytes (%lld) for the forward and\n"
+                   " *              fusec_%s_backward_workspace_size() bytes (%lld) for the backward, 256-byte\n"
+                   " *              aligned (cudaMalloc memory is); may be NULL when that size is 0. Nothing in it\n"
+                   " *              is kept from one call to the next: one workspace of the larger size serves both.\n",
+              entry, (long long)fw->need, entry, (long long)bw->need);
+    sb_puts(out, " *   f16/bf16 are passed as their 16-bit patterns (unsigned short), f8 as bytes, bool as\n"
+                 " *   one byte 0/1. No two of the tensors, `saved` and the workspace may overlap.\n"
+                 " *   The backward writes (does not accumulate into) the gradient of every float input.\n"
+                 " *\n * The backward reads these values of its forward, which the caller keeps unchanged from\n"
+                 " * the forward until the backward has run:\n");
+    int listed = 0;
+    for (int m = 0; m < bw->npin; m++) {
+        CgArg x = bw->in[m];
+        const CgIoDesc *d = arg_desc(a, x);
+        if (x.kind == CG_ARG_GRAD_OUTPUT) continue;
+        listed++;
+        if (x.kind == CG_ARG_SAVED) sb_printf(out, " *   saved + %lld  ", (long long)a->saved_off[x.index]);
+        else {
+            sb_puts(out, " *   ");
+            put_arg_name(out, x);
+            sb_puts(out, "  ");
+        }
+        put_shape(out, d->dtype, &d->shape);
+        sb_puts(out, "  ");
+        put_comment_text(out, d->name, 100);
+        sb_puts(out, x.kind == CG_ARG_SAVED ? "  (written by the forward)\n" : x.kind == CG_ARG_INPUT
+                                                                                 ? "  (an input, passed again)\n"
+                                                                                 : "  (an output, passed again)\n");
+    }
+    if (!listed) sb_puts(out, " *   (nothing)\n");
+    sb_puts(out, " *\n * Every function returns 0 on success, else an FcStatus code:\n"
+                 " *   2  a NULL tensor pointer, `saved` NULL or misaligned, or a workspace too small, NULL\n"
+                 " *      or misaligned\n"
+                 " *   7  a CUDA call or a kernel launch failed (cudaGetLastError after each launch)\n"
+                 " *   9  bad data found while running (e.g. a gather index out of range); the outputs\n"
+                 " *      are unspecified then (no access outside a tensor is made)\n"
+                 " *  10  a kernel's grid exceeds CUDA's limit of 2^31-1 blocks\n"
+                 " * The forward and the backward run asynchronously on `stream` (run a backward on the\n"
+                 " * stream of its forward, or after it has finished)");
+    if (fw->any_status || bw->any_status)
+        sb_printf(out, ";\n * %s then synchronize%s it to read the status word kept at the end of the workspace",
+                  fw->any_status && bw->any_status ? "both" : fw->any_status ? "the forward" : "the backward",
+                  fw->any_status && bw->any_status ? "" : "s");
+}
+
+/* The unit of the n entry points fns (1: the forward; 2: training's forward and backward). */
+static FcStatus put_aot(const Aot *a, AotFn *fns, int n, const char *entry, StrBuf *out, FcErr *err) {
+    bool any_gemm = false;
+    for (int i = 0; i < n; i++) {
+        FC_TRY(aot_check(a, &fns[i], err));
+        any_gemm |= fns[i].any_gemm;
+    }
+    const AotFn *fw = &fns[0], *bw = n > 1 ? &fns[1] : NULL;
+
+    /* ---- the comment at the top ---- */
+    sb_puts(out, "/* CUDA C++ generated by fusec " FUSEC_VERSION " for block ");
+    put_comment_text(out, fw->p->block_name, 80);
+    sb_printf(out, ": an ahead-of-time unit%s.\n *\n * Interface (all pointers are device pointers to dense row-major tensors):\n",
+              bw ? " for training" : "");
+    sb_printf(out, " *   extern \"C\" int fusec_%s_workspace_size(size_t *bytes);\n", entry);
+    if (bw) sb_printf(out, " *   extern \"C\" int fusec_%s_saved_bytes(size_t *bytes);\n", entry);
+    sb_printf(out, " *   extern \"C\" int fusec_%s_forward(", entry);
+    put_params(out, a, false, ",\n *           ");
+    sb_puts(out, ");\n");
+    if (bw) {
+        sb_printf(out, " *   extern \"C\" int fusec_%s_backward_workspace_size(size_t *bytes);\n", entry);
+        sb_printf(out, " *   extern \"C\" int fusec_%s_backward(", entry);
+        put_params(out, a, true, ",\n *           ");
+        sb_puts(out, ");\n");
+        put_train_comment(out, a, fw, bw, entry);
+    } else {
+        sb_puts(out, " *\n * Arguments:\n");
+        put_arg_lines(out, a);
+        sb_printf(out, " *   workspace: at least fusec_%s_workspace_size() bytes (%lld), 256-byte aligned\n"
+                       " *              (cudaMalloc memory is); may be NULL when that size is 0.\n", entry, (long long)fw->need);
+        sb_puts(out, status_text);
+        sb_puts(out, " * The forward runs asynchronously on `stream`");
+        if (fw->any_status) sb_puts(out, ", then synchronizes it to read the status word\n * kept at the end of the workspace");
+    }
+    sb_puts(out, ".\n *\n * Build: nvcc -arch=sm_90 -c this.cu -o this.o; link with -lcudart");
+    if (any_gemm) sb_puts(out, " -lcublasLt\n * (matrix products run through cuBLASLt; a cuBLASLt failure returns 7)");
+    sb_puts(out, "\n * (nvcc links cudart by default). Its kernels alone also compile under NVRTC. */\n");
+    sb_puts(out, "#if !defined(__CUDACC_RTC__)\n#include <cuda_runtime.h>\n");
+    if (any_gemm) sb_puts(out, "#include <cublasLt.h>\n");
+    sb_puts(out, "#endif\n\n");
+
+    const KirProgram *ps[2];
+    const char *prefixes[2];
+    for (int i = 0; i < n; i++) ps[i] = fns[i].p, prefixes[i] = fns[i].prefix;
+    FC_TRY(put_kernels_of(ps, prefixes, n, a->train, out, err));
+
+    /* ---- host code ---- */
+    sb_puts(out, "\n#if !defined(__CUDACC_RTC__)\n");
+    if (any_gemm) sb_puts(out, lt_gemm_text);
+    for (int i = 0; i < n; i++) {
+        const AotFn *f = &fns[i];
+        const char *ws_fn = f->backward ? "backward_workspace_size" : "workspace_size";
+        if (f->backward) sb_puts(out, "\n");
+        sb_printf(out, "extern \"C\" int fusec_%s_%s(size_t *bytes)\n{\n"
+                       "    if (!bytes) return 2;\n    *bytes = (size_t)%lldULL;\n    return 0;\n}\n\n",
+                  entry, ws_fn, (long long)f->need);
+        if (bw && !f->backward)
+            sb_printf(out, "extern \"C\" int fusec_%s_saved_bytes(size_t *bytes)\n{\n"
+                           "    if (!bytes) return 2;\n    *bytes = (size_t)%lldULL;\n    return 0;\n}\n\n",
+                      entry, (long long)a->saved_bytes);
+        sb_printf(out, "extern \"C\" int fusec_%s_%s(", entry, f->backward ? "backward" : "forward");
+        put_params(out, a, f->backward, ", ");
+        sb_puts(out, ")\n{\n");
+        put_null_checks(out, a, f->backward);
+        if (bw && a->saved_bytes > 0) sb_puts(out, "    if (!saved || ((size_t)saved & 255u) != 0) return 2;\n");
+        else if (bw) sb_puts(out, "    (void)saved;\n");
+        put_entry_body(out, a, f);
+    }
+    sb_puts(out, "#endif\n");
+    if (out->failed) return FC_OOM(err);
+    return FC_OK;
+}
+
+FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io, int nio,
+                     StrBuf *out, FcErr *err) {
+    FC_CHECK(err, p && out && (io || nio == 0) && nio >= 0);
+    if (!c_ident(entry))
+        return fc_err_set(err, FC_ERR_USAGE, "cuda codegen: the entry name is not a C identifier");
+    Aot a;
+    FcStatus st = aot_init(&a, io, nio, NULL, 0, err);
+    /* inputs and outputs: argument names in0.., out0.. in declaration order, bound one to one */
+    AotFn f = {.p = p, .prefix = "", .npin = a.nin, .npout = a.nout};
+    CgArg *in = fc_calloc((size_t)a.nin + 1, sizeof *in), *outs = fc_calloc((size_t)a.nout + 1, sizeof *outs);
+    if (st == FC_OK && (!in || !outs)) st = FC_OOM(err);
+    if (st == FC_OK) {
+        for (int i = 0; i < a.nin; i++) in[i] = (CgArg){CG_ARG_INPUT, i};
+        for (int j = 0; j < a.nout; j++) outs[j] = (CgArg){CG_ARG_OUTPUT, j};
+        f.in = in;
+        f.out = outs;
+        st = put_aot(&a, &f, 1, entry, out, err);
+    }
+    fc_free(in);
+    fc_free(outs);
+    aot_free(&a);
+    return st;
+}
+
+FcStatus cg_cuda_aot_train(const KirProgram *fwd, const CgTrain *t, const char *entry, const CgIoDesc *io, int nio,
+                           StrBuf *out, FcErr *err) {
+    FC_CHECK(err, fwd && t && t->bwd && out && (io || nio == 0) && nio >= 0 && t->nsaved >= 0 &&
+                      (t->saved || t->nsaved == 0) && t->nbwd_in >= 0 && (t->bwd_in || t->nbwd_in == 0) &&
+                      t->nbwd_out >= 0 && (t->bwd_out || t->nbwd_out == 0));
+    if (!c_ident(entry))
+        return fc_err_set(err, FC_ERR_USAGE, "cuda codegen: the entry name is not a C identifier");
+    Aot a;
+    FcStatus st = aot_init(&a, io, nio, t->saved, t->nsaved, err);
+    a.train = true;
+    AotFn f[2] = {{.p = fwd, .prefix = "", .npin = a.nin, .npout = a.nout + t->nsaved},
+                  {.p = t->bwd, .prefix = "bwd_", .in = t->bwd_in, .npin = t->nbwd_in, .npout = t->nbwd_out,
+                   .backward = true}};
+    CgArg *in = fc_calloc((size_t)a.nin + 1, sizeof *in), *outs = fc_calloc((size_t)f[0].npout + 1, sizeof *outs);
+    CgArg *grads = fc_calloc((size_t)t->nbwd_out + 1, sizeof *grads);
+    if (st == FC_OK && (!in || !outs || !grads)) st = FC_OOM(err);
+    if (st == FC_OK) {
+        /* the forward writes the block's outputs, then the saved buffers */
+        for (int i = 0; i < a.nin; i++) in[i] = (CgArg){CG_ARG_INPUT, i};
+        for (int j = 0; j < f[0].npout; j++) outs[j] = j < a.nout ? (CgArg){CG_ARG_OUTPUT, j} : (CgArg){CG_ARG_SAVED, j - a.nout};
+        f[0].in = in;
+        f[0].out = outs;
+        /* the backward reads inputs, outputs, saved buffers and the float outputs' gradients, and
+         * writes each float input's gradient once */
+        for (int m = 0; m < t->nbwd_in && st == FC_OK; m++) {
+            CgArg x = t->bwd_in[m];
+            const CgIoDesc *d = x.kind != CG_ARG_GRAD_INPUT ? arg_desc(&a, x) : NULL;
+            if (!d || (x.kind == CG_ARG_GRAD_OUTPUT && !ir_dtype_is_float(d->dtype)))
+                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: backward input %d has no argument", m);
+        }
+        for (int m = 0; m < t->nbwd_out && st == FC_OK; m++) {
+            grads[m] = (CgArg){CG_ARG_GRAD_INPUT, t->bwd_out[m]};
+            const CgIoDesc *d = arg_desc(&a, grads[m]);
+            for (int m2 = 0; m2 < m && d; m2++)
+                if (t->bwd_out[m2] == t->bwd_out[m]) d = NULL;
+            if (!d || !ir_dtype_is_float(d->dtype))
+                st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: backward output %d is not the gradient of a float input", m);
+        }
+        int nfloat = 0;
+        for (int i = 0; i < nio; i++) nfloat += !io[i].is_output && ir_dtype_is_float(io[i].dtype);
+        if (st == FC_OK && nfloat != t->nbwd_out)
+            st = fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: %d backward outputs for %d float inputs", t->nbwd_out, nfloat);
+        f[1].out = grads;
+        if (st == FC_OK) st = put_aot(&a, f, 2, entry, out, err);
+    }
+    fc_free(in);
+    fc_free(outs);
+    fc_free(grads);
+    aot_free(&a);
     return st;
 }

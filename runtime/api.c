@@ -654,6 +654,44 @@ static FcStatus report_targets(FcBlock *b, ReportTargets *rt) {
     return FC_OK;
 }
 
+/* Training: the forward and the backward in one unit. The forward's outputs after the block's
+ * are the saved buffers; the backward's inputs are the plan's saved values (each a block input,
+ * a block output or a saved buffer), then the gradients of the float outputs; its outputs the
+ * gradients of the float inputs, in order. */
+static FcStatus emit_cuda_aot_train(FcBlock *b, const CgIoDesc *io, int nio, StrBuf *sb) {
+    const IrGraph *g = b->src, *f = b->plan.fwd, *bg = b->plan.bwd;
+    int nsaved = f->outputs.len - g->outputs.len;
+    CgIoDesc *saved = fc_calloc((size_t)nsaved + 1, sizeof *saved);
+    CgArg *bin = fc_calloc((size_t)bg->inputs.len + 1, sizeof *bin);
+    int *bout = fc_calloc((size_t)g->inputs.len + 1, sizeof *bout);
+    FcStatus s = saved && bin && bout ? FC_OK : FC_OOM(&b->err);
+    for (int k = 0; k < nsaved && s == FC_OK; k++) {
+        const IrValue *x = ir_cval(f, f->outputs.data[g->outputs.len + k]);
+        saved[k] = (CgIoDesc){f->output_names.data[g->outputs.len + k], x->dtype, x->shape, true};
+    }
+    int nbin = 0, nbout = 0;
+    for (int k = 0; k < b->plan.saved.len && s == FC_OK; k++) {
+        const RematSaved *sv = &b->plan.saved.data[k];
+        CgArgKind kind = sv->kind == REMAT_SAVED_INPUT ? CG_ARG_INPUT : sv->kind == REMAT_SAVED_OUTPUT ? CG_ARG_OUTPUT : CG_ARG_SAVED;
+        bin[nbin++] = (CgArg){kind, sv->index};
+    }
+    for (int j = 0; j < g->outputs.len && s == FC_OK; j++)
+        if (ir_dtype_is_float(ir_cval(g, g->outputs.data[j])->dtype)) bin[nbin++] = (CgArg){CG_ARG_GRAD_OUTPUT, j};
+    for (int i = 0; i < g->inputs.len && s == FC_OK; i++)
+        if (ir_dtype_is_float(ir_cval(g, g->inputs.data[i])->dtype)) bout[nbout++] = i;
+    if (s == FC_OK && (nbin != bg->inputs.len || nbout != bg->outputs.len))
+        s = fc_err_set(&b->err, FC_ERR_INTERNAL, "the backward has %d inputs and %d outputs; the plan says %d and %d",
+                       bg->inputs.len, bg->outputs.len, nbin, nbout);
+    if (s == FC_OK) {
+        CgTrain t = {b->bwd.prog, saved, nsaved, bin, nbin, bout, nbout};
+        s = cg_cuda_aot_train(b->fwd.prog, &t, b->entry, io, nio, sb, &b->err);
+    }
+    fc_free(saved);
+    fc_free(bin);
+    fc_free(bout);
+    return s;
+}
+
 static FcStatus emit_cuda_aot(FcBlock *b, StrBuf *sb) {
     const IrGraph *g = b->src;
     int nio = g->inputs.len + g->outputs.len;
@@ -667,7 +705,7 @@ static FcStatus emit_cuda_aot(FcBlock *b, StrBuf *sb) {
         const IrValue *x = ir_cval(g, g->outputs.data[j]);
         io[g->inputs.len + j] = (CgIoDesc){g->output_names.data[j], x->dtype, x->shape, true};
     }
-    FcStatus s = cg_cuda_aot(b->fwd.prog, b->entry, io, nio, sb, &b->err);
+    FcStatus s = b->train ? emit_cuda_aot_train(b, io, nio, sb) : cg_cuda_aot(b->fwd.prog, b->entry, io, nio, sb, &b->err);
     fc_free(io);
     return s;
 }

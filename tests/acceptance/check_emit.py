@@ -14,7 +14,9 @@ For each examples/*.tf (or --only NAME):
     register spills (ptxas -v); --emit cubin gives an ELF for sm_80 and sm_90;
     without NVRTC this part is skipped with a message;
   - with nvcc on PATH (or in $CUDA_HOME/bin, /usr/local/cuda/bin): `fusec X.tf -o X.cu` then
-    `nvcc -arch=sm_90 -c X.cu -o X.o -Werror all-warnings` succeeds with no warning;
+    `nvcc -arch=sm_90 -c X.cu -o X.o -Werror all-warnings` succeeds with no warning; so does
+    the training unit (`--train`, fused and `--no-fuse`), with `-Xptxas -v` reporting no
+    register spills in any kernel and the object defining its five entry points (nm);
     skipped with a message otherwise.
 And once, for tests/acceptance/names_marker.tf (all its user names start with "zqmark"):
   the generated CUDA C, PTX and LLVM IR contain "zqmark" only inside comments; the roofline
@@ -249,6 +251,42 @@ def check_example(r, fusec, tf, work, tools):
             msgs = (out.decode("utf-8", "replace") + err).strip()
             r.check("nvcc -arch=sm_90 -c %s.cu -Werror all-warnings" % name,
                     rc == 0 and "warning" not in msgs.lower(), "nvcc %s\n%s" % (describe(rc), msgs))
+        check_train_unit(r, fusec, tf, d, name, tools)
+
+
+TRAIN_ENTRY = "acc_train"
+TRAIN_SYMBOLS = ["fusec_%s_%s" % (TRAIN_ENTRY, f) for f in
+                 ("workspace_size", "saved_bytes", "forward", "backward_workspace_size", "backward")]
+
+
+def check_train_unit(r, fusec, tf, d, name, tools):
+    """The training unit (--train), fused and eager: nvcc -Werror all-warnings, ptxas -v with
+    no spills, and its five entry points defined in the object."""
+    for extra, tag in (([], "train"), (["--no-fuse"], "train_eager")):
+        cu = os.path.join(d, "%s_%s.cu" % (name, tag))
+        obj = cu[:-3] + ".o"
+        rc, _, err = r.run([fusec, tf, "--train"] + extra + ["--entry", TRAIN_ENTRY, "-o", cu])
+        r.check("--train %s-o %s_%s.cu" % (" ".join(extra) + " " if extra else "", name, tag),
+                rc == 0 and os.path.isfile(cu), "fusec %s\n%s" % (describe(rc), err))
+        if rc != 0:
+            continue
+        rc, out, err = r.run([tools["nvcc"], "-arch=sm_90", "-c", cu, "-o", obj, "-Werror", "all-warnings",
+                              "-Xptxas", "-v"])
+        msgs = (out.decode("utf-8", "replace") + err).strip()
+        r.check("nvcc -arch=sm_90 -c %s_%s.cu -Werror all-warnings" % (name, tag),
+                rc == 0 and "warning" not in msgs.lower(), "nvcc %s\n%s" % (describe(rc), msgs))
+        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", msgs)
+        spilling = [line for line in msgs.splitlines() if "spill" in line and
+                    not re.search(r"\b0 bytes spill stores, 0 bytes spill loads", line)]
+        r.check("%s_%s.cu: ptxas -v reports no register spills (%d kernels)" % (name, tag, len(spills)),
+                rc == 0 and bool(spills) and not spilling, msgs[-3000:])
+        nm = find_tool("nm")
+        if rc == 0 and nm:
+            rc2, out2, err2 = r.run([nm, "-g", "--defined-only", obj])
+            syms = set(x.split()[-1] for x in out2.decode("utf-8", "replace").splitlines() if x.strip())
+            missing = [x for x in TRAIN_SYMBOLS if x not in syms]
+            r.check("%s_%s.o defines the five training entry points" % (name, tag),
+                    rc2 == 0 and not missing, "missing: %s\n%s" % (missing, err2))
 
 
 def check_names(r, fusec, work, tools):

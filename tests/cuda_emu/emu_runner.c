@@ -34,6 +34,23 @@
 
 const char *const emu_variant_names[EMU_NVARIANTS] = {"fused", "fused GPU-shaped", "eager", "eager GPU-shaped"};
 
+const EmuExample emu_examples[] = {
+    {"gpt2_attn", {{"B", 1}, {"T", 7}, {"C", 40}, {"H", 4}}},
+    {"gpt2_block", {{"B", 2}, {"T", 5}, {"C", 24}, {"H", 2}}},
+    {"gpt2_mlp", {{"B", 1}, {"T", 5}, {"C", 40}}},
+    {"keywords", {{"N", 7}, {"M", 33}}},
+    {"llama_layer", {{"B", 1}, {"T", 5}, {"C", 40}, {"H", 2}, {"F", 50}}},
+    {"residual_ln_gelu", {{"N", 9}, {"C", 100}}},
+    {"softmax_logits", {{"B", 3}, {"V", 1001}}},
+};
+const int emu_nexamples = (int)(sizeof emu_examples / sizeof emu_examples[0]);
+
+char *emu_example_source(const char *source_dir, int e) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/examples/%s.tf", source_dir, emu_examples[e].file);
+    return emu_read_text(path);
+}
+
 double emu_now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -165,9 +182,12 @@ static bool rewrite_cu(const char *s, bool handwritten, StrBuf *o, char *why, si
             continue;
         }
         if (idlen == 17 && !strncmp(id, "__launch_bounds__", 17)) {
-            /* __launch_bounds__(N) NAME: remember N for NAME's launches */
-            int bound = 0, used = 0;
-            if (sscanf(s + i, "(%d)%n", &bound, &used) == 1 && nb < 256) {
+            /* __launch_bounds__(N) NAME or __launch_bounds__(N, MIN_BLOCKS) NAME: remember N for
+             * NAME's launches */
+            int bound = 0, used = 0, min_blocks = 0;
+            if (sscanf(s + i, "(%d)%n", &bound, &used) < 1 || used == 0)
+                if (sscanf(s + i, "(%d, %d)%n", &bound, &min_blocks, &used) < 2) used = 0;
+            if (used > 0 && nb < 256) {
                 size_t k = i + (size_t)used;
                 while (k < n && s[k] == ' ') k++;
                 size_t kb = k;
@@ -435,8 +455,144 @@ bool emu_add_block_variants(EmuRunner *r, const char *name, const char *src, con
     return ok;
 }
 
+/* ---- training cases ---------------------------------------------------------------------------- */
+EmuCase *emu_add_train_block(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, bool fuse, uint64_t seed,
+                             uint64_t seed_step, char *why, size_t n) {
+    FcOptions *opt = NULL;
+    FcBlock *blk = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    why[0] = 0;
+    if (fc_options_new(&opt) != FC_OK) { snprintf(why, n, "%s: out of memory", name); return NULL; }
+    for (int d = 0; dims && dims[d].name; d++) fc_options_set_dim(opt, dims[d].name, dims[d].v);
+    fc_options_set_fuse(opt, fuse);
+    fc_options_set_entry(opt, "emu");
+    fc_options_set_train(opt, 1);
+    FcStatus st = fc_compile_string(src, name, opt, &blk);
+    fc_options_free(opt);
+    if (st != FC_OK)
+        snprintf(why, n, "%s: compile: %s %s", name, blk ? fc_block_last_error(blk) : "", blk ? fc_block_diagnostics(blk) : "");
+    if (st == FC_OK && (st = fc_block_emit(blk, FC_EMIT_CUDA, &data, &len)) != FC_OK)
+        snprintf(why, n, "%s: emit cuda: %s", name, fc_block_last_error(blk));
+    if (st == FC_OK && !r->cpu && (st = fc_device_open(FC_DEVICE_CPU, 0, &r->cpu)) != FC_OK)
+        snprintf(why, n, "%s: no CPU device", name);
+    if (st != FC_OK) { fc_block_free(blk); return NULL; }
+    int nin = fc_block_num_inputs(blk), nout = fc_block_num_outputs(blk), nfi = 0, nfo = 0;
+    FcTensorInfo *ii = emu_xcalloc((size_t)nin + 1, sizeof *ii), *oi = emu_xcalloc((size_t)nout + 1, sizeof *oi);
+    for (int i = 0; i < nin; i++) fc_block_input_info(blk, i, &ii[i]), nfi += ir_dtype_is_float(ii[i].dtype);
+    for (int j = 0; j < nout; j++) fc_block_output_info(blk, j, &oi[j]), nfo += ir_dtype_is_float(oi[j].dtype);
+    EmuCase *c = emu_new_case(r, name);
+    c->cu = emu_xcalloc(len + 1, 1);
+    memcpy(c->cu, data, len);
+    fc_buffer_free(data);
+    c->train = true;
+    c->train_nin = nin;
+    c->train_nout = nout;
+    emu_alloc_io(c, nin + nfo, nout + nfi);
+    /* on the CPU: x, y = forward(x); gx = backward(gy) */
+    FcTensor **x = emu_xcalloc((size_t)nin + 1, sizeof *x), **gx = emu_xcalloc((size_t)nin + 1, sizeof *gx);
+    FcTensor **y = emu_xcalloc((size_t)nout + 1, sizeof *y), **gy = emu_xcalloc((size_t)nout + 1, sizeof *gy);
+    FcProgram *prog = NULL;
+    bool ok = fc_program_new(blk, r->cpu, &prog) == FC_OK;
+    if (!ok) snprintf(why, n, "%s: CPU program: %s", name, prog ? fc_program_last_error(prog) : fc_block_last_error(blk));
+    for (int i = 0, k = 0; i < nin && ok; i++) {
+        ok = fc_tensor_new(r->cpu, ii[i].dtype, ii[i].rank, ii[i].dims, &x[i]) == FC_OK &&
+             fc_block_random_input(blk, i, seed + (uint64_t)i * seed_step, x[i]) == FC_OK;
+        if (ok && ir_dtype_is_float(ii[i].dtype)) ok = fc_tensor_new(r->cpu, ii[i].dtype, ii[i].rank, ii[i].dims, &gx[i]) == FC_OK;
+        c->in_dt[i] = ii[i].dtype;
+        c->in_n[i] = ok ? (int64_t)(fc_tensor_nbytes(x[i]) / fc_dtype_size(ii[i].dtype)) : 0;
+        c->in[i] = emu_xcalloc((size_t)c->in_n[i] * fc_dtype_size(ii[i].dtype) + 1, 1);
+        ok = ok && fc_tensor_copy_to_host(x[i], c->in[i], fc_tensor_nbytes(x[i])) == FC_OK;
+        if (gx[i]) {   /* output nout + k: the gradient of input i */
+            c->out_dt[nout + k] = ii[i].dtype;
+            c->out_n[nout + k] = c->in_n[i];
+            ok = ok && fc_block_grad_tolerance(blk, i, &c->tol[nout + k]) == FC_OK;
+            k++;
+        }
+        if (!ok) snprintf(why, n, "%s: input %d: %s", name, i, fc_block_last_error(blk));
+    }
+    for (int j = 0, k = 0; j < nout && ok; j++) {
+        ok = fc_tensor_new(r->cpu, oi[j].dtype, oi[j].rank, oi[j].dims, &y[j]) == FC_OK &&
+             fc_block_output_tolerance(blk, j, &c->tol[j]) == FC_OK;
+        c->out_dt[j] = oi[j].dtype;
+        c->out_n[j] = ok ? (int64_t)(fc_tensor_nbytes(y[j]) / fc_dtype_size(oi[j].dtype)) : 0;
+        if (ok && ir_dtype_is_float(oi[j].dtype)) {   /* input nin + k: the gradient of output j */
+            ok = fc_tensor_new(r->cpu, oi[j].dtype, oi[j].rank, oi[j].dims, &gy[j]) == FC_OK &&
+                 fc_block_random_grad_output(blk, j, seed, gy[j]) == FC_OK;
+            c->in_dt[nin + k] = oi[j].dtype;
+            c->in_n[nin + k] = c->out_n[j];
+            c->in[nin + k] = emu_xcalloc(fc_tensor_nbytes(y[j]) + 1, 1);
+            ok = ok && fc_tensor_copy_to_host(gy[j], c->in[nin + k], fc_tensor_nbytes(y[j])) == FC_OK;
+            k++;
+        }
+        if (!ok) snprintf(why, n, "%s: output %d: %s", name, j, fc_block_last_error(blk));
+    }
+    if (ok && fc_program_run(prog, x, y) != FC_OK) {
+        snprintf(why, n, "%s: CPU forward: %s", name, fc_program_last_error(prog));
+        ok = false;
+    }
+    if (ok && fc_program_backward(prog, gy, gx) != FC_OK) {
+        snprintf(why, n, "%s: CPU backward: %s", name, fc_program_last_error(prog));
+        ok = false;
+    }
+    for (int j = 0; j < nout && ok; j++) {
+        c->want[j] = emu_xcalloc(fc_tensor_nbytes(y[j]) + 1, 1);
+        ok = fc_tensor_copy_to_host(y[j], c->want[j], fc_tensor_nbytes(y[j])) == FC_OK;
+    }
+    for (int i = 0, k = 0; i < nin && ok; i++) {
+        if (!gx[i]) continue;
+        c->want[nout + k] = emu_xcalloc(fc_tensor_nbytes(gx[i]) + 1, 1);
+        ok = fc_tensor_copy_to_host(gx[i], c->want[nout + k], fc_tensor_nbytes(gx[i])) == FC_OK;
+        k++;
+    }
+    if (!ok && !why[0]) snprintf(why, n, "%s: reading the CPU's results back failed", name);
+    for (int i = 0; i < nin; i++) fc_tensor_free(x[i]), fc_tensor_free(gx[i]);
+    for (int j = 0; j < nout; j++) fc_tensor_free(y[j]), fc_tensor_free(gy[j]);
+    free(x); free(gx); free(y); free(gy); free(ii); free(oi);
+    fc_program_free(prog);
+    fc_block_free(blk);
+    if (!ok) {   /* nothing to compare with: not built, and the caller is told */
+        free(c->cu);
+        c->cu = NULL;
+        c->tried = true;
+        return NULL;
+    }
+    return c;
+}
+
 /* ---- batches: namespaced units, one compile each ------------------------------------------------ */
+/* A training case's wrapper: one workspace region holds the larger of the two workspaces, then
+ * `saved` (so that the saved buffers end near the region's guard page). */
+static void put_train_wrapper(StrBuf *o, const EmuCase *c) {
+    sb_printf(o, "static int fcemu_sizes_%d(size_t *w, size_t *s)\n{\n"
+                 "    size_t f = 0, g = 0;\n"
+                 "    if (fcemu_c%d::fusec_emu_workspace_size(&f) || fcemu_c%d::fusec_emu_backward_workspace_size(&g) ||\n"
+                 "        fcemu_c%d::fusec_emu_saved_bytes(s)) return 2;\n"
+                 "    *w = ((f > g ? f : g) + 255) / 256 * 256;\n    return 0;\n}\n",
+              c->id, c->id, c->id, c->id);
+    sb_printf(o, "extern \"C\" int fcemu_ws_%d(size_t *b)\n{\n    size_t w = 0, s = 0;\n"
+                 "    if (fcemu_sizes_%d(&w, &s)) return 2;\n    *b = w + s;\n    return 0;\n}\n", c->id, c->id);
+    sb_printf(o, "extern \"C\" int fcemu_run_%d(void *const *in, void *const *out, void *ws, size_t wsb) {\n"
+                 "    size_t w = 0, s = 0;\n"
+                 "    if (fcemu_sizes_%d(&w, &s) || wsb < w + s) return 2;\n"
+                 "    void *saved = s ? (void *)((char *)ws + w) : (void *)0, *work = w ? ws : (void *)0;\n"
+                 "    int st = fcemu_c%d::fusec_emu_forward(", c->id, c->id, c->id);
+    for (int i = 0; i < c->train_nin; i++) sb_printf(o, "(const %s *)in[%d], ", emu_ctype(c->in_dt[i]), i);
+    for (int i = 0; i < c->train_nout; i++) sb_printf(o, "(%s *)out[%d], ", emu_ctype(c->out_dt[i]), i);
+    sb_puts(o, "saved, work, w, (cudaStream_t)0);\n    if (st != 0) return st;\n"
+               "    for (size_t k = 0; k < w; k++) ((unsigned char *)work)[k] = 0xff;   /* nothing survives in the workspace */\n"
+               "    return fcemu_c");
+    sb_printf(o, "%d::fusec_emu_backward(", c->id);
+    for (int i = 0; i < c->train_nin; i++) sb_printf(o, "(const %s *)in[%d], ", emu_ctype(c->in_dt[i]), i);
+    for (int i = 0; i < c->train_nout; i++) sb_printf(o, "(const %s *)out[%d], ", emu_ctype(c->out_dt[i]), i);
+    sb_puts(o, "saved, ");
+    for (int i = c->train_nin; i < c->nin; i++) sb_printf(o, "(const %s *)in[%d], ", emu_ctype(c->in_dt[i]), i);
+    for (int i = c->train_nout; i < c->nout; i++) sb_printf(o, "(%s *)out[%d], ", emu_ctype(c->out_dt[i]), i);
+    sb_puts(o, "work, w, (cudaStream_t)0);\n}\n");
+}
+
 static void put_wrapper(StrBuf *o, const EmuCase *c) {
+    if (c->train) { put_train_wrapper(o, c); return; }
     sb_printf(o, "extern \"C\" int fcemu_ws_%d(size_t *b) { return fcemu_c%d::fusec_emu_workspace_size(b); }\n", c->id, c->id);
     sb_printf(o, "extern \"C\" int fcemu_run_%d(void *const *in, void *const *out, void *ws, size_t wsb) {\n"
                  "    (void)in; (void)out;\n    return fcemu_c%d::fusec_emu_forward(", c->id, c->id);
@@ -1020,5 +1176,6 @@ void emu_free(EmuRunner *r, bool keep) {
     free(r->cases);
     free(r->rt_err);
     fc_device_free(r->ref);
+    fc_device_free(r->cpu);
     memset(r, 0, sizeof *r);
 }

@@ -60,6 +60,11 @@ struct EmuCase {
     bool tried;               /* emu_build has tried it */
     void *lib;                /* the loaded batch, NULL if it did not build */
     char *build_err;          /* why it did not build (owned) */
+    /* a training unit (fusec --train --emit cuda), run as its forward then its backward: the
+     * first train_nin inputs are the block's, the rest the float outputs' gradients; the first
+     * train_nout outputs are the block's, the rest the float inputs' gradients */
+    bool train;
+    int train_nin, train_nout;
 };
 
 typedef struct EmuRunner {
@@ -79,6 +84,7 @@ typedef struct EmuRunner {
     int n_compiles;           /* C++ compilations started */
     bool contract;            /* compile the units with contraction everywhere (as nvcc's
                                  --fmad=true would treat plain a*b + c); set before emu_build */
+    FcDevice *cpu;            /* the CPU device, for training references (opened when first needed) */
 } EmuRunner;
 
 typedef enum EmuVerdict { EMU_PASS, EMU_MISMATCH, EMU_ERROR } EmuVerdict;
@@ -98,6 +104,14 @@ typedef struct EmuReport {
 
 /* A dim override (NULL-name terminated arrays). */
 typedef struct EmuDim { const char *name; int64_t v; } EmuDim;
+
+/* The examples/NAME.tf files at small odd dims (partial vectors, tiles and warps), with which
+ * the harness runs them (EmuDim arrays end at a NULL name). */
+typedef struct EmuExample { const char *file; EmuDim dims[6]; } EmuExample;
+extern const EmuExample emu_examples[];
+extern const int emu_nexamples;
+/* The text of SOURCE_DIR/examples/<emu_examples[e].file>.tf (free it), NULL if unreadable. */
+char *emu_example_source(const char *source_dir, int e);
 
 /* Which variants emu_add_block_variants makes (ids[] index = bit). */
 enum { EMU_V_FUSED, EMU_V_FUSED_GPU, EMU_V_EAGER, EMU_V_EAGER_GPU, EMU_NVARIANTS };
@@ -132,6 +146,17 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
  * something could not be made; the cases that could are kept. */
 bool emu_add_block_variants(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, uint64_t seed,
                             uint64_t seed_step, unsigned mask, int ids[EMU_NVARIANTS], char *why, size_t n);
+
+/* A training case: the unit of `fusec --train --emit cuda` for src (entry "emu", dims
+ * overridden, fused or eager), which the run calls as its forward, then (the workspace refilled
+ * with 0xFF bytes in between: nothing may survive in it) its backward. Inputs: the block's, from
+ * fc_block_random_input(blk, i, seed + i * seed_step), then the float outputs' gradients from
+ * fc_block_random_grad_output(blk, j, seed), as `fusec run --train --random SEED` makes them
+ * with seed_step 1; outputs: the block's, then the float inputs' gradients, compared with the
+ * CPU device's fc_program_run and fc_program_backward within fc_block_output_tolerance and
+ * fc_block_grad_tolerance. NULL with why on failure. */
+EmuCase *emu_add_train_block(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, bool fuse, uint64_t seed,
+                             uint64_t seed_step, char *why, size_t n);
 
 /* Compiles every case not tried yet (per_batch units to a C++ file, par compiles at a time).
  * Returns how many of them did not build (their build_err says why). */

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Golden tests: for every tests/golden/NAME.tf, the printed graph IR (--emit ir) and kernel
 # IR (--emit kir) must equal NAME.ir and NAME.kir byte for byte. A first line
-# "#! OPTIONS" gives extra compile options. With FUSEC_UPDATE_GOLDEN=1 the expected files are
-# rewritten instead (review the diff).
+# "#! OPTIONS" gives extra compile options. For every NAME.cuhead, the interface comment of an
+# AOT unit (below). With FUSEC_UPDATE_GOLDEN=1 the expected files are rewritten instead (review
+# the diff).
 # usage: run.sh FUSEC GOLDEN_DIR
 set -u
 fusec=$(cd "$(dirname "$1")" && pwd)/$(basename "$1"); dir=$2
@@ -27,6 +28,24 @@ for tf in *.tf; do
     fi
     rm -f /tmp/golden_diff.$$
   done
+done
+# The interface comment at the top of an AOT unit (--emit cuda): every NAME.cuhead holds, after a
+# first line "#! ARGS" (fusec's arguments, paths relative to the golden folder), the unit's text
+# up to the end of its first comment.
+for head in *.cuhead; do
+  [ -e "$head" ] || continue
+  n=$((n + 1))
+  first=$(head -n1 "$head")
+  args=${first#"#! "}
+  # shellcheck disable=SC2086
+  out=$("$fusec" $args --emit cuda -o - 2>&1 | sed '/\*\/$/q')
+  if [ -n "${FUSEC_UPDATE_GOLDEN:-}" ]; then
+    printf '%s\n%s\n' "$first" "$out" > "$head"; echo "updated $head"; continue
+  fi
+  if ! diff -u <(tail -n +2 "$head") <(printf '%s\n' "$out") > /tmp/golden_diff.$$; then
+    echo "FAIL $head differs:"; head -40 /tmp/golden_diff.$$; fail=$((fail + 1))
+  fi
+  rm -f /tmp/golden_diff.$$
 done
 echo "golden: $((n - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

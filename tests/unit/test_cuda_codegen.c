@@ -29,6 +29,19 @@
 static char tmpdir[256];
 
 /* ---- 1. golden ------------------------------------------------------------------------------- */
+/* Input 0 (tin[100]) and output 0 (tout[100]) of p, bound to the two params of its kernel 0 by
+ * its one launch. */
+static void one_launch(KirProgram *p, FcDtype tin, FcDtype tout) {
+    KirBuffer in = {KIR_BUF_INPUT, 0, tin, 100, 0}, out = {KIR_BUF_OUTPUT, 0, tout, 100, 0};
+    FC_VEC_PUSH(&p->buffers, in);
+    FC_VEC_PUSH(&p->buffers, out);
+    int *args = arena_alloc(&p->arena, 2 * sizeof(int));
+    args[0] = 0;
+    args[1] = 1;
+    KirLaunch l = {0, 2, args};
+    FC_VEC_PUSH(&p->launches, l);
+}
+
 static KirProgram *tiny_program(const char *block_name, const char *kname) {
     KirProgram *p = kir_program_new(block_name);
     KirKernel *k = kir_kernel_new(p, kname, 2, 64);
@@ -46,14 +59,7 @@ static KirProgram *tiny_program(const char *block_name, const char *kname) {
     kir_store(k, 1, kir_var_ref(k, i),
               kir_bin(k, KB_ADD, kir_bin(k, KB_MUL, x, kir_const_f(k, KT_F32, 2.5)), kir_const_f(k, KT_F32, -0.1)));
     kir_end(k);
-    KirBuffer in = {KIR_BUF_INPUT, 0, FC_F32, 100, 0}, out = {KIR_BUF_OUTPUT, 0, FC_BF16, 100, 0};
-    FC_VEC_PUSH(&p->buffers, in);
-    FC_VEC_PUSH(&p->buffers, out);
-    int *args = arena_alloc(&p->arena, 2 * sizeof(int));
-    args[0] = 0;
-    args[1] = 1;
-    KirLaunch l = {0, 2, args};
-    FC_VEC_PUSH(&p->launches, l);
+    one_launch(p, FC_F32, FC_BF16);
     return p;
 }
 
@@ -506,6 +512,16 @@ static void test_samples(bool have_nvrtc, const char *nvcc) {
     }
 }
 
+/* Does the unit `text` compile with nvcc for sm_90, warning-free? (NAME.cu in tmpdir) */
+static bool nvcc_compiles(const char *nvcc, const char *name, const char *text) {
+    char cu[512], log[512], cmd[2048];
+    snprintf(cu, sizeof cu, "%s/%s.cu", tmpdir, name);
+    snprintf(log, sizeof log, "%s/%s.log", tmpdir, name);
+    write_file(cu, text);
+    snprintf(cmd, sizeof cmd, "%s -arch=sm_90 -Werror all-warnings -c %s -o %s/%s.o", nvcc, cu, tmpdir, name);
+    return run(cmd, log) == 0;
+}
+
 /* A grid over CUDA's limit: the AOT entry returns 10 instead of launching, warning-free. */
 static void test_huge_grid(const char *nvcc) {
     KirProgram *p = tiny_program("huge", "k0_huge");
@@ -516,14 +532,7 @@ static void test_huge_grid(const char *nvcc) {
     EXPECT(cg_cuda_aot(p, "huge", io, 2, &sb, &err) == FC_OK, "%s", err.msg);
     EXPECT(sb.data && strstr(sb.data, "return 10; /* a kernel's grid exceeds 2^31-1 blocks */") &&
                !strstr(sb.data, "<<<"), "%s", sb.data);
-    if (nvcc && sb.data) {
-        char cu[512], log[512], cmd[2048];
-        snprintf(cu, sizeof cu, "%s/huge.cu", tmpdir);
-        snprintf(log, sizeof log, "%s/huge.log", tmpdir);
-        write_file(cu, sb.data);
-        snprintf(cmd, sizeof cmd, "%s -arch=sm_90 -Werror all-warnings -c %s -o %s/huge.o", nvcc, cu, tmpdir);
-        EXPECT(run(cmd, log) == 0, "huge-grid unit does not compile");
-    }
+    if (nvcc && sb.data) EXPECT(nvcc_compiles(nvcc, "huge", sb.data), "huge-grid unit does not compile");
     sb_free(&sb);
     /* a temp outside the workspace, and a buffer that does not fit its param */
     KirBuffer t = {KIR_BUF_TEMP, 0, FC_F32, 100, 256};
@@ -536,6 +545,80 @@ static void test_huge_grid(const char *nvcc) {
     EXPECT(cg_cuda_aot(p, "huge", io, 2, &sb, &err) == FC_ERR_INTERNAL && strstr(err.msg, "does not match input 0"), "%s", err.msg);
     sb_free(&sb);
     kir_program_free(p);
+}
+
+/* ---- training units (cg_cuda_aot_train) --------------------------------------------------------- */
+/* A program of one kernel copying input 0 (tin[100]) to output 0 (tout[100]). */
+static KirProgram *copy_program(const char *kname, FcDtype tin, FcDtype tout) {
+    KirProgram *p = kir_program_new("t");
+    KirKernel *k = kir_kernel_new(p, kname, 1, 128);
+    k->kind = "pointwise";
+    k->ops = "copy";
+    kir_param(k, tin, 100, false);
+    kir_param(k, tout, 100, true);
+    int i = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_THREADS, i, kir_const_i(k, KT_I64, 0), kir_const_i(k, KT_I64, 100));
+    kir_store(k, 1, kir_var_ref(k, i), kir_load(k, 0, kir_var_ref(k, i)));
+    kir_end(k);
+    one_launch(p, tin, tout);
+    return p;
+}
+
+/* x: f32[100] -> y: bf16[100], nothing saved; the backward copies grad_out0 to grad_in0. The
+ * unit compiles warning-free; bindings that do not fit, and kernel names that collide, are
+ * refused. */
+static void test_train(const char *nvcc) {
+    KirProgram *fwd = copy_program("k0_a", FC_F32, FC_BF16), *bwd = copy_program("k0_a", FC_BF16, FC_F32);
+    CgIoDesc io[2] = {{"x", FC_F32, {1, {100}}, false}, {"y", FC_BF16, {1, {100}}, true}};
+    CgArg bin[1] = {{CG_ARG_GRAD_OUTPUT, 0}};
+    int bout[1] = {0};
+    CgTrain t = {bwd, NULL, 0, bin, 1, bout, 1};
+    StrBuf sb = {0};
+    FcErr err = {0};
+    EXPECT(cg_cuda_aot_train(fwd, &t, "t", io, 2, &sb, &err) == FC_OK, "%s", err.msg);
+    const char *want[] = {"extern \"C\" int fusec_t_saved_bytes(size_t *bytes);",
+                          "extern \"C\" int fusec_t_backward(const float *in0, const unsigned short *out0,\n"
+                          " *           const void *saved, const unsigned short *grad_out0, float *grad_in0,\n"
+                          " *           void *workspace, size_t workspace_bytes, cudaStream_t stream);",
+                          "__launch_bounds__(128) bwd_k0_a(", "bwd_k0_a<<<1u, 128u, 0, stream>>>(grad_out0, grad_in0);",
+                          "    (void)saved;\n", "k0_a<<<1u, 128u, 0, stream>>>(in0, out0);"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        EXPECT(sb.data && strstr(sb.data, want[i]), "no \"%s\" in\n%s", want[i], sb.data ? sb.data : "");
+    if (nvcc && sb.data) EXPECT(nvcc_compiles(nvcc, "train", sb.data), "the training unit does not compile");
+    sb_free(&sb);
+    /* refused: a backward input with no argument, an output that is no float input's gradient,
+     * a float input without one, a binding of the wrong dtype, two kernels of one name */
+    struct { CgArg in; int out, nout; const char *fwd_kernel; const char *msg; } bad[] = {
+        {{CG_ARG_SAVED, 0}, 0, 1, "k0_a", "backward input 0 has no argument"},
+        {{CG_ARG_GRAD_OUTPUT, 1}, 0, 1, "k0_a", "backward input 0 has no argument"},
+        {{CG_ARG_GRAD_OUTPUT, 0}, 5, 1, "k0_a", "backward output 0 is not the gradient of a float input"},
+        {{CG_ARG_GRAD_OUTPUT, 0}, 0, 0, "k0_a", "0 backward outputs for 1 float inputs"},
+        {{CG_ARG_INPUT, 0}, 0, 1, "k0_a", "does not match input 0"},
+        {{CG_ARG_GRAD_OUTPUT, 0}, 0, 1, "bwd_k0_a", "two kernels named bwd_k0_a"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        KirProgram *f = copy_program(bad[i].fwd_kernel, FC_F32, FC_BF16);
+        bin[0] = bad[i].in;
+        bout[0] = bad[i].out;
+        t.nbwd_out = bad[i].nout;
+        EXPECT(cg_cuda_aot_train(f, &t, "t", io, 2, &sb, &err) == FC_ERR_INTERNAL && strstr(err.msg, bad[i].msg),
+               "case %zu: %s", i, err.msg);
+        sb_free(&sb);
+        kir_program_free(f);
+    }
+    /* allocation failures: an error, never a crash or a leak */
+    bin[0] = (CgArg){CG_ARG_GRAD_OUTPUT, 0};
+    bout[0] = 0;
+    t.nbwd_out = 1;
+    for (long n = 1; n < 200; n++) {
+        fc_alloc_fail_at(n);
+        FcStatus st = cg_cuda_aot_train(fwd, &t, "t", io, 2, &sb, &err);
+        fc_alloc_fail_at(0);
+        EXPECT(st == FC_OK || st == FC_ERR_NOMEM, "fail at %ld: %d %s", n, (int)st, err.msg);
+        sb_free(&sb);
+    }
+    kir_program_free(fwd);
+    kir_program_free(bwd);
 }
 
 /* Allocation failures anywhere in the printer: an error, never a crash or a leak. */
@@ -574,6 +657,7 @@ int main(void) {
     if (!nvcc) printf("nvcc not found: the AOT compile checks are skipped\n");
     test_samples(have_nvrtc, nvcc);
     test_huge_grid(nvcc);
+    test_train(nvcc);
     if (!failures) {
         char cmd[512];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -228,15 +228,6 @@ static void add_selftests(void) {
 }
 
 /* ---- the graphs ----------------------------------------------------------------------------------- */
-static const struct Example { const char *file; EmuDim dims[6]; } examples[] = {
-    {"gpt2_attn", {{"B", 1}, {"T", 7}, {"C", 40}, {"H", 4}}},
-    {"gpt2_block", {{"B", 2}, {"T", 5}, {"C", 24}, {"H", 2}}},
-    {"gpt2_mlp", {{"B", 1}, {"T", 5}, {"C", 40}}},
-    {"keywords", {{"N", 7}, {"M", 33}}},
-    {"llama_layer", {{"B", 1}, {"T", 5}, {"C", 40}, {"H", 2}, {"F", 50}}},
-    {"residual_ln_gelu", {{"N", 9}, {"C", 100}}},
-    {"softmax_logits", {{"B", 3}, {"V", 1001}}},
-};
 
 /* Small blocks that, together, use every op of docs/ops.md and every dtype. */
 static const struct Extra { const char *name; const char *src; } extras[] = {
@@ -331,14 +322,12 @@ int main(void) {
     /* ---- the cases ---- */
     for (int i = 0; i < KS_NUM_SAMPLES; i++) add_sample(i);
     int mm = -1, pw = -1;
-    for (size_t e = 0; e < sizeof examples / sizeof examples[0]; e++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/examples/%s.tf", FUSEC_SOURCE_DIR, examples[e].file);
-        char *src = emu_read_text(path);
-        EXPECT(src, "cannot read %s", path);
+    for (int e = 0; e < emu_nexamples; e++) {
+        char *src = emu_example_source(FUSEC_SOURCE_DIR, e);
+        EXPECT(src, "cannot read examples/%s.tf", emu_examples[e].file);
         if (!src) continue;
         int first = emu.ncases;
-        add_block_variants(examples[e].file, src, examples[e].dims, 100 + e);
+        add_block_variants(emu_examples[e].file, src, emu_examples[e].dims, 100 + (uint64_t)e);
         for (int i = first; i < emu.ncases; i++)   /* K = 40: three tiles of 16, the last partial */
             if (!strcmp(emu.cases[i].name, "gpt2_mlp_fused_gpu")) mm = i;
         free(src);
