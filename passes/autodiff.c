@@ -638,6 +638,7 @@ static FcStatus run(Ad *d, AdJoint *j) {
     d->adj = fc_calloc((size_t)cap, sizeof(int));
     d->rg = fc_calloc((size_t)cap, sizeof(bool));
     d->norigin = g->next_origin;
+    j->nfwd_origins = d->norigin;
     d->borigin = fc_calloc((size_t)d->norigin + 1, sizeof(int));
     if (s == FC_OK && (!d->adj || !d->rg || !d->borigin)) s = FC_OOM(d->err);
     if (s == FC_OK) {

@@ -31,6 +31,8 @@ typedef struct AdJoint {
     IrGraph *graph;
     int nfwd_inputs;          /* the block's inputs come first */
     int nfwd_outputs;         /* the block's outputs come first */
+    int nfwd_origins;         /* node origins below this are the forward's source ops; the
+                               * backward's nodes have origins of their own, from here up */
     int *grad_in_of_output;   /* [nfwd_outputs] joint input index of the output's gradient, -1 */
     int *grad_out_of_input;   /* [nfwd_inputs] joint output index of the input's gradient, -1 */
 } AdJoint;
@@ -61,7 +63,8 @@ typedef struct RematPlan {
     int64_t saved_bytes, recompute_flops, forward_flops, backward_flops;
     int64_t floor_bytes;      /* the least bytes any choice saves */
     int nrecomputed;          /* forward nodes the backward computes again */
-    FC_VEC(RematPoint) pareto; /* saved bytes against recomputed flops over the weight sweep */
+    FC_VEC(RematPoint) pareto; /* saved bytes against recomputed flops over the weight sweep,
+                                * sorted by bytes (ascending), dominated points dropped */
 } RematPlan;
 FcStatus pass_remat(const AdJoint *j, PassRemat mode, int64_t budget, RematPlan *out, FcErr *err);
 void remat_plan_free(RematPlan *p);
