@@ -621,6 +621,25 @@ EX(FULL) {
     return FC_OK;
 }
 
+/* Philox-4x32-10 as Random123 defines it: 10 rounds, the key bumped by the Weyl constants
+ * between rounds. */
+void rt_interp_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]}, k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
+        c[0] = n0;
+        c[1] = (uint32_t)p1;
+        c[2] = n2;
+        c[3] = (uint32_t)p0;
+    }
+    memcpy(out, c, sizeof c);
+}
+
 /* ---- data-dependent reads ------------------------------------------------------------------------------ */
 EX(GATHER) {
     const IrShape *ts = in_shape(g, n, 0), *is = in_shape(g, n, 1);

@@ -28,4 +28,9 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
  * result: only then do the two roundings differ. */
 bool rt_interp_has_narrow_intermediates(const IrGraph *g);
 
+/* Philox-4x32-10 (Random123's philox4x32 with 10 rounds): the four output words for counter
+ * ctr and key key. The interpreter's own implementation, which dropout's mask uses
+ * (docs/language.md); exported for the known-answer tests. */
+void rt_interp_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
 #endif

@@ -592,6 +592,22 @@ static void test_matmul(void) {
     check1("matmul f16", (const double *const[]){(const double[]){2048, 1, 1}, (const double[]){1, 1, 1}}, (const double[]){2050}, 0);
 }
 
+/* Random123's known answers for philox4x32-10: counter, key, the four output words. */
+static void test_philox(void) {
+    static const uint32_t kat[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u},
+        {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu,
+         0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu},
+        {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u,
+         0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u},
+    };
+    for (int v = 0; v < 3; v++) {
+        uint32_t r[4];
+        rt_interp_philox4x32_10(kat[v], kat[v] + 4, r);
+        for (int w = 0; w < 4; w++) EXPECT(r[w] == kat[v][6 + w], "philox vector %d word %d: %08x, want %08x", v, w, r[w], kat[v][6 + w]);
+    }
+}
+
 static void test_training(void) {
     new_graph();
     int x = input(FC_F32, SH(3));
@@ -829,6 +845,7 @@ int main(void) {
     test_generators();
     test_gather();
     test_matmul();
+    test_philox();
     test_training();
     test_cross_checks();
     test_rounding_agrees_with_host();
