@@ -11,8 +11,8 @@
 #include "ir.h"
 
 /* inputs[i]: the i-th block input's data in its dtype (dense, row-major);
- * outputs[i]: room for the i-th output in its dtype. A gather index out of range gives
- * FC_ERR_RUNTIME_DATA; a training op FC_ERR_UNSUPPORTED. */
+ * outputs[i]: room for the i-th output in its dtype. A gather index or a cross_entropy label
+ * out of range gives FC_ERR_RUNTIME_DATA. */
 FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const *outputs,
                        FcErr *err);
 
