@@ -260,6 +260,12 @@ static FcStatus graph_tolerances(const IrGraph *g, double *tol, FcErr *err) {
             for (int j = 0; j < n->a.nlist; j++) len *= x->shape.dims[n->a.list[j]];
             break;
         case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: len = x->shape.dims[n->a.i[0]]; break;
+        case IR_OP_CROSS_ENTROPY: {   /* a softmax over C per row, then the mean over the rows */
+            int64_t rows = 1;
+            ir_shape_numel(&ir_cval(g, n->in[1])->shape, &rows);
+            len = x->shape.dims[x->shape.rank - 1] + rows;
+            break;
+        }
         case IR_OP_ATTENTION: {
             const IrValue *kk = ir_cval(g, n->in[1]);
             len = x->shape.dims[x->shape.rank - 1] + 2 * kk->shape.dims[kk->shape.rank - 2];
@@ -1100,10 +1106,11 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
         int64_t hi = 16;
         for (int k = 0; k < g->nodes.len; k++) {
             const IrNode *nd = &g->nodes.data[k];
-            if (nd->op == IR_OP_GATHER && nd->in[1] == v) {
-                int64_t rows = ir_cval(g, nd->in[0])->shape.dims[0];
-                if (rows < hi) hi = rows;
-            }
+            /* ids and labels in range: gather's rows, cross_entropy's classes */
+            if (nd->nin != 2 || nd->in[1] != v) continue;
+            const IrShape *ts = &ir_cval(g, nd->in[0])->shape;
+            int64_t lim = nd->op == IR_OP_GATHER ? ts->dims[0] : nd->op == IR_OP_CROSS_ENTROPY ? ts->dims[ts->rank - 1] : hi;
+            if (lim < hi) hi = lim;
         }
         rt_host_fill_uniform_int(x->dtype, h, n, 0, hi, s);
     } else {
