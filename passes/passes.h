@@ -63,8 +63,9 @@ typedef struct RematPlan {
     int64_t saved_bytes, recompute_flops, forward_flops, backward_flops;
     int64_t floor_bytes;      /* the least bytes any choice saves */
     int nrecomputed;          /* forward nodes the backward computes again */
-    FC_VEC(RematPoint) pareto; /* saved bytes against recomputed flops over the weight sweep,
-                                * sorted by bytes (ascending), dominated points dropped */
+    FC_VEC(RematPoint) pareto; /* saved bytes against recomputed flops over the weight sweep
+                                * and the chosen plan, sorted by bytes (ascending), dominated
+                                * points dropped */
 } RematPlan;
 FcStatus pass_remat(const AdJoint *j, PassRemat mode, int64_t budget, RematPlan *out, FcErr *err);
 void remat_plan_free(RematPlan *p);

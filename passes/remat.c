@@ -513,7 +513,6 @@ static FcStatus choose(Rm *r, PassRemat mode, int64_t budget, Choice *best, Rema
         }
     }
     choice_free(&c);
-    if (s == FC_OK) pareto_sort(p);
     return s;
 }
 
@@ -536,6 +535,10 @@ FcStatus pass_remat(const AdJoint *j, PassRemat mode, int64_t budget, RematPlan 
     if (s == FC_OK) s = choice_new(&r, &best);
     if (s == FC_OK) s = choose(&r, mode, budget, &best, out);
     if (s == FC_OK) s = build(&r, &best, out);
+    /* the chosen plan is a point of the front too, unless a swept one dominates it */
+    RematPoint own = {out->saved_bytes, out->recompute_flops};
+    if (s == FC_OK && !FC_VEC_PUSH(&out->pareto, own)) s = FC_OOM(err);
+    if (s == FC_OK) pareto_sort(out);
     out->mode = mode;
     out->budget = budget;
     choice_free(&best);

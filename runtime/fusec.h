@@ -243,7 +243,8 @@ typedef struct FcTrainInfo {
 /* FC_ERR_USAGE for a block compiled without training. */
 FcStatus fc_block_train_info(const FcBlock *b, FcTrainInfo *info);
 /* The Pareto front of the recompute-vs-store choice: saved bytes against recomputed flops, one
- * point per distinct choice of --remat auto's weight sweep (docs/training.md). Point i of
+ * point per distinct choice of --remat auto's weight sweep (docs/training.md), and the block's
+ * own plan unless a swept point dominates it. Point i of
  * fc_block_train_pareto_count(b) (0 for a block compiled without training), sorted by bytes,
  * ascending; each point recomputes fewer flops than the one before. FC_ERR_USAGE for a block
  * compiled without training or i out of range. */
