@@ -1918,16 +1918,28 @@ static void human_bytes(int64_t b, char *buf, size_t n) {
 
 static double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0; }
 
+/* Prints a line of the table without its trailing spaces. */
+static void put_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void put_line(const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(buf);
+    while (n > 0 && buf[n - 1] == ' ') n--;
+    printf("%.*s\n", (int)n, buf);
+}
+
 /* One row of the table: a label, the bytes of one layer and per device (-1: blank). */
 static void mem_row(const char *label, int64_t one, int64_t dev, const char *note) {
-    char h[32] = "";
-    if (dev >= 0) human_bytes(dev, h, sizeof h);
-    printf("%-30s", label);
-    if (one >= 0) printf(" %18" PRId64, one);
-    else printf(" %18s", "");
-    if (dev >= 0) printf(" %18" PRId64 "  %-11s", dev, h);
-    else printf(" %18s  %-11s", "", "");
-    printf("%s\n", note ? note : "");
+    char o[24] = "", d[24] = "", h[32] = "";
+    if (one >= 0) snprintf(o, sizeof o, "%" PRId64, one);
+    if (dev >= 0) {
+        snprintf(d, sizeof d, "%" PRId64, dev);
+        human_bytes(dev, h, sizeof h);
+    }
+    put_line("%-30s %18s %18s  %-11s %s", label, o, d, h, note);
 }
 
 static int mem_print_json(const Args *a, FcBlock *bt, const MemModel *m) {
@@ -2011,8 +2023,8 @@ static int mem_print_text(const Args *a, FcBlock *bt, const MemModel *m) {
         shape_str(&si.tensor, shp, sizeof shp);
         if (si.line > 0) snprintf(where, sizeof where, " at %d:%d", si.line, si.col);
         human_bytes(si.bytes, dev, sizeof dev);
-        printf("  %-12s %-28s %14" PRId64 "  %-11s %s%s\n", si.tensor.name ? si.tensor.name : "?", shp, si.bytes, dev,
-               si.op ? si.op : "?", where);
+        put_line("  %-12s %-28s %14" PRId64 "  %-11s %s%s", si.tensor.name ? si.tensor.name : "?", shp, si.bytes, dev,
+                 si.op ? si.op : "?", where);
     }
     int np = fc_block_train_pareto_count(bt);
     int64_t base = total - m->ti.recompute_flops;   /* forward + backward without recomputation */
@@ -2024,8 +2036,8 @@ static int mem_print_text(const Args *a, FcBlock *bt, const MemModel *m) {
         if (fc_block_train_pareto(bt, i, &b, &f) != FC_OK) return report(FC_ERR_INTERNAL, "fusec mem", "reading the Pareto front", 0);
         if (!add64(base, f, &t)) t = INT64_MAX;
         human_bytes(b, dev, sizeof dev);
-        printf("  %18" PRId64 " %18" PRId64 " %11.2f%%  %-11s%s\n", b, f, pct(f, t), dev,
-               b == m->ti.saved_bytes && f == m->ti.recompute_flops ? "  <- this plan" : "");
+        put_line("  %18" PRId64 " %18" PRId64 " %11.2f%%  %-11s %s", b, f, pct(f, t), dev,
+                 b == m->ti.saved_bytes && f == m->ti.recompute_flops ? "<- this plan" : "");
     }
     return 0;
 }
