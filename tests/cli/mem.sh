@@ -139,6 +139,25 @@ fi
 # --train is implied, and accepted
 expect 0 mem small.tf --train
 
+# ---- the weight gradient under [S, B, H] activations, which the GPT-3 layer's plan relies on
+# (autodiff.c: one product over the flattened batch), against NumPy
+if [ "$HAVE_NUMPY" = 1 ]; then
+    printf '%s\n' 'block wg(x: f32[3, 2, 4], param w: f32[4, 5], param u: f32[1, 4, 5]) -> f32[3, 2, 5]' \
+        '{' '    return x @ w + x @ u' '}' >wg.tf
+    python3 -c 'import numpy as np
+r = np.random.default_rng(1)
+np.save("x.npy", r.standard_normal((3, 2, 4)).astype(np.float32))
+np.save("g.npy", r.standard_normal((3, 2, 5)).astype(np.float32))'
+    if expect 0 run wg.tf --train --input x=x.npy --grad-output out0=g.npy --out-dir wg; then
+        python3 -c 'import numpy as np
+x, g = np.load("x.npy").astype(np.float64), np.load("g.npy").astype(np.float64)
+want = np.einsum("sbk,sbn->kn", x, g)
+for name, got in (("w", np.load("wg/grad_w.npy")), ("u", np.load("wg/grad_u.npy")[0])):
+    err = np.abs(got - want).max() / np.abs(want).max()
+    assert err < 1e-5, (name, err)' || fail "the weight gradients of x @ w differ from NumPy's"
+    fi
+fi
+
 # ---- usage errors
 MSG="invalid --layers value '0'";        expect_usage mem small.tf --layers 0
 MSG="invalid --layers value '-1'";       expect_usage mem small.tf --layers -1
