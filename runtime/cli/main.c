@@ -1,6 +1,6 @@
 /* main.c: the `fusec` command-line driver.
  *
- * Owns: argument parsing (GNU conventions), the three commands (compile, `run`, `bench`),
+ * Owns: argument parsing (GNU conventions), the four commands (compile, `run`, `bench`, `mem`),
  * writing outputs atomically, printing diagnostics, and mapping library statuses to the exit
  * statuses of docs/cli.md. Entry point: main().
  *
