@@ -41,6 +41,7 @@ enum {
     H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_ROUND_BITS,
     H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32, H_F64_TO_I64,
     H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64, H_MIN_I64,
+    H_PHILOX,
     H_COUNT
 };
 
@@ -200,6 +201,29 @@ static const char *const helper_text[H_COUNT] = {
         "static __device__ __forceinline__ long long fc_max_i64(long long a, long long b) { return a > b ? a : b; }\n",
     [H_MIN_I64] =
         "static __device__ __forceinline__ long long fc_min_i64(long long a, long long b) { return a < b ? a : b; }\n",
+    [H_PHILOX] =
+        "/* word 0 of Philox-4x32-10 (Random123): counter words (c0, c1) the low and high halves of a,\n"
+        " * (c2, c3) of b, key words those of k; the key is bumped between rounds */\n"
+        "static __device__ __forceinline__ long long fc_philox(long long a, long long b, long long k)\n"
+        "{\n"
+        "    unsigned int c0 = (unsigned int)a, c1 = (unsigned int)((unsigned long long)a >> 32);\n"
+        "    unsigned int c2 = (unsigned int)b, c3 = (unsigned int)((unsigned long long)b >> 32);\n"
+        "    unsigned int k0 = (unsigned int)k, k1 = (unsigned int)((unsigned long long)k >> 32);\n"
+        "#pragma unroll\n"
+        "    for (int r = 0; r < 10; r++) {\n"
+        "        if (r > 0) {\n"
+        "            k0 += 0x9E3779B9u;\n"
+        "            k1 += 0xBB67AE85u;\n"
+        "        }\n"
+        "        unsigned int h0 = __umulhi(0xD2511F53u, c0), l0 = 0xD2511F53u * c0;\n"
+        "        unsigned int h1 = __umulhi(0xCD9E8D57u, c2), l1 = 0xCD9E8D57u * c2;\n"
+        "        c0 = h1 ^ c1 ^ k0;\n"
+        "        c1 = l1;\n"
+        "        c2 = h0 ^ c3 ^ k1;\n"
+        "        c3 = l0;\n"
+        "    }\n"
+        "    return (long long)c0;\n"
+        "}\n",
 };
 
 static const char *const ctype_names[KT_COUNT] = {"bool", "int", "long long", "float", "double"};
@@ -409,7 +433,7 @@ static const char *helper_name(int h) {
         "fc_f32_to_f8e4m3", "fc_f8e5m2_to_f32", "fc_f32_to_f8e5m2", "fc_round_bits",
         "fc_f32_to_i32", "fc_f32_to_i64", "fc_f64_to_i32", "fc_f64_to_i64",
         "fc_max_f32", "fc_min_f32", "fc_max_f64", "fc_min_f64", "fc_max_i32", "fc_min_i32",
-        "fc_max_i64", "fc_min_i64"};
+        "fc_max_i64", "fc_min_i64", "fc_philox"};
     return names[h];
 }
 
@@ -685,6 +709,17 @@ static void put_expr(Cg *c, int id, int parent, int depth) {
         break;
     }
     case KE_BLOCK_IDX: sb_puts(o, "((long long)blockIdx.x)"); break;
+    case KE_PHILOX:
+        if (!operand_ok(c, e->a, id) || !operand_ok(c, e->b, id) || !operand_ok(c, e->c, id)) return;
+        if (e->type != KT_I64 || expr_type(c, e->a) != KT_I64 || expr_type(c, e->b) != KT_I64 ||
+            expr_type(c, e->c) != KT_I64) {
+            cg_fail(c, FC_ERR_INTERNAL, "philox e%d: operands and result must be i64", id);
+            return;
+        }
+        use(c, H_PHILOX);
+        sb_printf(o, "%s(", helper_name(H_PHILOX)); put_expr(c, e->a, id, depth + 1); sb_puts(o, ", ");
+        put_expr(c, e->b, id, depth + 1); sb_puts(o, ", "); put_expr(c, e->c, id, depth + 1); sb_putc(o, ')');
+        break;
     default: cg_fail(c, FC_ERR_INTERNAL, "bad expression kind %d (e%d)", (int)e->kind, id); break;
     }
 }
@@ -1406,7 +1441,7 @@ static void put_preamble(StrBuf *out, const bool *helpers) {
         H_F16_TO_F32, H_ROUND_BITS, H_F32_TO_F16, H_BF16_TO_F32, H_F32_TO_BF16, H_F8E4M3_TO_F32,
         H_F32_TO_F8E4M3, H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32,
         H_F64_TO_I64, H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64,
-        H_MIN_I64};
+        H_MIN_I64, H_PHILOX};
     for (int i = 0; i < H_COUNT; i++)
         if (helpers[order[i]]) sb_puts(out, helper_text[order[i]]);
     sb_putc(out, '\n');

@@ -925,6 +925,32 @@ static int divrem_identity(const KirKernel *k, const KirExpr *e) {
     return -1;
 }
 
+/* ---- Philox-4x32-10 (KE_PHILOX) ------------------------------------------------------------
+ * Random123's rounds, unrolled: each multiplies two 32-bit words by the Philox constants as
+ * 64-bit products (zero-extended, so the loop vectorizer uses 32x32->64 vector multiplies),
+ * the key bumped by the Weyl constants between rounds (constants when the key is). */
+static LLVMValueRef lo32(Cg *g, LLVMValueRef x) { return LLVMBuildTrunc(g->b, x, g->t32, ""); }
+static LLVMValueRef hi32(Cg *g, LLVMValueRef x) { return lo32(g, LLVMBuildLShr(g->b, x, ci(g->t64, 32), "")); }
+static LLVMValueRef philox_r0(Cg *g, LLVMValueRef ctr_lo, LLVMValueRef ctr_hi, LLVMValueRef key) {
+    LLVMValueRef c0 = lo32(g, ctr_lo), c1 = hi32(g, ctr_lo), c2 = lo32(g, ctr_hi), c3 = hi32(g, ctr_hi);
+    LLVMValueRef k0 = lo32(g, key), k1 = hi32(g, key);
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 = LLVMBuildAdd(g->b, k0, ci(g->t32, 0x9E3779B9), "");
+            k1 = LLVMBuildAdd(g->b, k1, ci(g->t32, 0xBB67AE85), "");
+        }
+        LLVMValueRef p0 = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, c0, g->t64, ""), ci(g->t64, 0xD2511F53), "");
+        LLVMValueRef p1 = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, c2, g->t64, ""), ci(g->t64, 0xCD9E8D57), "");
+        LLVMValueRef n0 = LLVMBuildXor(g->b, LLVMBuildXor(g->b, hi32(g, p1), c1, ""), k0, "");
+        LLVMValueRef n2 = LLVMBuildXor(g->b, LLVMBuildXor(g->b, hi32(g, p0), c3, ""), k1, "");
+        c0 = n0;
+        c1 = lo32(g, p1);
+        c2 = n2;
+        c3 = lo32(g, p0);
+    }
+    return LLVMBuildZExt(g->b, c0, g->t64, "");
+}
+
 static LLVMValueRef ex_uncached(Cg *g, int id) {
     const KirExpr *e = &g->k->exprs.data[id];
     LLVMTypeRef t = ktype(g, e->type);
@@ -1009,6 +1035,15 @@ static LLVMValueRef ex_uncached(Cg *g, int id) {
     case KE_BLOCK_IDX:
         if (e->type != KT_I64) return BAD(g, "e%d: block index must be i64", id);
         return LLVMBuildLoad2(g->b, g->t64, g->blk, "");
+    case KE_PHILOX: {
+        LLVMValueRef a = operand(g, id, e->a);
+        LLVMValueRef b = a ? operand(g, id, e->b) : NULL;
+        LLVMValueRef c = b ? operand(g, id, e->c) : NULL;
+        if (!c) return NULL;
+        if (e->type != KT_I64 || etype(g, e->a) != KT_I64 || etype(g, e->b) != KT_I64 || etype(g, e->c) != KT_I64)
+            return BAD(g, "e%d: philox operands and result must be i64", id);
+        return philox_r0(g, a, b, c);
+    }
     default: break;
     }
     return BAD(g, "expression e%d has an unknown kind", id);

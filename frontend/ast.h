@@ -37,7 +37,6 @@ typedef struct FeDiag {
     size_t len;
     StrBuf *out;        /* where the text goes */
     int nerrors;        /* errors reported (not counting suppressed ones) */
-    int nunsupported;   /* of which "not supported yet" errors */
     bool stopped;       /* the error cap was hit; report nothing more */
     bool last_shown;    /* the last error was printed (so its notes are) */
     char first[512];    /* first error line, for the one-line summary */

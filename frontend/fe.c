@@ -52,8 +52,7 @@ FcStatus fe_compile(const char *src, size_t len, const char *filename, const FeO
     if (d.nerrors || d.stopped) {
         ir_graph_free(*out);
         *out = NULL;
-        bool unsupported = d.nunsupported > 0 && d.nunsupported == d.nerrors;
-        FcStatus st = unsupported ? FC_ERR_UNSUPPORTED : FC_ERR_INPUT;
+        FcStatus st = FC_ERR_INPUT;
         if (d.nerrors > 1)
             fc_err_set(err, st, "%s (and %d more error%s)", d.first, d.nerrors - 1, d.nerrors == 2 ? "" : "s");
         else

@@ -32,7 +32,6 @@ typedef struct FeOptions {
 /* Compiles `len` bytes of `src` (need not be NUL-terminated; may contain any bytes).
  * On success *out is a verified graph (before decomposition). On a user error returns
  * FC_ERR_INPUT with the diagnostics in `diags` (and a one-line summary in err), *out NULL.
- * FC_ERR_UNSUPPORTED: a training op (dropout, cross_entropy) was used (with a diagnostic).
  * Never crashes on any input; recursion depth is bounded (deeply nested input is an error). */
 FcStatus fe_compile(const char *src, size_t len, const char *filename, const FeOptions *opt,
                     IrGraph **out, StrBuf *diags, FcErr *err);

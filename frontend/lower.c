@@ -246,6 +246,16 @@ static bool want_float(Lower *L, const LVal *v, const char *what, double *out) {
     return false;
 }
 
+/* dropout's p: a number in [0, 1). */
+static bool want_probability(Lower *L, const LVal *v, const char *what, double *out) {
+    if (!want_float(L, v, what, out)) return false;
+    if (*out >= 0 && *out < 1) return true;
+    char b[400];
+    describe(L, v, b, sizeof b);
+    fe_error(L->d, v->loc, "%s is %s; expected a probability in [0, 1)", what, b);
+    return false;
+}
+
 static bool want_bool(Lower *L, const LVal *v, const char *what, bool *out) {
     if (v->kind == LV_POISON) return false;
     if (v->kind == LV_BOOL) { *out = v->i != 0; return true; }
@@ -518,7 +528,7 @@ static LVal matmul(Lower *L, LVal a, LVal b, FeLoc loc) {
 typedef enum OpKind {
     K_UNARY, K_BINARY, K_MATMUL, K_WHERE, K_CAST, K_REDUCE, K_SOFTMAX, K_LAYERNORM, K_RMSNORM,
     K_CAUSAL, K_ATTENTION, K_GELU, K_RESHAPE, K_TRANSPOSE, K_BROADCAST, K_CONCAT, K_SPLIT, K_SLICE,
-    K_IOTA, K_FULL, K_GATHER, K_TRAINING
+    K_IOTA, K_FULL, K_GATHER, K_DROPOUT, K_DROPOUT_MASK, K_CROSS_ENTROPY
 } OpKind;
 
 #define MAX_ARGS 6
@@ -621,11 +631,6 @@ static LVal lower_op(Lower *L, Scope *S, FeExpr *call, const OpSpec *spec) {
     FeLoc loc = call->loc;
     char what[64];
     snprintf(what, sizeof what, "'%s'", spec->name);
-    if (spec->kind == K_TRAINING) {
-        fe_error(L->d, loc, "'%s' is not supported yet (training mode comes later)", spec->name);
-        if (!L->d->stopped) L->d->nunsupported++;
-        return poison(loc);
-    }
     int nn = 0;
     while (nn < MAX_ARGS && spec->args[nn]) nn++;
     FeExpr *ex[MAX_ARGS];
@@ -924,14 +929,23 @@ static LVal lower_op(Lower *L, Scope *S, FeExpr *call, const OpSpec *spec) {
         int r = add_node(L, op, NULL, 0, &at, loc, -1, op);
         return r < 0 ? poison(loc) : tensor(r, loc);
     }
-    case K_GATHER: {
+    case K_GATHER: case K_CROSS_ENTROPY: {   /* two tensors; the shape rule checks them */
         bool ok = want_tensor(L, &av[0], an[0], &ins[0]);
         ok = want_tensor(L, &av[1], an[1], &ins[1]) && ok;
         if (!ok) return poison(loc);
         int r = add_node(L, op, ins, 2, NULL, loc, -1, op);
         return r < 0 ? poison(loc) : tensor(r, loc);
     }
-    case K_TRAINING: break;
+    case K_DROPOUT: case K_DROPOUT_MASK: {
+        bool mask = spec->kind == K_DROPOUT_MASK;
+        bool ok = mask ? want_ints(L, &av[0], an[0], INTS_SIZES, IR_MAX_RANK, &at.list, &at.nlist)
+                       : want_tensor(L, &av[0], an[0], &x);
+        ok = want_probability(L, &av[1], an[1], &at.f) && ok;
+        ok = want_int(L, &av[2], an[2], &at.i[0]) && ok;
+        if (!ok) return poison(loc);
+        int r = add_node(L, op, mask ? NULL : &x, mask ? 0 : 1, &at, loc, -1, op);
+        return r < 0 ? poison(loc) : tensor(r, loc);
+    }
     }
     return poison(loc);
 }

@@ -213,6 +213,11 @@ int kir_block_idx(KirKernel *k) {
     KirExpr e = {.kind = KE_BLOCK_IDX, .type = KT_I64, .a = -1, .b = -1, .c = -1, .ref = -1};
     return add_expr(k, e);
 }
+int kir_philox(KirKernel *k, int ctr_lo, int ctr_hi, int key) {
+    if (bad(k, ctr_lo) || bad(k, ctr_hi) || bad(k, key)) return -1;
+    KirExpr e = {.kind = KE_PHILOX, .type = KT_I64, .a = ctr_lo, .b = ctr_hi, .c = key, .ref = -1};
+    return add_expr(k, e);
+}
 
 /* ---- statements ------------------------------------------------------------------------- */
 static int add_stmt(KirKernel *k, KirStmt s) {
@@ -392,6 +397,10 @@ static void print_expr(const KirKernel *k, int id, StrBuf *o) {
         sb_printf(o, "round_%s(", fc_dtype_name(e->dtype)); print_expr(k, e->a, o); sb_putc(o, ')');
         break;
     case KE_BLOCK_IDX: sb_puts(o, "block_idx"); break;
+    case KE_PHILOX:
+        sb_puts(o, "philox("); print_expr(k, e->a, o); sb_puts(o, ", "); print_expr(k, e->b, o);
+        sb_puts(o, ", "); print_expr(k, e->c, o); sb_putc(o, ')');
+        break;
     default: sb_puts(o, "<?>"); break;
     }
 }
@@ -541,6 +550,8 @@ static bool vuniform(const Verify *v, int e, int depth) {
     case KE_VAR: return x->ref >= 0 && x->ref < k->vars.len && v->var_state[x->ref] == 1;
     case KE_UNARY: case KE_CAST: return vuniform(v, x->a, depth + 1);
     case KE_BINARY: return vuniform(v, x->a, depth + 1) && vuniform(v, x->b, depth + 1);
+    case KE_PHILOX:
+        return vuniform(v, x->a, depth + 1) && vuniform(v, x->b, depth + 1) && vuniform(v, x->c, depth + 1);
     default: return false;
     }
 }
@@ -611,6 +622,14 @@ static FcStatus vexpr(Verify *v, int id, int limit) {
         FC_TRY(vexpr(v, e->c, id));
         if (k->exprs.data[e->a].type != KT_BOOL) return vfail(v, "select condition is not bool", id);
         if (k->exprs.data[e->b].type != k->exprs.data[e->c].type) return vfail(v, "select arms of different types", id);
+        return FC_OK;
+    case KE_PHILOX:
+        FC_TRY(vexpr(v, e->a, id));
+        FC_TRY(vexpr(v, e->b, id));
+        FC_TRY(vexpr(v, e->c, id));
+        if (e->type != KT_I64 || k->exprs.data[e->a].type != KT_I64 || k->exprs.data[e->b].type != KT_I64 ||
+            k->exprs.data[e->c].type != KT_I64)
+            return vfail(v, "philox operands and result are not i64", id);
         return FC_OK;
     default: return vfail(v, "unknown expression kind", id);
     }
@@ -798,6 +817,11 @@ static bool vc_eval_uncached(VCheck *c, int id, int depth, int64_t *out) {
     }
     case KE_TLOAD: vc_eval(c, e->a, depth + 1, &a); return false;
     case KE_ROUND: vc_eval(c, e->a, depth + 1, &a); return false;
+    case KE_PHILOX:   /* random bits: never an index */
+        vc_eval(c, e->a, depth + 1, &a);
+        vc_eval(c, e->b, depth + 1, &a);
+        vc_eval(c, e->c, depth + 1, &a);
+        return false;
     case KE_CAST:
         ka = vc_eval(c, e->a, depth + 1, &a);
         if (!ka || !vc_int(e->type) || !vc_int(k->exprs.data[e->a].type)) return false;

@@ -69,6 +69,9 @@ typedef enum KirExprKind {
     KE_CAST,       /* a converted to `type` (float->int truncates toward zero, saturating, NaN->0) */
     KE_ROUND,      /* a (f32) rounded to the precision of storage dtype `dtype`, still f32 */
     KE_BLOCK_IDX,  /* this block's index, i64 */
+    KE_PHILOX,     /* word 0 of Philox-4x32-10 (Random123), as an i64 in [0, 2^32): counter words
+                    * (c0, c1) = low and high 32 bits of a, (c2, c3) of b, key (k0, k1) of c;
+                    * a, b, c are i64 (dropout's mask, docs/language.md) */
     KE_COUNT
 } KirExprKind;
 
@@ -240,6 +243,7 @@ int kir_select(KirKernel *k, int c, int a, int b);
 int kir_cast(KirKernel *k, KirType t, int a);           /* no-op when already t */
 int kir_round(KirKernel *k, FcDtype storage, int a);
 int kir_block_idx(KirKernel *k);
+int kir_philox(KirKernel *k, int ctr_lo, int ctr_hi, int key);   /* KE_PHILOX; operands i64 */
 
 /* Statements are appended to the innermost open scope. */
 void kir_let(KirKernel *k, int var, int value);

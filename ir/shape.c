@@ -73,6 +73,17 @@ static FcStatus bcast(const IrNode *n, const IrShape *a, const IrShape *b, IrSha
     return FC_OK;
 }
 
+/* dropout's and dropout_mask's probability: in [0, 1) (1 would drop everything and scale by
+ * infinity; NaN is refused too). */
+static FcStatus dropout_p(const IrNode *n, FcErr *err) {
+    if (!(n->a.f >= 0 && n->a.f < 1)) {
+        char b[40];
+        fc_fmt_double(b, sizeof b, n->a.f);
+        return fc_err_set(err, FC_ERR_INPUT, "'%s' probability p must be in [0, 1); got %s", opname(n), b);
+    }
+    return FC_OK;
+}
+
 RULE(same) {
     (void)nout;
     const IrValue *x = in(g, n, 0);
@@ -82,8 +93,7 @@ RULE(same) {
     }
     if (n->op == IR_OP_DROPOUT) {
         FC_TRY(need_float(n, x, err));
-        if (!(n->a.f >= 0 && n->a.f < 1))
-            return fc_err_set(err, FC_ERR_INPUT, "dropout probability must be in [0, 1); got %g", n->a.f);
+        FC_TRY(dropout_p(n, err));
     }
     odt[0] = x->dtype;
     osh[0] = x->shape;
@@ -453,6 +463,16 @@ RULE(full) {
     return FC_OK;
 }
 
+/* dropout_mask: bool, true where the element is kept (ops.def; the mask's definition is
+ * docs/language.md's). */
+RULE(dropout_mask) {
+    (void)g; (void)nout;
+    FC_TRY(shape_from_list(n, &osh[0], err));
+    FC_TRY(dropout_p(n, err));
+    odt[0] = FC_BOOL;
+    return FC_OK;
+}
+
 RULE(gather) {
     (void)nout;
     const IrValue *t = in(g, n, 0), *ids = in(g, n, 1);
@@ -501,12 +521,18 @@ RULE(cross_entropy) {
     const IrValue *l = in(g, n, 0), *y = in(g, n, 1);
     FC_TRY(need_float(n, l, err));
     if (!ir_dtype_is_int(y->dtype))
-        return fc_err_set(err, FC_ERR_INPUT, "'cross_entropy' labels must be integer; got %s", fc_dtype_name(y->dtype));
-    if (l->shape.rank < 1 || y->shape.rank != l->shape.rank - 1)
-        return fc_err_set(err, FC_ERR_INPUT, "'cross_entropy' expects logits [.., C] and labels [..]");
-    for (int i = 0; i < y->shape.rank; i++)
-        if (y->shape.dims[i] != l->shape.dims[i])
-            return fc_err_set(err, FC_ERR_INPUT, "'cross_entropy' labels shape does not match the logits' leading dims");
+        return fc_err_set(err, FC_ERR_INPUT, "'cross_entropy' labels must be integer (i32 or i64); got %s",
+                          fc_dtype_name(y->dtype));
+    bool ok = l->shape.rank >= 1 && y->shape.rank == l->shape.rank - 1;
+    for (int i = 0; ok && i < y->shape.rank; i++) ok = y->shape.dims[i] == l->shape.dims[i];
+    if (!ok) {
+        char a[256], b[256];
+        tstr(l, a, sizeof a);
+        tstr(y, b, sizeof b);
+        return fc_err_set(err, FC_ERR_INPUT,
+                          "'cross_entropy' expects logits [.., C] and labels [..] with the logits' leading dims; got %s and %s",
+                          a, b);
+    }
     osh[0].rank = 0;
     odt[0] = l->dtype;
     return FC_OK;

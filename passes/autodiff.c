@@ -23,7 +23,9 @@
  *   where: to the selected input, none to the condition | cast float->float: cast back |
  *   sum/mean: broadcast back | max/min: split equally among the tied maxima |
  *   reshape, transpose, broadcast, concat, slice (any step): their adjoint index maps |
- *   gather: scatter-add into the table, as a one-hot matrix product | matmul: g @ b^T, a^T @ g.
+ *   gather: scatter-add into the table, as a one-hot matrix product | matmul: g @ b^T, a^T @ g
+ *   (b's batch dims all 1 and a not broadcast: a[P*M, K]^T @ g[P*M, N], one product over the
+ *   whole batch instead of P products summed).
  * Comparisons, integer and bool values, iota, full and dropout masks get no gradient.
  *
  * Backward nodes keep the location of the forward node they come from, and an origin of their
@@ -541,6 +543,19 @@ static FcStatus rule_gather(Ad *d, const IrNode *n, int g) {
     return accumulate(d, tab, c);
 }
 
+/* b's batch dims are all 1 (a weight [K, N] under activations [.., M, K]) and a is not
+ * broadcast: then the batch folds into the contraction, b's gradient is one product
+ * a[P*M, K]^T @ g[P*M, N], and no [P, K, N] tensor of per-batch products is made and summed. */
+static bool folds_batch(Ad *d, int a, int b, int g) {
+    const IrShape *as = &V(d, a)->shape, *bs = &V(d, b)->shape, *gs = &V(d, g)->shape;
+    int64_t pa = 1, pg = 1;
+    for (int i = 0; i < bs->rank - 2; i++)
+        if (bs->dims[i] != 1) return false;
+    for (int i = 0; i < as->rank - 2; i++) pa *= as->dims[i];
+    for (int i = 0; i < gs->rank - 2; i++) pg *= gs->dims[i];
+    return pg > 1 && pa == pg;
+}
+
 static FcStatus rule_matmul(Ad *d, const IrNode *n, int g) {
     int a = n->in[0], b = n->in[1], t, c;
     if (d->rg[a]) {
@@ -548,21 +563,19 @@ static FcStatus rule_matmul(Ad *d, const IrNode *n, int g) {
         FC_TRY(bin(d, IR_OP_MATMUL, g, t, &c));
         FC_TRY(accumulate_ub(d, a, c));
     }
-    if (d->rg[b]) {
-        const IrShape *as = &V(d, a)->shape, *bs = &V(d, b)->shape;
-        if (bs->rank == 2 && as->rank > 2) {
-            /* a weight shared by every row of a batch: one product over all rows,
-             * a[M, K]^T @ g[M, N], instead of a product per batch summed afterwards */
-            int64_t K = as->dims[as->rank - 1], N = bs->dims[1], M = 1;
-            for (int i = 0; i < as->rank - 1; i++) M *= as->dims[i];
-            IrShape a2 = {.rank = 2, .dims = {M, K}}, g2 = {.rank = 2, .dims = {M, N}};
-            int ar, gr;
-            FC_TRY(reshape(d, a, &a2, &ar));
-            FC_TRY(reshape(d, g, &g2, &gr));
-            FC_TRY(transpose_last2(d, ar, &t));
-            FC_TRY(bin(d, IR_OP_MATMUL, t, gr, &c));
-            return accumulate(d, b, c);
-        }
+    if (d->rg[b] && folds_batch(d, a, b, g)) {
+        const IrShape *as = &V(d, a)->shape, *gs = &V(d, g)->shape;
+        int64_t K = as->dims[as->rank - 1], N = gs->dims[gs->rank - 1], rows = 1;
+        for (int i = 0; i < as->rank - 1; i++) rows *= as->dims[i];
+        IrShape a2 = {.rank = 2, .dims = {rows, K}}, g2 = {.rank = 2, .dims = {rows, N}};
+        int af, gf;
+        FC_TRY(reshape(d, a, &a2, &af));
+        FC_TRY(reshape(d, g, &g2, &gf));
+        FC_TRY(transpose_last2(d, af, &t));
+        FC_TRY(bin(d, IR_OP_MATMUL, t, gf, &c));
+        FC_TRY(reshape(d, c, &V(d, b)->shape, &c));
+        FC_TRY(accumulate(d, b, c));
+    } else if (d->rg[b]) {
         FC_TRY(transpose_last2(d, a, &t));
         FC_TRY(bin(d, IR_OP_MATMUL, t, g, &c));
         FC_TRY(accumulate_ub(d, b, c));

@@ -14,12 +14,16 @@
  *   gelu(x) tanh             -> u = sqrt(2/pi) * (x + 0.044715 * x*x*x); e = exp(-abs(u));
  *                               f = where(u < 0, e, 1); x * f * f / (1 + e * e)
  *   attention(q, k, v)       -> softmax(causal?(q @ transpose(k) * scale)) @ v
+ *   dropout(x) {p, seed}     -> where(dropout_mask(shape of x, p, seed), x * full(1 / (1 - p)), full(0))
+ *   cross_entropy(x, y)      -> d = x - max(x); per row log(sum(exp(d))) - sum(where(iota == y, d, 0))
+ *                               + gather(full([C], 0), y) (the label's range check); mean over rows
  * (reductions over the op's axes with keepdim=1; scalars are rank-0 `full` nodes of the
  * working dtype). The nodes an expansion makes keep the composite's location, origin and
  * origin op, except attention: each of its steps (transpose of k, q @ kT, the scale, the
  * causal mask, the softmax, @ v) gets a fresh origin from next_origin, with origin op
  * transpose / matmul / mul / causal_mask / softmax / matmul, and the mask and softmax
- * steps are expanded as above under those origins.
+ * steps are expanded as above under those origins; and cross_entropy's final mean (and
+ * cast back), which gets a fresh origin with origin op cross_entropy.
  *
  * Narrow floats (f16, bf16, f8): the expansion casts its float inputs to f32, computes in
  * f32 and casts the result back once, so it rounds once like the composite does. (The
@@ -220,6 +224,65 @@ static FcStatus expand_gelu(Dx *d, const IrNode *n, int *out) {
     return narrow_back(d, y, t, out);
 }
 
+/* dropout(x) {p, seed}: where(dropout_mask(shape of x, p, seed), x * scale, 0) with the scale
+ * 1 / (1 - p) a constant of x's dtype (the product rounds once, as the composite does). */
+static FcStatus expand_dropout(Dx *d, const IrNode *n, int *out) {
+    int x = d->map[n->in[0]], keep, scale, kept, zero;
+    FcDtype t = dtype_of(d, x);
+    IrShape s = ir_cval(d->g, x)->shape;
+    IrAttrs ma = {.nlist = s.rank, .list = s.dims, .f = n->a.f, .i = {n->a.i[0]}};
+    FC_TRY(emit(d, IR_OP_DROPOUT_MASK, NULL, 0, &ma, &keep));
+    FC_TRY(scalar(d, t, 1.0 / (1.0 - n->a.f), &scale));
+    FC_TRY(bin(d, IR_OP_MUL, x, scale, &kept));
+    FC_TRY(scalar(d, t, 0.0, &zero));
+    int ins[3] = {keep, kept, zero};
+    return emit(d, IR_OP_WHERE, ins, 3, NULL, out);
+}
+
+/* cross_entropy(logits [.., C], labels [..]): per row (keepdim shapes [.., 1]) with
+ * d = x - max(x), loss = log(sum(exp(d))) - sum(where(iota == label, d, 0)) + gather(zeros[C],
+ * label); the gather adds 0 and fails the run for a label outside [0, C) (its range check).
+ * Then the mean over every row, under a fresh origin (same origin op) so that eager runs the
+ * row losses and the mean as two kernels, not one serial kernel. */
+static FcStatus expand_cross_entropy(Dx *d, const IrNode *n, int *out) {
+    int x = d->map[n->in[0]], y = d->map[n->in[1]], xw;
+    FcDtype t = dtype_of(d, x), yt = dtype_of(d, y);
+    IrShape xs = ir_cval(d->g, x)->shape;
+    int r = xs.rank;
+    int64_t ax[1] = {r - 1}, rows[IR_MAX_RANK], all[IR_MAX_RANK], C = xs.dims[r - 1];
+    for (int i = 0; i < r; i++) {
+        rows[i] = i < r - 1 ? xs.dims[i] : 1;
+        all[i] = i;
+    }
+    FC_TRY(widen(d, x, &xw));
+    FcDtype w = dtype_of(d, xw);
+    int m, dv, e, s, lse, y1, io, hot, zero, pick, picked, tab, chk, diff, loss, mean;
+    FC_TRY(reduce(d, IR_OP_MAX, xw, ax, 1, &m));
+    FC_TRY(bin(d, IR_OP_SUB, xw, m, &dv));
+    FC_TRY(un(d, IR_OP_EXP, dv, &e));
+    FC_TRY(reduce(d, IR_OP_SUM, e, ax, 1, &s));
+    FC_TRY(un(d, IR_OP_LOG, s, &lse));
+    IrAttrs ra = {.nlist = r, .list = rows};
+    FC_TRY(emit(d, IR_OP_RESHAPE, &y, 1, &ra, &y1));
+    IrAttrs ia = {.nlist = r, .list = xs.dims, .i = {r - 1}, .dtype = yt};
+    FC_TRY(emit(d, IR_OP_IOTA, NULL, 0, &ia, &io));
+    FC_TRY(bin(d, IR_OP_EQ, io, y1, &hot));
+    FC_TRY(scalar(d, w, 0.0, &zero));
+    int sel[3] = {hot, dv, zero};
+    FC_TRY(emit(d, IR_OP_WHERE, sel, 3, NULL, &pick));
+    FC_TRY(reduce(d, IR_OP_SUM, pick, ax, 1, &picked));
+    IrAttrs fa = {.nlist = 1, .list = &C, .dtype = w};
+    FC_TRY(emit(d, IR_OP_FULL, NULL, 0, &fa, &tab));
+    int gi[2] = {tab, y1};
+    FC_TRY(emit(d, IR_OP_GATHER, gi, 2, NULL, &chk));
+    FC_TRY(bin(d, IR_OP_SUB, lse, picked, &diff));
+    FC_TRY(bin(d, IR_OP_ADD, diff, chk, &loss));
+    d->origin = d->g->next_origin++;
+    IrAttrs ma = {.nlist = r, .list = all};
+    FC_TRY(emit(d, IR_OP_MEAN, &loss, 1, &ma, &mean));
+    return narrow_back(d, mean, t, out);
+}
+
 static FcStatus expand_causal_mask(Dx *d, const IrNode *n, int *out) {
     return causal_core(d, d->map[n->in[0]], n->a.f, out);
 }
@@ -313,6 +376,8 @@ static FcStatus run_node(Dx *d, const IrNode *n) {
     case IR_OP_CAUSAL_MASK: FC_TRY(expand_causal_mask(d, n, &r)); break;
     case IR_OP_ATTENTION: FC_TRY(expand_attention(d, n, &r)); break;
     case IR_OP_GELU: FC_TRY(expand_gelu(d, n, &r)); break;
+    case IR_OP_DROPOUT: FC_TRY(expand_dropout(d, n, &r)); break;
+    case IR_OP_CROSS_ENTROPY: FC_TRY(expand_cross_entropy(d, n, &r)); break;
     default:
         FC_CHECK(d->err, ir_ops[n->op].cat != IR_CAT_COMPOSITE); /* a new composite needs an expansion here */
         FC_TRY(copy_node(d, n));

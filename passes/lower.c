@@ -557,23 +557,26 @@ static int emit_shared_load(Lower *L, int v, const int *idx) {
     return e;
 }
 
+/* The linear index of idx in shape s: the vec loop's own variable again where idx is what
+ * delinearizing it gave (see fold_*), else linearize(s, idx). */
+static int folded_linear(Lower *L, const IrShape *s, const int *idx) {
+    if (!L->fold_shape || !ir_shape_eq(s, L->fold_shape) ||
+        memcmp(idx + s->rank - L->fold_rank, L->fold_idx, sizeof(int) * (size_t)L->fold_rank) != 0)
+        return linearize(L, s, idx);
+    IrShape lead = *s;
+    lead.rank = s->rank - L->fold_rank;
+    int64_t tn = 1;
+    for (int d = lead.rank; d < s->rank; d++) tn *= s->dims[d];
+    return ib(L, KB_ADD, ib(L, KB_MUL, linearize(L, &lead, idx), ci(L, tn)), L->fold_lin);
+}
+
 /* Loads a value that lives in a buffer (computed by an earlier kernel, or a block input). */
 static int emit_load(Lower *L, int v, const int *idx) {
     int buf = L->buf_of_val[v];
     LCHECK(L, buf >= 0);
     int prm = param_for_buf(L, buf, false);
     const IrShape *s = &val(L, v)->shape;
-    int lin = -1;
-    if (L->fold_shape && ir_shape_eq(s, L->fold_shape) &&
-        !memcmp(idx + s->rank - L->fold_rank, L->fold_idx, sizeof(int) * (size_t)L->fold_rank)) {
-        IrShape lead = *s, tail = *s;
-        lead.rank = s->rank - L->fold_rank;
-        int64_t tn = 1;
-        for (int d = lead.rank; d < s->rank; d++) tn *= tail.dims[d];
-        lin = ib(L, KB_ADD, ib(L, KB_MUL, linearize(L, &lead, idx), ci(L, tn)), L->fold_lin);
-    } else {
-        lin = linearize(L, s, idx);
-    }
+    int lin = folded_linear(L, s, idx);
     int e = prm >= 0 && !L->k->params.data[prm].written && vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype))
                 ? kir_load_vec(L->k, prm, lin)
                 : kir_load(L->k, prm, lin);
@@ -590,6 +593,13 @@ static bool is_generated(const Lower *L, int v) {
 static bool in_group(const Lower *L, int v) {
     const IrValue *x = val(L, v);
     return x->node >= 0 && (L->group_of_node[x->node] == L->cur_group || is_generated(L, v));
+}
+
+/* dropout_mask at idx: word 0 of Philox-4x32-10 with the element's row-major index as the
+ * counter (c2 = c3 = 0) and the seed as the key, >= floor(p * 2^32) (docs/language.md). */
+static int emit_dropout_mask(Lower *L, const IrNode *n, const IrShape *s, const int *idx) {
+    int r0 = kir_philox(L->k, folded_linear(L, s, idx), ci(L, 0), ci(L, n->a.i[0]));
+    return kir_bin(L->k, KB_GE, r0, ci(L, (int64_t)floor(n->a.f * 4294967296.0)));
 }
 
 static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
@@ -621,6 +631,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
     case IR_CAT_REDUCE:
         return emit_reduce_serial(L, n, v, idx);
     case IR_CAT_GENERATOR:
+        if (n->op == IR_OP_DROPOUT_MASK) return emit_dropout_mask(L, n, &o->shape, idx);
         if (n->op == IR_OP_FULL) {
             if (t == KT_F32 || t == KT_F64) return kir_round(L->k, o->dtype, fconst(L, t, n->a.f));
             if (t == KT_BOOL) return kir_const_i(L->k, KT_BOOL, n->a.f != 0);

@@ -33,8 +33,9 @@ typedef struct AdJoint {
     int nfwd_outputs;         /* the block's outputs come first */
     int *grad_in_of_output;   /* [nfwd_outputs] joint input index of the output's gradient, -1 */
     int *grad_out_of_input;   /* [nfwd_inputs] joint output index of the input's gradient, -1 */
-    int first_bwd_origin;     /* nodes with an origin below this are the forward's (decomposition
-                               * keeps origins), the others the backward's */
+    int first_bwd_origin;     /* node origins below this are the forward's source ops
+                               * (decomposition keeps origins); the backward's nodes have origins
+                               * of their own, from here up */
 } AdJoint;
 FcStatus pass_autodiff(const IrGraph *in, AdJoint *out, FcErr *err);
 void ad_joint_free(AdJoint *j);
@@ -64,7 +65,9 @@ typedef struct RematPlan {
     int64_t saved_bytes, recompute_flops, forward_flops, backward_flops;
     int64_t floor_bytes;      /* the least bytes any choice saves */
     int nrecomputed;          /* forward nodes the backward computes again */
-    FC_VEC(RematPoint) pareto; /* saved bytes against recomputed flops over the weight sweep */
+    FC_VEC(RematPoint) pareto; /* saved bytes against recomputed flops over the weight sweep
+                                * and the chosen plan, sorted by bytes (ascending), dominated
+                                * points dropped */
 } RematPlan;
 FcStatus pass_remat(const AdJoint *j, PassRemat mode, int64_t budget, RematPlan *out, FcErr *err);
 void remat_plan_free(RematPlan *p);

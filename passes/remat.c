@@ -19,10 +19,13 @@
  * from saved values. The cut's weight is WB x saved bytes + WF x recomputed flops.
  *
  * Modes (docs/training.md):
- *   none  eager autograd: a value that leaves its source op (read by another op, or an
- *         output) is never recomputed, nor is a matrix product or a dropout mask; only a source
- *         op's internals are (a layernorm saves its input and two row statistics, not its
- *         centred f32 copy); least bytes under those rules.
+ *   none  eager autograd: a value that leaves its source op (read by another source op of
+ *         the forward, or an output) is never recomputed, nor is a matrix product, a dropout
+ *         mask or a reduction (a row statistic, which a native kernel returns with its result);
+ *         only a source op's elementwise internals are (a layernorm saves its input and its
+ *         two row statistics, not its centred f32 copy; a bf16 gelu its bf16 input, not the f32
+ *         cast of it); least bytes under those rules. The backward's nodes, even those of the
+ *         op's own rule, have origins of their own (autodiff.c): their reads make no boundary.
  *   full  only the block's inputs are saved; everything else is recomputed.
  *   auto  least bytes, matrix products never recomputed (WB >> WF, WF breaking ties); with a
  *         budget, the least recomputed flops whose saved bytes fit: every WF/WB in a
@@ -35,6 +38,7 @@
 #include "passes.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define INF (INT64_MAX / 8)
@@ -197,7 +201,7 @@ static FcStatus solve(Rm *r, const Cost *c, Choice *out) {
             if (r->constant[v] && !r->mask[v]) rec = 0;
             if (r->mask[v]) rec = c->eager ? INF : 0;
             if (c->ban_matmul && nd->op == IR_OP_MATMUL) rec = INF;
-            if (c->eager && r->boundary[v] && !r->constant[v]) rec = INF;
+            if (c->eager && (r->boundary[v] || ir_ops[nd->op].cat == IR_CAT_REDUCE) && !r->constant[v]) rec = INF;
             if (c->inputs_only) { rec = r->constant[v] && !r->mask[v] ? 0 : 1; save = INF; }
             for (int k = 0; k < nd->nin && ok; k++) ok = net_edge(&f, 2 * nd->in[k] + 1, 2 * v, INF);
         }
@@ -306,7 +310,7 @@ static FcStatus analyse(Rm *r) {
             bool cst = true;
             for (int k = 0; k < nd->nin; k++) cst &= nd->in[k] < n && r->constant[nd->in[k]];
             r->constant[v] = cst;
-            r->mask[v] = strcmp(ir_ops[nd->op].name, "dropout_mask") == 0;
+            r->mask[v] = nd->op == IR_OP_DROPOUT_MASK;
         }
     }
     for (int i = 0; i < g->nodes.len; i++) {
@@ -315,6 +319,10 @@ static FcStatus analyse(Rm *r) {
             int u = nd->in[k];
             if (!r->fwd[u]) continue;
             if (!r->fwd_node[i]) r->needed[u] = true;
+            /* only a forward source op's read makes a boundary: the backward's nodes (also those
+             * that read no gradient, such as a rule's exp(-x*x/2)) have origins of their own,
+             * even those of the op's own backward */
+            if (nd->origin >= j->first_bwd_origin) continue;
             const IrValue *x = ir_cval(g, u);
             if (x->node >= 0 && g->nodes.data[x->node].origin != nd->origin) r->boundary[u] = true;
         }
@@ -460,6 +468,22 @@ static bool better(const Choice *a, const Choice *b) {
     return a->flops < b->flops || (a->flops == b->flops && a->bytes < b->bytes);
 }
 
+/* The front sorted by saved bytes (ascending), without dominated points: each point then
+ * recomputes strictly fewer flops than the one before. */
+static int cmp_point(const void *a, const void *b) {
+    const RematPoint *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+    return x->flops < y->flops ? -1 : x->flops > y->flops;
+}
+static void pareto_sort(RematPlan *p) {
+    if (p->pareto.len == 0) return;
+    qsort(p->pareto.data, (size_t)p->pareto.len, sizeof(RematPoint), cmp_point);
+    int n = 0;
+    for (int i = 0; i < p->pareto.len; i++)
+        if (n == 0 || p->pareto.data[i].flops < p->pareto.data[n - 1].flops) p->pareto.data[n++] = p->pareto.data[i];
+    p->pareto.len = n;
+}
+
 static FcStatus choose(Rm *r, PassRemat mode, int64_t budget, Choice *best, RematPlan *p) {
     Choice c = {0};
     FcStatus s = choice_new(r, &c);
@@ -521,6 +545,10 @@ FcStatus pass_remat(const AdJoint *j, PassRemat mode, int64_t budget, RematPlan 
     if (s == FC_OK) s = choice_new(&r, &best);
     if (s == FC_OK) s = choose(&r, mode, budget, &best, out);
     if (s == FC_OK) s = build(&r, &best, out);
+    /* the chosen plan is a point of the front too, unless a swept one dominates it */
+    RematPoint own = {out->saved_bytes, out->recompute_flops};
+    if (s == FC_OK && !FC_VEC_PUSH(&out->pareto, own)) s = FC_OOM(err);
+    if (s == FC_OK) pareto_sort(out);
     out->mode = mode;
     out->budget = budget;
     choice_free(&best);

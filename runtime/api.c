@@ -261,6 +261,12 @@ static FcStatus graph_tolerances(const IrGraph *g, double *tol, FcErr *err) {
             for (int j = 0; j < n->a.nlist; j++) len *= x->shape.dims[n->a.list[j]];
             break;
         case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: len = x->shape.dims[n->a.i[0]]; break;
+        case IR_OP_CROSS_ENTROPY: {   /* a softmax over C per row, then the mean over the rows */
+            int64_t rows = 1;
+            ir_shape_numel(&ir_cval(g, n->in[1])->shape, &rows);
+            len = x->shape.dims[x->shape.rank - 1] + rows;
+            break;
+        }
         case IR_OP_ATTENTION: {
             const IrValue *kk = ir_cval(g, n->in[1]);
             len = x->shape.dims[x->shape.rank - 1] + 2 * kk->shape.dims[kk->shape.rank - 2];
@@ -1176,10 +1182,11 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
         int64_t hi = 16;
         for (int k = 0; k < g->nodes.len; k++) {
             const IrNode *nd = &g->nodes.data[k];
-            if (nd->op == IR_OP_GATHER && nd->in[1] == v) {
-                int64_t rows = ir_cval(g, nd->in[0])->shape.dims[0];
-                if (rows < hi) hi = rows;
-            }
+            /* ids and labels in range: gather's rows, cross_entropy's classes */
+            if (nd->nin != 2 || nd->in[1] != v) continue;
+            const IrShape *ts = &ir_cval(g, nd->in[0])->shape;
+            int64_t lim = nd->op == IR_OP_GATHER ? ts->dims[0] : nd->op == IR_OP_CROSS_ENTROPY ? ts->dims[ts->rank - 1] : hi;
+            if (lim < hi) hi = lim;
         }
         rt_host_fill_uniform_int(x->dtype, h, n, 0, hi, s);
     } else {
@@ -1676,4 +1683,59 @@ FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     for (int l = 0; l < nl && s == FC_OK; l++) per_launch_ms[l] = median(t + (size_t)l * (size_t)repeat, repeat);
     fc_free(t);
     return s;
+}
+
+/* ---- training: what is saved, the Pareto front, the memory plans (fusec mem) ---------------------- */
+int fc_block_train_pareto_count(const FcBlock *b) {
+    return b && b->train && block_ready(b) ? b->plan.pareto.len : 0;
+}
+FcStatus fc_block_train_pareto(const FcBlock *b, int i, int64_t *bytes, int64_t *flops) {
+    if (!b || !bytes || !flops || !b->train || !block_ready(b) || i < 0 || i >= b->plan.pareto.len) return FC_ERR_USAGE;
+    *bytes = b->plan.pareto.data[i].bytes;
+    *flops = b->plan.pareto.data[i].flops;
+    return FC_OK;
+}
+
+int fc_block_train_num_saved(const FcBlock *b) {
+    return b && b->train && block_ready(b) ? b->plan.saved.len : 0;
+}
+FcStatus fc_block_train_saved(const FcBlock *b, int i, FcSavedInfo *info) {
+    if (!b || !info || !b->train || !block_ready(b) || i < 0 || i >= b->plan.saved.len) return FC_ERR_USAGE;
+    const RematSaved *sv = &b->plan.saved.data[i];
+    const IrGraph *jg = b->joint.graph, *bg = b->plan.bwd;
+    memset(info, 0, sizeof *info);
+    /* the backward's first inputs are the saved values, in order, with their names */
+    fill_info(jg, sv->value, i < bg->inputs.len ? ir_cval(bg, bg->inputs.data[i])->name : NULL, &info->tensor);
+    info->bytes = sv->bytes;
+    const IrValue *x = ir_cval(jg, sv->value);
+    if (x->node < 0) {
+        info->tensor.is_param = x->result < jg->inputs.len && jg->is_param.data[x->result];
+        info->op = info->tensor.is_param ? "param" : "input";
+    } else {
+        const IrNode *n = &jg->nodes.data[x->node];
+        info->op = ir_ops[n->origin_op].name;
+        info->line = n->loc.line;
+        info->col = n->loc.col;
+    }
+    return FC_OK;
+}
+
+/* The bytes of a kernel plan's inputs, outputs and workspace. */
+static FcStatus plan_memory(FcBlock *b, const KirProgram *p, FcPlanMemory *m) {
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < p->buffers.len; i++) {
+        const KirBuffer *k = &p->buffers.data[i];
+        int64_t n;
+        int64_t *sum = k->kind == KIR_BUF_INPUT ? &m->input_bytes : k->kind == KIR_BUF_OUTPUT ? &m->output_bytes : NULL;
+        if (!sum) continue;
+        if (!fc_mul64(k->numel, (int64_t)fc_dtype_size(k->dtype), &n) || !fc_add64(*sum, n, sum))
+            return fc_err_set(&b->err, FC_ERR_INPUT, "the buffers of block '%s' overflow a 64-bit byte count",
+                              b->src->name);
+    }
+    m->workspace_bytes = p->workspace_bytes;
+    return FC_OK;
+}
+FcStatus fc_block_plan_memory(FcBlock *b, int which, FcPlanMemory *m) {
+    if (!b || !m || !block_ready(b) || which < 0 || which > 1 || (which == 1 && !b->train)) return FC_ERR_USAGE;
+    return plan_memory(b, which == 0 ? b->fwd.prog : b->bwd.prog, m);
 }

@@ -248,6 +248,36 @@ typedef struct FcTrainInfo {
 } FcTrainInfo;
 /* FC_ERR_USAGE for a block compiled without training. */
 FcStatus fc_block_train_info(const FcBlock *b, FcTrainInfo *info);
+/* The Pareto front of the recompute-vs-store choice: saved bytes against recomputed flops, one
+ * point per distinct choice of --remat auto's weight sweep (docs/training.md), and the block's
+ * own plan unless a swept point dominates it. Point i of
+ * fc_block_train_pareto_count(b) (0 for a block compiled without training), sorted by bytes,
+ * ascending; each point recomputes fewer flops than the one before. FC_ERR_USAGE for a block
+ * compiled without training or i out of range. */
+int fc_block_train_pareto_count(const FcBlock *b);
+FcStatus fc_block_train_pareto(const FcBlock *b, int i, int64_t *bytes, int64_t *flops);
+/* What the forward keeps for the backward: value i of fc_block_train_num_saved(b) (0 without
+ * training), in the plan's order (FcTrainInfo.nsaved of them). */
+typedef struct FcSavedInfo {
+    FcTensorInfo tensor;   /* dtype and shape; name: the source's name of the value, else
+                            * "savedK"; is_param: a param, kept by reference (0 bytes) */
+    int64_t bytes;         /* counted in FcTrainInfo.saved_bytes (0 for a param) */
+    const char *op;        /* the source op that computes it ("layernorm", "softmax", "matmul"),
+                            * or "input" / "param" for a block input; static text */
+    int line, col;         /* where that op is in the source; 0 for a block input */
+} FcSavedInfo;
+int fc_block_train_num_saved(const FcBlock *b);
+FcStatus fc_block_train_saved(const FcBlock *b, int i, FcSavedInfo *info);
+/* The memory of a compiled program's kernel plan (the GPU-shaped plan for --arch, as --emit kir
+ * shows it): the bytes of its input and output buffers, and of its workspace (every temporary
+ * buffer at its offset; buffers are not reused yet). which: 0 the forward (in training it also
+ * writes the saved values as outputs), 1 the backward (training only; its inputs are the saved
+ * values, params included, and the outputs' gradients; its outputs the inputs' gradients).
+ * FC_ERR_USAGE for another `which`. */
+typedef struct FcPlanMemory {
+    int64_t input_bytes, output_bytes, workspace_bytes;
+} FcPlanMemory;
+FcStatus fc_block_plan_memory(FcBlock *b, int which, FcPlanMemory *m);
 /* The documented --check tolerance of the gradient of input i (a float input), as
  * fc_block_output_tolerance's rule applied to the backward: max |err| / max |ref|. */
 FcStatus fc_block_grad_tolerance(const FcBlock *b, int i, double *rel_tol);

@@ -228,7 +228,6 @@ typedef FcStatus (*ExFn)(const IrGraph *g, const IrNode *n, const double *const 
 #define EX(ID)                                                                                 \
     static FcStatus ex_##ID(const IrGraph *g, const IrNode *n, const double *const *in,        \
                             double *const *out, FcErr *err)
-#define UNUSED_ARGS (void)g, (void)n, (void)in, (void)out, (void)err
 
 #define OP(ID, NAME, MININ, MAXIN, NOUT, CAT, ATTRS, SHAPE, FLOPS) EX(ID);
 #include "ops.def"
@@ -622,7 +621,60 @@ EX(FULL) {
     return FC_OK;
 }
 
+/* Philox-4x32-10 as Random123 defines it: 10 rounds, the key bumped by the Weyl constants
+ * between rounds. */
+void rt_interp_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]}, k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
+        c[0] = n0;
+        c[1] = (uint32_t)p1;
+        c[2] = n2;
+        c[3] = (uint32_t)p0;
+    }
+    memcpy(out, c, sizeof c);
+}
+
+/* dropout's mask at flat index i: kept iff word 0 of Philox(counter (i, 0), key seed) >=
+ * floor(p * 2^32); the seed's 64-bit two's-complement pattern is the key. */
+static bool dropout_kept(double p, int64_t seed, int64_t i) {
+    uint64_t s = (uint64_t)seed, u = (uint64_t)i;
+    uint32_t ctr[4] = {(uint32_t)u, (uint32_t)(u >> 32), 0, 0}, key[2] = {(uint32_t)s, (uint32_t)(s >> 32)}, r[4];
+    rt_interp_philox4x32_10(ctr, key, r);
+    return (uint64_t)r[0] >= (uint64_t)floor(p * 4294967296.0);
+}
+
+EX(DROPOUT_MASK) {
+    (void)in;
+    FC_CHECK(err, n->a.f >= 0 && n->a.f < 1);
+    int64_t m = count(out_shape(g, n, 0));
+    for (int64_t i = 0; i < m; i++) out[0][i] = dropout_kept(n->a.f, n->a.i[0], i);
+    return FC_OK;
+}
+
 /* ---- data-dependent reads ------------------------------------------------------------------------------ */
+/* "FILE:LINE:COL: " of node n (empty when it has no location) and the multi-index of flat
+ * position p in shape s, "1, 2", for the run-time data errors. */
+static void data_error_place(const IrGraph *g, const IrNode *n, const IrShape *s, int64_t p, char *loc, size_t nloc,
+                             char *pos, size_t npos) {
+    int64_t idx[IR_MAX_RANK], rest = p;
+    size_t at = 0;
+    loc[0] = pos[0] = 0;
+    for (int d = s->rank - 1; d >= 0; d--) {
+        idx[d] = rest % s->dims[d];
+        rest /= s->dims[d];
+    }
+    for (int d = 0; d < s->rank && at < npos; d++)
+        at += (size_t)snprintf(pos + at, npos - at, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (n->loc.line > 0)
+        snprintf(loc, nloc, "%.256s:%d:%d: ", g->file ? g->file : "<input>", n->loc.line, n->loc.col);
+}
+
 EX(GATHER) {
     const IrShape *ts = in_shape(g, n, 0), *is = in_shape(g, n, 1);
     FC_CHECK(err, ts->rank >= 1);
@@ -630,18 +682,8 @@ EX(GATHER) {
     for (int64_t p = 0; p < m; p++) {
         double id = in[1][p];
         if (!(id >= 0 && id < (double)rows)) {
-            char pos[32 * IR_MAX_RANK + 4] = "", loc[320] = "";
-            int64_t rest = p;
-            size_t at = 0;
-            int64_t idx[IR_MAX_RANK];
-            for (int d = is->rank - 1; d >= 0; d--) {
-                idx[d] = rest % is->dims[d];
-                rest /= is->dims[d];
-            }
-            for (int d = 0; d < is->rank && at < sizeof pos; d++)
-                at += (size_t)snprintf(pos + at, sizeof pos - at, "%s%lld", d ? ", " : "", (long long)idx[d]);
-            if (n->loc.line > 0)
-                snprintf(loc, sizeof loc, "%.256s:%d:%d: ", g->file ? g->file : "<input>", n->loc.line, n->loc.col);
+            char pos[32 * IR_MAX_RANK + 4], loc[320];
+            data_error_place(g, n, is, p, loc, sizeof loc, pos, sizeof pos);
             return fc_err_set(err, FC_ERR_RUNTIME_DATA,
                               "%sgather: id %.0f at ids[%s] is out of range [0, %lld)", loc, id, pos,
                               (long long)rows);
@@ -685,15 +727,39 @@ EX(MATMUL) {
 }
 
 /* ---- training ops --------------------------------------------------------------------------------------------- */
+/* kept ? x * scale : 0, the scale 1 / (1 - p) rounded to x's dtype (the driver rounds the
+ * product); dropped elements are +0 whatever x is (NaN and -0 included). */
 EX(DROPOUT) {
-    UNUSED_ARGS;
-    return fc_err_set(err, FC_ERR_UNSUPPORTED,
-                      "'dropout' is a training op; the reference interpreter does not run training ops yet");
+    FC_CHECK(err, n->a.f >= 0 && n->a.f < 1);
+    double scale = rnd(val(g, n->in[0])->dtype, 1.0 / (1.0 - n->a.f));
+    int64_t m = count(out_shape(g, n, 0));
+    for (int64_t i = 0; i < m; i++) out[0][i] = dropout_kept(n->a.f, n->a.i[0], i) ? in[0][i] * scale : 0.0;
+    return FC_OK;
 }
+
+/* mean over rows of log(sum(exp(x - max))) - (x[label] - max), in f64; a label outside
+ * [0, C) is a data error (as a gather id is). */
 EX(CROSS_ENTROPY) {
-    UNUSED_ARGS;
-    return fc_err_set(err, FC_ERR_UNSUPPORTED,
-                      "'cross_entropy' is a training op; the reference interpreter does not run training ops yet");
+    const IrShape *ls = in_shape(g, n, 0), *ys = in_shape(g, n, 1);
+    FC_CHECK(err, ls->rank >= 1 && ys->rank == ls->rank - 1);
+    int64_t C = ls->dims[ls->rank - 1], rows = count(ys);
+    FC_CHECK(err, count(ls) == rows * C);
+    double total = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *x = in[0] + r * C;
+        double y = in[1][r], mx = -INFINITY, sum = 0;
+        if (!(y >= 0 && y < (double)C)) {
+            char pos[32 * IR_MAX_RANK + 4], loc[320];
+            data_error_place(g, n, ys, r, loc, sizeof loc, pos, sizeof pos);
+            return fc_err_set(err, FC_ERR_RUNTIME_DATA, "%scross_entropy: label %.0f at labels[%s] is out of range [0, %lld)",
+                              loc, y, pos, (long long)C);
+        }
+        for (int64_t k = 0; k < C; k++) mx = b_max(mx, x[k]);
+        for (int64_t k = 0; k < C; k++) sum += exp(x[k] - mx);
+        total += log(sum) - (x[(int64_t)y] - mx);
+    }
+    out[0][0] = total / (double)rows;
+    return FC_OK;
 }
 
 /* ---- the driver ------------------------------------------------------------------------------------------------ */

@@ -11,8 +11,8 @@
 #include "ir.h"
 
 /* inputs[i]: the i-th block input's data in its dtype (dense, row-major);
- * outputs[i]: room for the i-th output in its dtype. A gather index out of range gives
- * FC_ERR_RUNTIME_DATA; a training op FC_ERR_UNSUPPORTED. */
+ * outputs[i]: room for the i-th output in its dtype. A gather index or a cross_entropy label
+ * out of range gives FC_ERR_RUNTIME_DATA. */
 FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const *outputs,
                        FcErr *err);
 
@@ -40,5 +40,9 @@ bool rt_interp_has_narrow_intermediates(const IrGraph *g);
  * not. Shares no code with the autodiff pass. */
 FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                         const double *const *grad_outputs, double *const *grad_inputs, FcErr *err);
+/* Philox-4x32-10 (Random123's philox4x32 with 10 rounds): the four output words for counter
+ * ctr and key key. The interpreter's own implementation, which dropout's mask uses
+ * (docs/language.md); exported for the known-answer tests. */
+void rt_interp_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 #endif

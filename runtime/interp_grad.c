@@ -185,6 +185,7 @@ BW_NONE(EQ)
 BW_NONE(NE)
 BW_NONE(IOTA)
 BW_NONE(FULL)
+BW_NONE(DROPOUT_MASK)
 
 /* ---- elementwise unary: gx += gy * f'(x) --------------------------------------------------------- */
 static FcStatus unary_bw(const Bw *b, double (*d)(double)) {

@@ -126,8 +126,6 @@ static const struct { const char *cat, *title, *note; } sections[] = {
     {"IR_CAT_GENERATOR", "Generators", "No tensor input; `shape` is a list of sizes or one integer."},
     {"IR_CAT_GATHER", "Data-dependent reads", ""},
     {"IR_CAT_MATMUL", "Matrix product", ""},
-    {"IR_CAT_TRAINING", "Training ops (not supported yet)",
-     "They parse, and a call is the error `'OP' is not supported yet (training mode comes later)`."},
 };
 
 /* Prints a table cell's text, escaping the `|` that would end the cell. */

@@ -1,6 +1,6 @@
 /* main.c: the `fusec` command-line driver.
  *
- * Owns: argument parsing (GNU conventions), the three commands (compile, `run`, `bench`),
+ * Owns: argument parsing (GNU conventions), the four commands (compile, `run`, `bench`, `mem`),
  * writing outputs atomically, printing diagnostics, and mapping library statuses to the exit
  * statuses of docs/cli.md. Entry point: main().
  *
@@ -153,8 +153,10 @@ static int parse_bytes(const char *s, int64_t *out) {
 
 /* ---- command-line model -------------------------------------------------------------------- */
 
-typedef enum { MODE_COMPILE, MODE_RUN, MODE_BENCH } Mode;
-enum { M_C = 1, M_R = 2, M_B = 4, M_ALL = 7 };
+typedef enum { MODE_COMPILE, MODE_RUN, MODE_BENCH, MODE_MEM } Mode;
+enum { M_C = 1, M_R = 2, M_B = 4, M_M = 8, M_ALL = 15 };
+typedef enum { OPTIM_ADAMW, OPTIM_SGD, OPTIM_NONE } Optim;
+static const char *const k_optims[] = {"adamw", "sgd", "none"};
 
 typedef struct DimArg {
     char *name;          /* malloc'ed copy of NAME */
@@ -188,19 +190,24 @@ typedef struct Args {
     int check;
     int repeat;                /* --repeat; default BENCH_REPEAT_DEFAULT */
     int json;
+    int64_t layers;            /* mem --layers; default 1 */
+    Optim optimizer;           /* mem --optimizer; default adamw */
+    int zero;                  /* mem --zero: the ZeRO stage, 0..3 */
+    int64_t devices;           /* mem --devices; default 1 */
 } Args;
 
 typedef enum {
     OPT_OUT, OPT_BLOCK, OPT_DEF, OPT_EMIT, OPT_ARCH, OPT_NO_FUSE, OPT_PRECISION, OPT_STRICT,
     OPT_TRAIN, OPT_MEM_BUDGET, OPT_ENTRY, OPT_DEVICE, OPT_INPUT, OPT_RANDOM, OPT_OUT_DIR,
-    OPT_CHECK, OPT_REPEAT, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_GRAD_OUTPUT, OPT_REMAT
+    OPT_CHECK, OPT_REPEAT, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_GRAD_OUTPUT, OPT_REMAT,
+    OPT_LAYERS, OPT_OPTIMIZER, OPT_ZERO, OPT_DEVICES
 } OptId;
 
 typedef struct OptDef {
     const char *name;    /* "--block" or "-o" */
     OptId id;
     int has_arg;
-    int modes;           /* M_C | M_R | M_B: where the option is valid */
+    int modes;           /* M_C | M_R | M_B | M_M: where the option is valid */
 } OptDef;
 
 static const OptDef k_opts[] = {
@@ -224,7 +231,11 @@ static const OptDef k_opts[] = {
     {"--out-dir", OPT_OUT_DIR, 1, M_R},
     {"--check", OPT_CHECK, 0, M_R},
     {"--repeat", OPT_REPEAT, 1, M_B},
-    {"--json", OPT_JSON, 0, M_B},
+    {"--json", OPT_JSON, 0, M_B | M_M},
+    {"--layers", OPT_LAYERS, 1, M_M},
+    {"--optimizer", OPT_OPTIMIZER, 1, M_M},
+    {"--zero", OPT_ZERO, 1, M_M},
+    {"--devices", OPT_DEVICES, 1, M_M},
     {"-h", OPT_HELP, 0, M_ALL},
     {"--help", OPT_HELP, 0, M_ALL},
     {"--version", OPT_VERSION, 0, M_ALL},
@@ -242,7 +253,7 @@ static const char *const k_archs[] = {"sm_80", "sm_86", "sm_89", "sm_90"};
 static const char *const k_precisions[] = {"keep", "bf16", "f16", "f8"};
 
 static const char *mode_name(Mode m) {
-    return m == MODE_RUN ? "fusec run" : m == MODE_BENCH ? "fusec bench" : "fusec FILE";
+    return m == MODE_RUN ? "fusec run" : m == MODE_BENCH ? "fusec bench" : m == MODE_MEM ? "fusec mem" : "fusec FILE";
 }
 
 static void print_help(void) {
@@ -251,10 +262,14 @@ static void print_help(void) {
         "       fusec run FILE.tf [--device cpu|cuda] [--input NAME=PATH.npy]... [--random SEED]",
         "                 [--out-dir DIR] [--check] [--no-fuse] [compile options]",
         "       fusec bench FILE.tf [--device cpu|cuda] [--repeat N] [--json] [compile options]",
+        "       fusec mem FILE.tf [--layers L] [--optimizer adamw|sgd|none] [--zero 0|1|2|3]",
+        "                 [--devices N] [--remat none|auto|full] [--mem-budget BYTES] [--json]",
+        "                 [compile options]",
         "       fusec --help | --version",
         "",
         "Compiles a transformer block written in the .tf language into fused kernels; runs it,",
-        "checks it against the reference interpreter, or benchmarks it against eager execution.",
+        "checks it against the reference interpreter, benchmarks it against eager execution, or",
+        "tells the memory of training it as one layer of a model (mem).",
         "FILE '-' reads the source from standard input.",
         "",
         "Compile (default command):",
@@ -308,12 +323,21 @@ static void print_help(void) {
         "  --repeat N              timed runs after 3 warm-up runs (default 20, 1..1000000)",
         "  --json                  print one JSON object instead of the table",
         "",
+        "Mem options (mem compiles for training: --train is implied; docs/training.md):",
+        "  --layers L              the model has L such layers (default 1; 1..2^63-1)",
+        "  --optimizer OPT         adamw (default: m and v in f32, an f32 master copy of 16- and",
+        "                          8-bit params), sgd (no momentum: only the master copy), none",
+        "  --zero STAGE            ZeRO stage 0 (default), 1 (optimizer state sharded over the",
+        "                          devices), 2 (also the gradients) or 3 (also the params)",
+        "  --devices N             data-parallel devices the states are sharded over (default 1)",
+        "  --json                  print one JSON object instead of the table",
+        "",
         "Other:",
         "  -h, --help              print this help and exit",
         "  --version               print the version and exit",
         "  --                      end of options: the next argument is FILE",
         "  Options may come before or after FILE; --opt=VALUE and --opt VALUE are the same.",
-        "  'run' and 'bench' are commands only as the first argument.",
+        "  'run', 'bench' and 'mem' are commands only as the first argument.",
         "",
         "Exit status:",
         "  0   success",
@@ -474,6 +498,24 @@ static int apply_opt(Args *a, const OptDef *o, const char *spelled, const char *
         return 0;
     }
     case OPT_JSON: a->json = 1; return 0;
+    case OPT_LAYERS:
+    case OPT_DEVICES: {
+        uint64_t n;
+        if (!parse_u64(v, (uint64_t)INT64_MAX, &n) || n == 0)
+            return usage_error("invalid %s value '%s' (expected an integer from 1 to %" PRId64 ")", o->name, v,
+                               INT64_MAX);
+        *(o->id == OPT_LAYERS ? &a->layers : &a->devices) = (int64_t)n;
+        return 0;
+    }
+    case OPT_OPTIMIZER:
+        for (size_t k = 0; k < sizeof k_optims / sizeof k_optims[0]; k++)
+            if (strcmp(v, k_optims[k]) == 0) { a->optimizer = (Optim)k; return 0; }
+        return usage_error("invalid --optimizer value '%s' (expected adamw, sgd or none)", v);
+    case OPT_ZERO:
+        if (strlen(v) != 1 || v[0] < '0' || v[0] > '3')
+            return usage_error("invalid --zero value '%s' (expected a ZeRO stage: 0, 1, 2 or 3)", v);
+        a->zero = v[0] - '0';
+        return 0;
     case OPT_HELP:
     case OPT_VERSION: break;
     }
@@ -486,6 +528,8 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->emit = FC_EMIT_CUDA;
     a->device = FC_DEVICE_CPU;
     a->repeat = BENCH_REPEAT_DEFAULT;
+    a->layers = 1;
+    a->devices = 1;
     a->dims = calloc((size_t)argc + 1, sizeof *a->dims);
     a->inputs = calloc((size_t)argc + 1, sizeof *a->inputs);
     a->grads = calloc((size_t)argc + 1, sizeof *a->grads);
@@ -494,7 +538,8 @@ static int parse_args(int argc, char **argv, Args *a) {
     int i = 1;
     if (argc > 1 && strcmp(argv[1], "run") == 0) { a->mode = MODE_RUN; i = 2; }
     else if (argc > 1 && strcmp(argv[1], "bench") == 0) { a->mode = MODE_BENCH; i = 2; }
-    int mode_bit = a->mode == MODE_RUN ? M_R : a->mode == MODE_BENCH ? M_B : M_C;
+    else if (argc > 1 && strcmp(argv[1], "mem") == 0) { a->mode = MODE_MEM; i = 2; }
+    int mode_bit = a->mode == MODE_RUN ? M_R : a->mode == MODE_BENCH ? M_B : a->mode == MODE_MEM ? M_M : M_C;
     int end_of_opts = 0;
 
     for (; i < argc; i++) {
@@ -547,10 +592,17 @@ static int parse_args(int argc, char **argv, Args *a) {
             val = argv[++i];
         }
         if (!(o->modes & mode_bit)) {
-            const char *where = (o->modes & M_C) && (o->modes & M_R) ? "compiling and 'fusec run'"
-                                : (o->modes & M_R) && (o->modes & M_B) ? "'fusec run' and 'fusec bench'"
-                                : (o->modes & M_R) ? "'fusec run'"
-                                : (o->modes & M_B) ? "'fusec bench'" : "compiling";
+            static const char *const names[] = {"compiling", "'fusec run'", "'fusec bench'", "'fusec mem'"};
+            char where[96] = "";
+            int n = 0, total = 0;
+            for (int k = 0; k < 4; k++) total += (o->modes >> k) & 1;
+            for (int k = 0; k < 4; k++)
+                if ((o->modes >> k) & 1) {
+                    size_t l = strlen(where);
+                    snprintf(where + l, sizeof where - l, "%s%s", n == 0 ? "" : n + 1 == total ? " and " : ", ",
+                             names[k]);
+                    n++;
+                }
             return usage_error("option '%s' is not valid with '%s' (only with %s)", o->name,
                                mode_name(a->mode), where);
         }
@@ -558,6 +610,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         if (rc) return rc;
     }
     if (!a->file) return usage_error("no input file");
+    if (a->mode == MODE_MEM) a->train = 1;   /* mem is about training */
     if (a->ngrads && !a->train) return usage_error("--grad-output needs --train");
     return -1;
 }
@@ -852,6 +905,9 @@ static int in_diagnostics(const char *diag, const char *msg) {
     return 0;
 }
 
+/* Standard input's source, read once: bench and mem compile FILE '-' twice. Freed by main. */
+static char *g_stdin_src;
+
 /* Compiles FILE with the command line's options (fuse = 0: eager). Prints the diagnostics
  * (errors and warnings) when print_diag. Returns 0 with *out set, or an exit status. */
 static int compile(const Args *a, int fuse, int print_diag, FcBlock **out) {
@@ -874,14 +930,11 @@ static int compile(const Args *a, int fuse, int print_diag, FcBlock **out) {
     FcBlock *b = NULL;
     FcStatus s;
     if (from_stdin) {
-        char *src;
-        rc = read_stdin(&src);
-        if (rc) {
+        if (!g_stdin_src && (rc = read_stdin(&g_stdin_src)) != 0) {
             fc_options_free(o);
             return rc;
         }
-        s = fc_compile_string(src, "<stdin>", o, &b);
-        free(src);
+        s = fc_compile_string(g_stdin_src, "<stdin>", o, &b);
     } else {
         s = fc_compile_file(a->file, o, &b);
     }
@@ -1823,6 +1876,271 @@ done:
     return rc;
 }
 
+/* ---- memory of training (fusec mem) ------------------------------------------------------------ */
+
+/* Overflow-checked arithmetic on byte counts: 0 on overflow. */
+static int add64(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+static int mul64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static int64_t ceil_div(int64_t a, int64_t n) { return a / n + (a % n != 0); }   /* a >= 0, n >= 1 */
+
+/* Bytes per element of a param's gradient and optimizer state (docs/training.md): the gradient
+ * has the param's dtype; AdamW keeps m and v in f32 (f64 for an f64 param) and an f32 master
+ * copy of a param narrower than 4 bytes; SGD (no momentum) only that master copy; none
+ * nothing. An integer param has no gradient and no state. */
+static void state_bytes(FcDtype t, Optim opt, int64_t *grad, int64_t *optim) {
+    int64_t sz = (int64_t)fc_dtype_size(t);
+    int64_t master = sz < 4 ? 4 : 0, moment = sz > 4 ? sz : 4;
+    int fl = is_float(t);
+    *grad = fl ? sz : 0;
+    *optim = !fl ? 0 : opt == OPTIM_ADAMW ? master + 2 * moment : opt == OPTIM_SGD ? master : 0;
+}
+
+typedef struct MemModel {
+    /* one layer */
+    int64_t params, param_bytes, grad_bytes, optim_bytes, state_bytes;
+    FcTrainInfo ti;
+    int nsaved_act;             /* saved values with bytes (params are kept by reference) */
+    FcPlanMemory fwd;           /* the inference compile's forward plan */
+    int64_t fwd_peak;           /* its inputs + outputs + workspace */
+    int64_t bwd_workspace, out_grads, in_grads, transient;
+    /* all layers, per device */
+    int64_t param_dev, grad_dev, optim_dev, states_dev, act_dev, peak;
+} MemModel;
+
+/* Sums of one layer: 1 on success, 0 on overflow. */
+static int mem_layer(FcBlock *bt, const Args *a, MemModel *m) {
+    for (int i = 0; i < fc_block_num_inputs(bt); i++) {
+        FcTensorInfo ti;
+        if (fc_block_input_info(bt, i, &ti) != FC_OK) return 0;
+        int64_t n = 1, g, o, x;
+        for (int d = 0; d < ti.rank; d++)
+            if (!mul64(n, ti.dims[d], &n)) return 0;
+        if (!ti.is_param) {
+            if (is_float(ti.dtype) && (!mul64(n, (int64_t)fc_dtype_size(ti.dtype), &x) || !add64(m->in_grads, x, &m->in_grads)))
+                return 0;
+            continue;
+        }
+        state_bytes(ti.dtype, a->optimizer, &g, &o);
+        if (!add64(m->params, n, &m->params) || !mul64(n, (int64_t)fc_dtype_size(ti.dtype), &x) ||
+            !add64(m->param_bytes, x, &m->param_bytes) || !mul64(n, g, &x) || !add64(m->grad_bytes, x, &m->grad_bytes) ||
+            !mul64(n, o, &x) || !add64(m->optim_bytes, x, &m->optim_bytes))
+            return 0;
+    }
+    for (int j = 0; j < fc_block_num_outputs(bt); j++) {
+        FcTensorInfo ti;
+        if (fc_block_output_info(bt, j, &ti) != FC_OK) return 0;
+        if (!is_float(ti.dtype)) continue;
+        int64_t x = (int64_t)fc_dtype_size(ti.dtype);
+        for (int d = 0; d < ti.rank; d++)
+            if (!mul64(x, ti.dims[d], &x)) return 0;
+        if (!add64(m->out_grads, x, &m->out_grads)) return 0;
+    }
+    return add64(m->param_bytes, m->grad_bytes, &m->state_bytes) && add64(m->state_bytes, m->optim_bytes, &m->state_bytes);
+}
+
+/* The totals of --layers layers per device under ZeRO stage --zero: 1, or 0 on overflow. */
+static int mem_model(const Args *a, MemModel *m) {
+    int64_t L = a->layers, N = a->devices, p, g, o;
+    if (!mul64(m->param_bytes, L, &p) || !mul64(m->grad_bytes, L, &g) || !mul64(m->optim_bytes, L, &o) ||
+        !mul64(m->ti.saved_bytes, L, &m->act_dev))
+        return 0;
+    m->param_dev = a->zero >= 3 ? ceil_div(p, N) : p;
+    m->grad_dev = a->zero >= 2 ? ceil_div(g, N) : g;
+    m->optim_dev = a->zero >= 1 ? ceil_div(o, N) : o;
+    /* the transient of one layer's backward: its workspace, the gradient flowing in and the one
+     * flowing out, one layer's full gradients before they are reduce-scattered (stage >= 2) and
+     * one layer's params gathered (stage 3) */
+    m->transient = 0;
+    if (!add64(m->bwd_workspace, m->out_grads, &m->transient) || !add64(m->transient, m->in_grads, &m->transient) ||
+        (a->zero >= 2 && !add64(m->transient, m->grad_bytes, &m->transient)) ||
+        (a->zero >= 3 && !add64(m->transient, m->param_bytes, &m->transient)))
+        return 0;
+    return add64(m->param_dev, m->grad_dev, &m->states_dev) && add64(m->states_dev, m->optim_dev, &m->states_dev) &&
+           add64(m->states_dev, m->act_dev, &m->peak) && add64(m->peak, m->transient, &m->peak);
+}
+
+/* "3.38 GiB" */
+static void human_bytes(int64_t b, char *buf, size_t n) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 6) { v /= 1024; u++; }
+    if (u == 0) snprintf(buf, n, "%" PRId64 " B", b);
+    else snprintf(buf, n, "%.2f %s", v, units[u]);
+}
+
+static double pct(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0; }
+
+/* Prints a line of the table without its trailing spaces. */
+static void put_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void put_line(const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(buf);
+    while (n > 0 && buf[n - 1] == ' ') n--;
+    printf("%.*s\n", (int)n, buf);
+}
+
+/* One row of the table: a label, the bytes of one layer and per device (-1: blank). */
+static void mem_row(const char *label, int64_t one, int64_t dev, const char *note) {
+    char o[24] = "", d[24] = "", h[32] = "";
+    if (one >= 0) snprintf(o, sizeof o, "%" PRId64, one);
+    if (dev >= 0) {
+        snprintf(d, sizeof d, "%" PRId64, dev);
+        human_bytes(dev, h, sizeof h);
+    }
+    put_line("%-30s %18s %18s  %-11s %s", label, o, d, h, note);
+}
+
+static int mem_print_json(const Args *a, FcBlock *bt, const MemModel *m) {
+    const char *bn = fc_block_name(bt) ? fc_block_name(bt) : "";
+    fputs("{\"block\": ", stdout);
+    json_str(stdout, bn, strlen(bn));
+    printf(", \"layers\": %" PRId64 ", \"optimizer\": \"%s\", \"zero\": %d, \"devices\": %" PRId64 ", \"remat\": \"%s\", "
+           "\"mem_budget\": ", a->layers, k_optims[a->optimizer], a->zero, a->devices, a->remat ? a->remat : "auto");
+    if (a->mem_budget_set) printf("%" PRId64, a->mem_budget);
+    else fputs("null", stdout);
+    printf(", \"params\": %" PRId64 ", \"param_bytes\": %" PRId64 ", \"grad_bytes\": %" PRId64
+           ", \"optimizer_bytes\": %" PRId64 ", \"model_state_bytes\": %" PRId64,
+           m->params, m->param_bytes, m->grad_bytes, m->optim_bytes, m->state_bytes);
+    printf(", \"param_bytes_per_device\": %" PRId64 ", \"grad_bytes_per_device\": %" PRId64
+           ", \"optimizer_bytes_per_device\": %" PRId64 ", \"model_state_bytes_per_device\": %" PRId64,
+           m->param_dev, m->grad_dev, m->optim_dev, m->states_dev);
+    printf(", \"saved_activation_bytes\": %" PRId64 ", \"saved_values\": %d, \"saved_activation_values\": %d"
+           ", \"floor_bytes\": %" PRId64 ", \"activation_bytes_per_device\": %" PRId64,
+           m->ti.saved_bytes, m->ti.nsaved, m->nsaved_act, m->ti.floor_bytes, m->act_dev);
+    printf(", \"recompute_flops\": %" PRId64 ", \"recomputed_ops\": %d, \"forward_flops\": %" PRId64
+           ", \"backward_flops\": %" PRId64, m->ti.recompute_flops, m->ti.nrecomputed, m->ti.forward_flops,
+           m->ti.backward_flops);
+    printf(", \"backward_workspace_bytes\": %" PRId64 ", \"output_grad_bytes\": %" PRId64 ", \"input_grad_bytes\": %" PRId64
+           ", \"backward_transient_bytes\": %" PRId64 ", \"peak_bytes_per_device\": %" PRId64,
+           m->bwd_workspace, m->out_grads, m->in_grads, m->transient, m->peak);
+    printf(", \"forward_input_bytes\": %" PRId64 ", \"forward_output_bytes\": %" PRId64
+           ", \"forward_workspace_bytes\": %" PRId64 ", \"forward_peak_bytes\": %" PRId64,
+           m->fwd.input_bytes, m->fwd.output_bytes, m->fwd.workspace_bytes, m->fwd_peak);
+    fputs(", \"saved\": [", stdout);
+    for (int i = 0; i < fc_block_train_num_saved(bt); i++) {
+        FcSavedInfo si;
+        if (fc_block_train_saved(bt, i, &si) != FC_OK) return report(FC_ERR_INTERNAL, "fusec mem", "reading a saved value", 0);
+        const char *nm = si.tensor.name ? si.tensor.name : "";
+        const char *dt = fc_dtype_name(si.tensor.dtype);
+        fputs(i ? ", {\"name\": " : "{\"name\": ", stdout);
+        json_str(stdout, nm, strlen(nm));
+        printf(", \"op\": \"%s\", \"line\": %d, \"col\": %d, \"dtype\": \"%s\", \"shape\": [", si.op ? si.op : "", si.line,
+               si.col, dt ? dt : "?");
+        for (int d = 0; d < si.tensor.rank; d++) printf("%s%" PRId64, d ? ", " : "", si.tensor.dims[d]);
+        printf("], \"param\": %s, \"bytes\": %" PRId64 "}", si.tensor.is_param ? "true" : "false", si.bytes);
+    }
+    fputs("], \"pareto\": [", stdout);
+    for (int i = 0; i < fc_block_train_pareto_count(bt); i++) {
+        int64_t b, f;
+        if (fc_block_train_pareto(bt, i, &b, &f) != FC_OK) return report(FC_ERR_INTERNAL, "fusec mem", "reading the Pareto front", 0);
+        printf("%s{\"bytes\": %" PRId64 ", \"flops\": %" PRId64 "}", i ? ", " : "", b, f);
+    }
+    fputs("]}\n", stdout);
+    return 0;
+}
+
+static int mem_print_text(const Args *a, FcBlock *bt, const MemModel *m) {
+    static const char *const stage_what[] = {"nothing sharded", "optimizer state sharded",
+                                             "optimizer state and gradients sharded", "all model states sharded"};
+    char label[96], dev[32];
+    printf("block %s: %" PRId64 " layer%s; optimizer %s; ZeRO stage %d over %" PRId64 " device%s (%s); --remat %s",
+           fc_block_name(bt), a->layers, a->layers == 1 ? "" : "s", k_optims[a->optimizer], a->zero, a->devices,
+           a->devices == 1 ? "" : "s", stage_what[a->zero], a->remat ? a->remat : "auto");
+    if (a->mem_budget_set) printf(" --mem-budget %" PRId64, a->mem_budget);
+    printf("\n\n%-30s %18s %18s\n", "bytes", "one layer", "per device");
+    snprintf(label, sizeof label, "params (%" PRId64 " elements)", m->params);
+    mem_row(label, m->param_bytes, m->param_dev, a->zero >= 3 ? "sharded" : "");
+    mem_row("gradients", m->grad_bytes, m->grad_dev, a->zero >= 2 ? "sharded" : "");
+    mem_row("optimizer state", m->optim_bytes, m->optim_dev, a->zero >= 1 ? "sharded" : "");
+    mem_row("model states", m->state_bytes, m->states_dev, "");
+    snprintf(label, sizeof label, "saved activations (%d values)", m->nsaved_act);
+    mem_row(label, m->ti.saved_bytes, m->act_dev, "every layer's, not sharded");
+    mem_row("backward transient", -1, m->transient, "one layer's backward at a time");
+    mem_row("peak", -1, m->peak, "model states + activations + transient");
+    mem_row("forward peak (inference)", m->fwd_peak, -1, "inputs + outputs + workspace of the forward plan");
+    int64_t total = 0;
+    if (!add64(m->ti.forward_flops, m->ti.backward_flops, &total)) total = INT64_MAX;
+    printf("\nflops of one layer: forward %" PRId64 ", backward %" PRId64 " (recompute included), recompute %" PRId64
+           " = %.2f%% of forward + backward\n", m->ti.forward_flops, m->ti.backward_flops, m->ti.recompute_flops,
+           pct(m->ti.recompute_flops, total));
+    printf("\nsaved for the backward of one layer (%d values; params are kept by reference, 0 bytes):\n", m->ti.nsaved);
+    for (int i = 0; i < fc_block_train_num_saved(bt); i++) {
+        FcSavedInfo si;
+        char shp[256], where[64] = "";
+        if (fc_block_train_saved(bt, i, &si) != FC_OK) return report(FC_ERR_INTERNAL, "fusec mem", "reading a saved value", 0);
+        shape_str(&si.tensor, shp, sizeof shp);
+        if (si.line > 0) snprintf(where, sizeof where, " at %d:%d", si.line, si.col);
+        human_bytes(si.bytes, dev, sizeof dev);
+        put_line("  %-12s %-28s %14" PRId64 "  %-11s %s%s", si.tensor.name ? si.tensor.name : "?", shp, si.bytes, dev,
+                 si.op ? si.op : "?", where);
+    }
+    int np = fc_block_train_pareto_count(bt);
+    int64_t base = total - m->ti.recompute_flops;   /* forward + backward without recomputation */
+    printf("\nPareto front of one layer: saved bytes against recomputed flops (--remat auto with\n"
+           "--mem-budget takes the point with the fewest flops under the budget):\n");
+    printf("  %18s %18s %12s\n", "saved bytes", "recompute flops", "of fwd+bwd");
+    for (int i = 0; i < np; i++) {
+        int64_t b, f, t;
+        if (fc_block_train_pareto(bt, i, &b, &f) != FC_OK) return report(FC_ERR_INTERNAL, "fusec mem", "reading the Pareto front", 0);
+        if (!add64(base, f, &t)) t = INT64_MAX;
+        human_bytes(b, dev, sizeof dev);
+        put_line("  %18" PRId64 " %18" PRId64 " %11.2f%%  %-11s %s", b, f, pct(f, t), dev,
+                 b == m->ti.saved_bytes && f == m->ti.recompute_flops ? "<- this plan" : "");
+    }
+    return 0;
+}
+
+static int cmd_mem(const Args *a) {
+    FcBlock *bt = NULL, *bi = NULL;
+    MemModel m;
+    memset(&m, 0, sizeof m);
+    Args inf = *a;   /* the same block compiled for inference: the forward's own peak */
+    inf.train = 0;
+    inf.remat = NULL;
+    inf.mem_budget_set = 0;
+    int rc = compile(a, 1, 1, &bt);
+    if (!rc) rc = compile(&inf, 1, 0, &bi);
+    if (rc) goto done;
+    FcStatus s = fc_block_train_info(bt, &m.ti);
+    FcPlanMemory bwd;
+    if (s == FC_OK) s = fc_block_plan_memory(bt, 1, &bwd);
+    if (s == FC_OK) s = fc_block_plan_memory(bi, 0, &m.fwd);
+    if (s != FC_OK) {
+        rc = report(s, "fusec mem", fc_block_last_error(bt), 0);
+        goto done;
+    }
+    m.bwd_workspace = bwd.workspace_bytes;
+    for (int i = 0; i < fc_block_train_num_saved(bt); i++) {
+        FcSavedInfo si;
+        if (fc_block_train_saved(bt, i, &si) == FC_OK && si.bytes > 0) m.nsaved_act++;
+    }
+    if (!mem_layer(bt, a, &m) || !add64(m.fwd.input_bytes, m.fwd.output_bytes, &m.fwd_peak) ||
+        !add64(m.fwd_peak, m.fwd.workspace_bytes, &m.fwd_peak)) {
+        err_line("fusec mem: the memory of one layer of block '%s' overflows a 64-bit byte count", fc_block_name(bt));
+        rc = EX_INPUT;
+        goto done;
+    }
+    if (!mem_model(a, &m)) {
+        rc = usage_error("--layers %" PRId64 ": the memory of %" PRId64 " layers of block '%s' overflows a 64-bit byte count",
+                         a->layers, a->layers, fc_block_name(bt));
+        goto done;
+    }
+    rc = a->json ? mem_print_json(a, bt, &m) : mem_print_text(a, bt, &m);
+    if (!rc && fflush(stdout) != 0) {
+        err_line("writing to standard output: %s", strerror(errno));
+        rc = EX_INPUT;
+    }
+done:
+    fc_block_free(bi);
+    fc_block_free(bt);
+    return rc;
+}
+
 /* ---- main ------------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -1838,9 +2156,11 @@ int main(int argc, char **argv) {
         case MODE_COMPILE: rc = cmd_compile(&a); break;
         case MODE_RUN: rc = cmd_run(&a); break;
         case MODE_BENCH: rc = cmd_bench(&a); break;
+        case MODE_MEM: rc = cmd_mem(&a); break;
         }
     }
     args_free(&a);
+    free(g_stdin_src);
     if (fflush(stdout) != 0 && rc == 0) {
         err_line("writing to standard output: %s", strerror(errno));
         rc = EX_INPUT;

@@ -14,7 +14,7 @@
  *     __any_sync, __all_sync (the lanes named by the mask meet in a per-warp exchange area);
  *   - atomics (real atomics: blocks run concurrently on different OS threads);
  *   - the math functions of <cmath> plus the CUDA-only ones (rsqrtf, __expf, ...), bit casts
- *     (__float_as_uint, __longlong_as_double, ...), integer intrinsics (__popc, __clz, ...);
+ *     (__float_as_uint, __longlong_as_double, ...), integer intrinsics (__popc, __clz, __umulhi, ...);
  *   - __half / __nv_bfloat16 with their conversions (round to nearest even);
  *   - the host API the AOT unit uses (cudaStream_t, cudaGetLastError, cudaMemsetAsync,
  *     cudaMemcpyAsync, cudaStreamSynchronize, cudaMalloc, cudaFuncSetAttribute for the
@@ -348,6 +348,10 @@ static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x
 static inline int __clz(int x) { return x ? __builtin_clz((unsigned int)x) : 32; }
 static inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
 static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline unsigned int __umulhi(unsigned int x, unsigned int y) { return (unsigned int)(((unsigned long long)x * y) >> 32); }
+static inline unsigned long long __umul64hi(unsigned long long x, unsigned long long y) {
+    return (unsigned long long)(((unsigned __int128)x * y) >> 64);
+}
 static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 static inline unsigned int __brev(unsigned int x) {
     unsigned int r = 0;

@@ -23,7 +23,8 @@
  * not a multiple of the block); row reductions (KS_REDUCE sum/max/min of f32, f64, i32, i64,
  * blocks of 256, 100, 48 and 1 threads: full warps, a partial last warp, one lane); a tiled
  * matrix product (shared arrays, barriers, a thread array, if/else, serial loops); a gather
- * with KS_ERROR (valid and out-of-range ids); a two-kernel program with a workspace temp.
+ * with KS_ERROR (valid and out-of-range ids); a two-kernel program with a workspace temp;
+ * KE_PHILOX on Random123's known answers and random counters and keys.
  * The references compute in the kernels' precision (f32 where the kernel uses f32), so
  * differences come only from math library accuracy and reduction order; rtol says how much.
  */
@@ -37,6 +38,7 @@
 #include <stdio.h>
 
 #include "kir.h"
+#include "interp.h"
 
 typedef struct KsSample {
     const char *name;
@@ -800,8 +802,69 @@ static inline KirProgram *ks_build_two_stage(int64_t n, int block) {
     return p;
 }
 
+/* ============================ 7. Philox-4x32-10 (KE_PHILOX) ========================================== */
+enum { KS_PH_N = 300, KS_PH_BLOCK = 128 };
+/* Random123's known answers for philox4x32-10: counter (c0, c1, c2, c3), key (k0, k1), word 0 */
+static const uint32_t ks_ph_kat[3][7] = {
+    {0, 0, 0, 0, 0, 0, 0x6627e8d5u},
+    {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0x408f276du},
+    {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u, 0xd16cfe09u},
+};
+static inline int64_t ks_ph_pack(uint32_t lo, uint32_t hi) { return (int64_t)(((uint64_t)hi << 32) | lo); }
+/* buffers: 0 i64[3 N] (counter low, counter high, key per lane), 1 out i64[N]. Lanes 0..2 are the
+ * known answers; the others random. */
+static inline void ks_ph_fill(void *const *b, const KirProgram *p, uint64_t seed) {
+    (void)p;
+    uint64_t s = seed;
+    int64_t *in = b[0];
+    for (int i = 0; i < KS_PH_N; i++) {
+        const uint32_t *v = i < 3 ? ks_ph_kat[i] : NULL;
+        in[3 * i] = v ? ks_ph_pack(v[0], v[1]) : (int64_t)ks_next(&s);
+        in[3 * i + 1] = v ? ks_ph_pack(v[2], v[3]) : i % 2 ? 0 : (int64_t)ks_next(&s);
+        in[3 * i + 2] = v ? ks_ph_pack(v[4], v[5]) : (int64_t)ks_next(&s);
+    }
+}
+/* The known answers, and the reference interpreter's Philox (runtime/interp.c) elsewhere. */
+static inline int ks_ph_reference(void *const *b, const KirProgram *p) {
+    (void)p;
+    const uint64_t *in = b[0];
+    for (int i = 0; i < KS_PH_N; i++) {
+        uint32_t ctr[4] = {(uint32_t)in[3 * i], (uint32_t)(in[3 * i] >> 32), (uint32_t)in[3 * i + 1],
+                           (uint32_t)(in[3 * i + 1] >> 32)};
+        uint32_t key[2] = {(uint32_t)in[3 * i + 2], (uint32_t)(in[3 * i + 2] >> 32)}, r[4];
+        rt_interp_philox4x32_10(ctr, key, r);
+        ((int64_t *)b[1])[i] = i < 3 ? ks_ph_kat[i][6] : r[0];
+    }
+    return 0;
+}
+static inline KirProgram *ks_build_philox(void) {
+    KirProgram *p = kir_program_new("samples_philox");
+    if (!p) return NULL;
+    KirKernel *k = kir_kernel_new(p, "k0_philox", (KS_PH_N + KS_PH_BLOCK - 1) / KS_PH_BLOCK, KS_PH_BLOCK);
+    if (!k) { kir_program_free(p); return NULL; }
+    k->kind = "pointwise";
+    k->ops = "dropout_mask";
+    kir_param(k, FC_I64, 3 * KS_PH_N, false);
+    kir_param(k, FC_I64, KS_PH_N, true);
+    if (ks_buffer(p, KIR_BUF_INPUT, 0, FC_I64, 3 * KS_PH_N, 0) < 0 || ks_buffer(p, KIR_BUF_OUTPUT, 0, FC_I64, KS_PH_N, 0) < 0) {
+        kir_program_free(p);
+        return NULL;
+    }
+    int lo = ks_let(k, KT_I64, kir_bin(k, KB_MUL, kir_block_idx(k), KS_I64(k, KS_PH_BLOCK)));
+    int hi = ks_let(k, KT_I64, kir_bin(k, KB_MIN, kir_bin(k, KB_ADD, lo, KS_I64(k, KS_PH_BLOCK)), KS_I64(k, KS_PH_N)));
+    int tv = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_THREADS, tv, lo, hi);
+    int t = kir_var_ref(k, tv), at = kir_bin(k, KB_MUL, t, KS_I64(k, 3));
+    int c01 = kir_load(k, 0, at), c23 = kir_load(k, 0, kir_bin(k, KB_ADD, at, KS_I64(k, 1)));
+    int key = kir_load(k, 0, kir_bin(k, KB_ADD, at, KS_I64(k, 2)));
+    kir_store(k, 1, t, kir_philox(k, c01, c23, key));
+    kir_end(k);
+    if (!kir_kernel_ok(k) || !ks_launch_identity(p, 2)) { kir_program_free(p); return NULL; }
+    return p;
+}
+
 /* ============================ the list ============================================================= */
-enum { KS_NUM_SAMPLES = 10 };
+enum { KS_NUM_SAMPLES = 11 };
 /* Builds sample i (0 <= i < KS_NUM_SAMPLES); false on allocation failure. */
 static inline bool ks_sample(int i, KsSample *s) {
     memset(s, 0, sizeof *s);
@@ -816,6 +879,7 @@ static inline bool ks_sample(int i, KsSample *s) {
     case 7: *s = (KsSample){"gather_bad_ids", ks_build_gather(), ks_ga_fill_bad, ks_ga_reference, 0}; break;
     case 8: *s = (KsSample){"two_stage", ks_build_two_stage(1000, 256), ks_ts_fill, ks_ts_reference, 1e-6}; break;
     case 9: *s = (KsSample){"two_stage_n1", ks_build_two_stage(1, 1), ks_ts_fill, ks_ts_reference, 1e-6}; break;
+    case 10: *s = (KsSample){"philox", ks_build_philox(), ks_ph_fill, ks_ph_reference, 0}; break;
     default: return false;
     }
     return s->prog != NULL;

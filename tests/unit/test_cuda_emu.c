@@ -197,6 +197,37 @@ static void add_planted(int mm, int pw) {
     }
 }
 
+/* ---- a data error: a cross_entropy label out of range -------------------------------------------------- */
+static void outputs_unspecified(const EmuCase *c, void *const *got, char *why, size_t n) {
+    (void)c, (void)got, (void)why, (void)n;
+}
+
+/* The unit of case `from` (ops_training_fused) on its inputs with the label y[0, 4] = 17 = C:
+ * the forward must return FC_ERR_RUNTIME_DATA (the gather's range check in the expansion). */
+static void add_bad_label(int from) {
+    if (from < 0 || !emu.cases[from].cu) { EXPECT(0, "no ops_training_fused case to break"); return; }
+    char *cu = emu_xstrdup(emu.cases[from].cu);
+    EmuCase *c = emu_new_case(&emu, "cross_entropy_bad_label");   /* may move emu.cases */
+    const EmuCase *f = &emu.cases[from];
+    c->cu = cu;
+    emu_alloc_io(c, f->nin, f->nout);
+    for (int i = 0; i < f->nin; i++) {
+        size_t bytes = (size_t)f->in_n[i] * fc_dtype_size(f->in_dt[i]);
+        c->in_dt[i] = f->in_dt[i];
+        c->in_n[i] = f->in_n[i];
+        c->in[i] = emu_xcalloc(bytes, 1);
+        memcpy(c->in[i], f->in[i], bytes);
+    }
+    for (int i = 0; i < f->nout; i++) {
+        c->out_dt[i] = f->out_dt[i];
+        c->out_n[i] = f->out_n[i];
+    }
+    EXPECT(f->nin >= 2 && f->in_dt[1] == FC_I32 && f->in_n[1] == 15, "ops_training's labels are not i32[3, 5]");
+    if (f->nin >= 2 && f->in_dt[1] == FC_I32 && f->in_n[1] == 15) ((int32_t *)c->in[1])[4] = 17;
+    c->want_status = FC_ERR_RUNTIME_DATA;
+    c->compare = outputs_unspecified;
+}
+
 /* ---- the emulator's self-test ------------------------------------------------------------------------- */
 static void add_selftests(void) {
     static const struct { const char *name; const char *expect; } t[] = {
@@ -298,6 +329,13 @@ static const struct Extra { const char *name; const char *src; } extras[] = {
      "{\n"
      "    return softmax(x), layernorm(y), z * x + y, x @ x, sum(z)\n"
      "}\n"},
+    /* the training ops: dropout's mask (bool outputs compare exactly) and cross_entropy */
+    {"ops_training",
+     "block tr(x: f32[3, 5, 17], y: i32[3, 5], h: bf16[4, 9], z: f64[7], w: i64[], v: f16[6, 33], u: i64[6]) ->\n"
+     "    f32[3, 5, 17], bf16[4, 9], bool[3, 5, 17], bool[1000], f32[], f64[], f16[], f32[]\n"
+     "{\n"
+     "    return dropout(x, 0.25, seed=-77), dropout(h, 0.5, seed=3), dropout_mask([3, 5, 17], 0.6, seed=9007199254740993), dropout_mask(1000, 0.1, seed=0), cross_entropy(x, y), cross_entropy(z, w), cross_entropy(v, u), cross_entropy(x * 30.0, y) + 1.0\n"
+     "}\n"},
     {"ops_pointwise_chain",
      "block pw(x: f32[37, 5]) -> f32[37, 5]\n"
      "{\n"
@@ -312,6 +350,28 @@ static const struct Extra { const char *name; const char *src; } extras[] = {
      "}\n"},
 };
 
+/* dropout masks of seeded random shapes (rank 0 to 4), p and seeds, and dropout of an f32 input
+ * of the last shape: bool outputs compare exactly with the interpreter's masks. */
+static void add_dropout_shapes(void) {
+    uint64_t s = 20261201;
+    char src[4096], ret[2048] = "", shape[128] = "";
+    size_t at = 0;
+    for (int k = 0; k < 6; k++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int rank = (int)((s >> 33) % 5), n = 0;
+        shape[0] = 0;
+        for (int d = 0; d < rank; d++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%d", d ? ", " : "", 1 + (int)((s >> 33) % (d == rank - 1 ? 300 : 5)));
+        }
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        at += (size_t)snprintf(ret + at, sizeof ret - at, "%sdropout_mask([%s], %g, seed=%lld)", k ? ", " : "", shape,
+                               (double)((s >> 33) % 1000) / 1000.0, (long long)(int64_t)s);
+    }
+    snprintf(src, sizeof src, "block dr(x: f32[%s]) {\n    return %s, dropout(x, 0.375, seed=-9)\n}\n", shape, ret);
+    add_block_variants("dropout_random_shapes", src, NULL, 900);
+}
+
 int main(void) {
     double t0 = emu_now_s();
     char why[1024];
@@ -321,7 +381,7 @@ int main(void) {
 
     /* ---- the cases ---- */
     for (int i = 0; i < KS_NUM_SAMPLES; i++) add_sample(i);
-    int mm = -1, pw = -1;
+    int mm = -1, pw = -1, tr = -1;
     for (int e = 0; e < emu_nexamples; e++) {
         char *src = emu_example_source(FUSEC_SOURCE_DIR, e);
         EXPECT(src, "cannot read examples/%s.tf", emu_examples[e].file);
@@ -337,7 +397,10 @@ int main(void) {
         add_block_variants(extras[e].name, extras[e].src, NULL, 500 + e);
         for (int i = first; i < emu.ncases; i++)
             if (!strcmp(emu.cases[i].name, "ops_pointwise_chain_fused")) pw = i;
+            else if (!strcmp(emu.cases[i].name, "ops_training_fused")) tr = i;
     }
+    add_bad_label(tr);
+    add_dropout_shapes();
     int first_planted = emu.ncases;
     add_planted(mm, pw);
     int nplanted = emu.ncases - first_planted;

@@ -7,6 +7,8 @@
  * evaluator private to this test (it does not depend on the reference interpreter) against
  * direct implementations of the definitions in docs/language.md, on seeded random inputs, in
  * f64, f32 and bf16 (where the expansion must compute in f32 and round once at the end).
+ * (dropout_mask, a primitive generator, is evaluated with the reference interpreter's Philox,
+ * whose known answers test_interp checks; the expansion of dropout is what is tested here.)
  */
 #include "passes.h"
 
@@ -17,6 +19,7 @@
 
 #include "check.h"
 #include "ir_build.h"
+#include "dropout_ref.h"
 
 
 
@@ -42,6 +45,8 @@ static double urand(double lo, double hi) {
 }
 
 /* ---- a tiny evaluator for the primitives the expansions use ------------------------------------ */
+static bool data_error;   /* the last eval stopped at a gather id out of range */
+
 static double round_bf16(double v) {
     float f = (float)v;
     if (isnan(f)) return f;
@@ -114,6 +119,18 @@ static bool eval_node(const IrGraph *g, const IrNode *n, Ten *v) {
         case IR_OP_MUL: z = x * y; break;
         case IR_OP_DIV: z = x / y; break;
         case IR_OP_LE: z = x <= y; break;
+        case IR_OP_EQ: z = x == y; break;
+        case IR_OP_RESHAPE: z = a->d[f]; break;
+        case IR_OP_DROPOUT_MASK: z = dropout_ref_kept(n->a.f, n->a.i[0], f); break;
+        case IR_OP_GATHER: {   /* ids of any rank, table [R, ...] */
+            int64_t row = a->n / a->sh.dims[0], id = (int64_t)b->d[f / row];
+            if (id < 0 || id >= a->sh.dims[0]) {
+                data_error = true;
+                return false;
+            }
+            z = a->d[id * row + f % row];
+            break;
+        }
         case IR_OP_WHERE: z = x ? y : v[n->in[2]].d[boff(&v[n->in[2]].sh, r, idx)]; break;
         case IR_OP_CAST: z = x; break;
         case IR_OP_FULL: z = n->a.f; break;
@@ -182,12 +199,13 @@ static double *eval(const IrGraph *g, double *const *inputs, int k) {
     for (int i = 0; i < g->inputs.len; i++)
         memcpy(v[g->inputs.data[i]].d, inputs[i], sizeof(double) * (size_t)v[g->inputs.data[i]].n);
     bool ok = true;
+    data_error = false;
     for (int i = 0; ok && i < g->nodes.len; i++) ok = eval_node(g, &g->nodes.data[i], v);
     if (ok) {
         Ten *o = &v[g->outputs.data[k]];
         res = malloc(sizeof(double) * (size_t)o->n);
         memcpy(res, o->d, sizeof(double) * (size_t)o->n);
-    } else {
+    } else if (!data_error) {
         failures++;
     }
     for (int i = 0; i < g->values.len; i++) free(v[i].d);
@@ -357,7 +375,7 @@ static void check_widened(const IrGraph *d, FcDtype narrow) {
     CHECK(last->op == IR_OP_CAST && last->a.dtype == narrow);
     for (int i = 0; i + 1 < d->nodes.len; i++) {
         FcDtype t = ir_cval(d, d->nodes.data[i].out[0])->dtype;
-        CHECK(t == FC_F32 || t == FC_BOOL || t == FC_I64);
+        CHECK(t == FC_F32 || t == FC_BOOL || t == FC_I64 || t == FC_I32);   /* integers: indices, labels */
     }
 }
 
@@ -592,6 +610,107 @@ static void test_attention(FcDtype t, bool causal, int64_t B, int64_t kb, int64_
     ir_graph_free(g);
 }
 
+/* dropout: where(mask, x * scale, 0) with the mask of docs/language.md and the scale rounded to
+ * x's dtype; every node carries dropout's origin; p = 0 is the identity. */
+static void test_dropout(FcDtype t, IrShape sh, double p, int64_t seed) {
+    IrGraph *g = ir_graph_new("dr", "d.tf");
+    int x = inp(g, "x", t, sh, false);
+    int y = N(g, IR_OP_DROPOUT, ((IrAttrs){.f = p, .i = {seed}}), x);
+    FcErr err = {0};
+    CHECK(ir_add_output(g, y, "y", &err) == FC_OK);
+    IrGraph *d = decompose(g);
+    if (d) {
+        check_same_origin(g, d);
+        int masks = 0;
+        for (int i = 0; i < d->nodes.len; i++) {
+            const IrNode *n = &d->nodes.data[i];
+            if (n->op != IR_OP_DROPOUT_MASK) continue;
+            masks++;
+            CHECK(n->a.f == p && n->a.i[0] == seed && ir_shape_eq(&ir_cval(d, n->out[0])->shape, &sh));
+        }
+        CHECK(masks == 1);
+        double *in = rand_input(g, 0, -3, 3);
+        int64_t n = numel_of(g, y), nkept = 0;
+        double *want = malloc(sizeof(double) * (size_t)n), scale = round_to(t, 1.0 / (1.0 - p));
+        for (int64_t i = 0; i < n; i++) {
+            bool k = dropout_ref_kept(p, seed, i);
+            nkept += k;
+            want[i] = round_to(t, k ? in[i] * scale : 0.0);
+        }
+        double *got = eval(d, &in, 0);
+        if (got && mismatches(got, want, n, 0, 0)) {
+            fprintf(stderr, "dropout (%s, p=%g) differs from its definition\n", fc_dtype_name(t), p);
+            failures++;
+        }
+        for (int64_t i = 0; got && p == 0 && i < n; i++) CHECK(got[i] == in[i]);
+        CHECK(p > 0 || nkept == n);
+        free(in);
+        free(want);
+        free(got);
+    }
+    ir_graph_free(d);
+    ir_graph_free(g);
+}
+
+/* cross_entropy: mean over rows of log(sum(exp(x - max))) - (x[label] - max), computed in f32
+ * for bf16 and rounded once; the row part under the composite's origin, the mean (and the
+ * cast back) under one fresh origin with origin op cross_entropy; a label outside [0, C)
+ * stops the evaluation at the gather's range check. */
+static void test_cross_entropy(FcDtype t, FcDtype lt, IrShape sh) {
+    IrGraph *g = ir_graph_new("ce", "c.tf");
+    IrShape ls = sh;
+    ls.rank--;
+    int x = inp(g, "x", t, sh, false), lab = inp(g, "y", lt, ls, false);
+    int y = N(g, IR_OP_CROSS_ENTROPY, ((IrAttrs){0}), x, lab);
+    FcErr err = {0};
+    CHECK(ir_add_output(g, y, "loss", &err) == FC_OK);
+    IrGraph *d = decompose(g);
+    if (d) {
+        const IrNode *c = &g->nodes.data[0];
+        bool fresh = false;
+        for (int i = 0; i < d->nodes.len; i++) {
+            const IrNode *n = &d->nodes.data[i];
+            CHECK(n->origin_op == IR_OP_CROSS_ENTROPY && n->loc.line == c->loc.line && n->loc.col == c->loc.col);
+            if (n->origin != c->origin) {
+                CHECK(n->origin == g->next_origin);
+                fresh = true;
+            } else {
+                CHECK(!fresh);   /* the row part first, then the mean */
+            }
+        }
+        CHECK(fresh && d->next_origin == g->next_origin + 1);
+        if (t == FC_BF16) check_widened(d, t);
+        int64_t C = sh.dims[sh.rank - 1], rows = numel_of(g, lab);
+        double *in[2] = {rand_input(g, 0, -4, 4), malloc(sizeof(double) * (size_t)rows)};
+        for (int64_t r = 0; r < rows; r++) in[1][r] = (double)((r * 7 + 3) % C);
+        double want = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            const double *xr = in[0] + r * C;
+            double m = -INFINITY, s = 0;
+            for (int64_t k = 0; k < C; k++) m = fmax(m, xr[k]);
+            for (int64_t k = 0; k < C; k++) s += exp(xr[k] - m);
+            want += log(s) - (xr[(int64_t)in[1][r]] - m);
+        }
+        want = round_to(t, want / (double)rows);
+        double *got = eval(d, in, 0);
+        if (got && mismatches(got, &want, 1, rtol_of(t), atol_of(t))) {
+            fprintf(stderr, "cross_entropy (%s) differs from its definition\n", fc_dtype_name(t));
+            failures++;
+        }
+        free(got);
+        for (int bad = 0; bad < 2; bad++) {
+            in[1][rows - 1] = bad ? (double)C : -1.0;
+            got = eval(d, in, 0);
+            CHECK(!got && data_error);
+            free(got);
+        }
+        free(in[0]);
+        free(in[1]);
+    }
+    ir_graph_free(d);
+    ir_graph_free(g);
+}
+
 static void test_split(void) {
     IrGraph *g = ir_graph_new("sp", "s.tf");
     int x = inp(g, "x", FC_F32, SH(3, 7), false);
@@ -724,6 +843,18 @@ int main(void) {
     test_attention(FC_F64, true, 1, 1, 3, 7, 2, 1);
     test_attention(FC_F32, true, 3, 3, 1, 1, 5, 3);
     test_attention(FC_BF16, true, 2, 2, 4, 6, 8, 5);
+
+    test_dropout(FC_F64, SH(3, 1, 5), 0.3, 7);
+    test_dropout(FC_F32, SH(4, 33), 0.5, -1);
+    test_dropout(FC_F32, SH(1), 0.9, 0);
+    test_dropout(FC_BF16, SH(5, 13), 0.1, 4294967297);
+    test_dropout(FC_F32, SH(2, 7), 0, 3);
+
+    test_cross_entropy(FC_F64, FC_I64, SH(3, 1, 5));
+    test_cross_entropy(FC_F32, FC_I32, SH(4, 33));
+    test_cross_entropy(FC_F32, FC_I64, SH(9));
+    test_cross_entropy(FC_BF16, FC_I32, SH(5, 13));
+    test_cross_entropy(FC_F32, FC_I32, SH(6, 1));
 
     test_split();
     test_passthrough();

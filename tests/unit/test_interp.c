@@ -2,8 +2,8 @@
  *
  * Every op of ops.def has at least one case (a final loop checks the coverage table that
  * add() fills). Cases cover NumPy broadcasting, normalized negative axes, keepdim, NaN
- * propagation, rounding to bf16/f16/f8 and saturating int casts, gather's out-of-range
- * error, training ops being refused; composites are cross-checked against their primitive
+ * propagation, rounding to bf16/f16/f8 and saturating int casts, gather's and cross_entropy's
+ * out-of-range errors, Philox's known answers and dropout's mask; composites are cross-checked against their primitive
  * expansions run through the same interpreter on random inputs; the interpreter's private
  * rounding is checked against host.c's (a different method) on every narrow bit pattern;
  * and a fault-injection loop shows every allocation failure is reported and leaks nothing.
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "dropout_ref.h"
 #include "ir_build.h"
 static bool covered[IR_OP_COUNT];
 static IrGraph *g;
@@ -592,20 +593,90 @@ static void test_matmul(void) {
     check1("matmul f16", (const double *const[]){(const double[]){2048, 1, 1}, (const double[]){1, 1, 1}}, (const double[]){2050}, 0);
 }
 
+/* Equal doubles, -0 told from +0, any NaN equal to any NaN. */
+static bool same_bits(double a, double b) { return isnan(a) ? isnan(b) : a == b && signbit(a) == signbit(b); }
+
+/* Random123's known answers for philox4x32-10: counter, key, the four output words. */
+static void test_philox(void) {
+    static const uint32_t kat[3][10] = {
+        {0, 0, 0, 0, 0, 0, 0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u},
+        {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu,
+         0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu},
+        {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u, 0xa4093822u, 0x299f31d0u,
+         0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u},
+    };
+    for (int v = 0; v < 3; v++) {
+        uint32_t r[4];
+        rt_interp_philox4x32_10(kat[v], kat[v] + 4, r);
+        for (int w = 0; w < 4; w++) EXPECT(r[w] == kat[v][6 + w], "philox vector %d word %d: %08x, want %08x", v, w, r[w], kat[v][6 + w]);
+    }
+}
+
 static void test_training(void) {
+    /* dropout_mask: word 0 of Philox(0, key 0) is 0x6627e8d5: kept at p = that / 2^32, not above */
     new_graph();
-    int x = input(FC_F32, SH(3));
-    output(add(IR_OP_DROPOUT, INS(x), (IrAttrs){.f = 0.5, .i = {7}}));
+    output(add(IR_OP_DROPOUT_MASK, NULL, 0, (IrAttrs){LIST(1), .f = 0x6627e8d5 / 4294967296.0, .i = {0}}));
+    output(add(IR_OP_DROPOUT_MASK, NULL, 0, (IrAttrs){LIST(1), .f = (0x6627e8d5 + 1) / 4294967296.0, .i = {0}}));
+    output(add(IR_OP_DROPOUT_MASK, NULL, 0, (IrAttrs){LIST(3, 7), .f = 0.4, .i = {-5}}));
+    double *o[3];
     FcErr err = {0};
-    FcStatus st = run((const double *const[]){(const double[]){1, 2, 3}}, NULL, &err);
-    EXPECT(st == FC_ERR_UNSUPPORTED && strcmp(err.msg, "'dropout' is a training op; the reference interpreter does not run training ops yet") == 0,
-           "%d %s", st, err.msg);
+    REQUIRE(run(NULL, o, &err) == FC_OK);
+    EXPECT(o[0][0] == 1 && o[1][0] == 0, "threshold at the known answer: %g %g", o[0][0], o[1][0]);
+    for (int i = 0; i < 21; i++) EXPECT(o[2][i] == dropout_ref_kept(0.4, -5, i), "mask [%d]", i);
+    for (int k = 0; k < 3; k++) free(o[k]);
+
+    /* dropout: kept ? x * scale : +0 with the scale rounded to x's dtype; p = 0 is the identity */
+    double x[8] = {1.5, -2, 3.25, -0.0, NAN, 7, -1e30, 0.125};
     new_graph();
-    x = input(FC_F32, SH(2, 3));
-    int y = input(FC_I32, SH(2));
-    output(add(IR_OP_CROSS_ENTROPY, INS(x, y), (IrAttrs){0}));
-    st = run((const double *const[]){(const double[]){1, 2, 3, 4, 5, 6}, (const double[]){0, 2}}, NULL, &err);
-    EXPECT(st == FC_ERR_UNSUPPORTED && strstr(err.msg, "'cross_entropy' is a training op"), "%d %s", st, err.msg);
+    int a = input(FC_F32, SH(2, 4)), b = input(FC_F64, SH(8));
+    output(add(IR_OP_DROPOUT, INS(a), (IrAttrs){.f = 0.3, .i = {11}}));
+    output(add(IR_OP_DROPOUT, INS(b), (IrAttrs){.f = 0, .i = {11}}));
+    output(add(IR_OP_DROPOUT, INS(b), (IrAttrs){.f = 0.7, .i = {-3}}));
+    REQUIRE(run((const double *const[]){x, x}, o, &err) == FC_OK);
+    double s32 = (float)(1 / 0.7), s64 = 1 / (1 - 0.7);
+    int dropped = 0;
+    for (int i = 0; i < 8; i++) {
+        double w32 = dropout_ref_kept(0.3, 11, i) ? (double)(float)((double)(float)x[i] * s32) : 0.0;
+        double w64 = dropout_ref_kept(0.7, -3, i) ? x[i] * s64 : 0.0;
+        dropped += !dropout_ref_kept(0.7, -3, i);
+        EXPECT(same_bits(o[0][i], w32), "dropout f32 [%d]: %.17g want %.17g", i, o[0][i], w32);
+        EXPECT(same_bits(o[1][i], x[i]), "dropout p=0 [%d]: %.17g", i, o[1][i]);
+        EXPECT(same_bits(o[2][i], w64), "dropout f64 [%d]: %.17g want %.17g", i, o[2][i], w64);
+    }
+    EXPECT(dropped > 0 && dropped < 8, "p = 0.7 dropped %d of 8", dropped);
+    for (int k = 0; k < 3; k++) free(o[k]);
+
+    /* cross_entropy: mean over rows of logsumexp(row) - row[label] */
+    double lg[6] = {1, 2, 3, -1, 0.5, 4}, lab[2] = {0, 2};
+    double want = 0;
+    for (int r = 0; r < 2; r++) {
+        double se = 0;
+        for (int k = 0; k < 3; k++) se += exp(lg[3 * r + k]);
+        want += (log(se) - lg[3 * r + (int)lab[r]]) / 2;
+    }
+    new_graph();
+    int l = input(FC_F64, SH(2, 3)), y = input(FC_I32, SH(2));
+    output(add(IR_OP_CROSS_ENTROPY, INS(l, y), (IrAttrs){0}));
+    check1("cross_entropy", (const double *const[]){lg, lab}, (const double[]){want}, 1e-15);
+    /* rank-1 logits, a rank-0 label; huge logits (max-subtracted) */
+    new_graph();
+    l = input(FC_F32, SH(3));
+    y = input(FC_I64, SCALAR);
+    output(add(IR_OP_CROSS_ENTROPY, INS(l, y), (IrAttrs){0}));
+    check1("cross_entropy rank 1", (const double *const[]){(const double[]){1000, 1001, 999}, (const double[]){1}},
+           (const double[]){(float)(log(exp(-1.0) + 1 + exp(-2.0)))}, 0);
+    /* a label outside [0, C) is a data error naming it */
+    new_graph();
+    l = input(FC_F32, SH(2, 2, 3));
+    y = input(FC_I32, SH(2, 2));
+    output(add(IR_OP_CROSS_ENTROPY, INS(l, y), (IrAttrs){0}));
+    double big[12] = {0};
+    FcStatus st = run((const double *const[]){big, (const double[]){0, 2, 3, 1}}, NULL, &err);
+    EXPECT(st == FC_ERR_RUNTIME_DATA && strcmp(err.msg, "t.tf:3:7: cross_entropy: label 3 at labels[1, 0] is out of range [0, 3)") == 0,
+           "%d %s", st, err.msg);
+    st = run((const double *const[]){big, (const double[]){-1, 0, 0, 0}}, NULL, &err);
+    EXPECT(st == FC_ERR_RUNTIME_DATA && strcmp(err.msg, "t.tf:3:7: cross_entropy: label -1 at labels[0, 0] is out of range [0, 3)") == 0,
+           "%d %s", st, err.msg);
 }
 
 /* ---- composites against their primitive expansions, on random inputs ------------------------- */
@@ -829,6 +900,7 @@ int main(void) {
     test_generators();
     test_gather();
     test_matmul();
+    test_philox();
     test_training();
     test_cross_checks();
     test_rounding_agrees_with_host();

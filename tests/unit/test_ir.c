@@ -179,6 +179,8 @@ static IrGraph *all_ops_graph(void) {
     int yt = N(g, IR_OP_TRANSPOSE, ((IrAttrs){LIST(0, 2, 1)}), y);
     output(g, N(g, IR_OP_MATMUL, NOATTR, x, yt), "mm");
     output(g, N(g, IR_OP_DROPOUT, ((IrAttrs){.f = 0.1, .i = {42}}), x), "dr");
+    output(g, N0(g, IR_OP_DROPOUT_MASK, ((IrAttrs){LIST(3, 5), .f = 0.999999, .i = {INT64_MIN}})), "dm");
+    output(g, N0(g, IR_OP_DROPOUT_MASK, ((IrAttrs){.f = 0, .i = {-1}})), "dm0");
     output(g, N(g, IR_OP_CROSS_ENTROPY, NOATTR, lg, lab), "ce");
     output(g, x, "x");
     /* a location, an explicit origin with another origin op, a result name */
