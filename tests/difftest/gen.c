@@ -1271,6 +1271,27 @@ static bool p_mm(const DtVal *v, const void *c) {
     }
     return true;
 }
+/* Const-along-axis bits of a @ b (b = transpose(a) when bt): a row index is constant where a
+ * is constant along its rows, a column index where b is along its columns, a batch axis where
+ * both are (or lack it); rank-1 operands give none. (Found as seed 410970772 graph 77: a
+ * layernorm over the columns of x @ transpose(x), x constant along its rows, normalized
+ * rounding noise.) */
+static unsigned mm_const(const DtVal *a, const DtVal *b, bool bt, const DtVal *o) {
+    if (a->rank < 2 || b->rank < 2) return 0;
+    int r = o->rank;
+    unsigned m = 0;
+    bool bcols = bt ? (a->constax >> (a->rank - 2) & 1) : (b->constax >> (b->rank - 1) & 1);
+    if ((a->constax >> (a->rank - 2) & 1) && o->d[r - 2] > 1) m |= 1u << (r - 2);
+    if (bcols && o->d[r - 1] > 1) m |= 1u << (r - 1);
+    for (int i = 0; i < r - 2; i++) {
+        int ia = a->rank - 2 - (r - 2) + i, ib = b->rank - 2 - (r - 2) + i;
+        bool ca = ia < 0 || a->d[ia] == 1 || (a->constax >> ia & 1);
+        bool cb = ib < 0 || b->d[ib] == 1 || (b->constax >> ib & 1);
+        if (ca && cb && o->d[i] > 1) m |= 1u << i;
+    }
+    return m;
+}
+
 static bool g_matmul(Gen *g) {
     int a = pick(g, p_num_rank1, NULL);
     if (a < 0) return false;
@@ -1322,6 +1343,7 @@ static bool g_matmul(Gen *g) {
     DtVal *Y = &g->p->v[y];
     if (isint(rt)) { int64_t m = (int64_t)(A.mag * B.mag) * K; set_int_range(Y, -m, m); Y->exact = A.exact && B.exact; }
     else Y->mag = mag;
+    Y->constax = mm_const(&A, &B, nops == 1, Y);
     add_stmt(g, DT_OP_MATMUL, t, ops, nops, &y, 1);
     return true;
 }
