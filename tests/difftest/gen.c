@@ -190,6 +190,7 @@ static bool p_rank1(const DtVal *v, const void *c) { (void)c; return v->rank >= 
 static bool p_num_rank1(const DtVal *v, const void *c) { (void)c; return isnum(v->dt) && v->rank >= 1; }
 static bool p_float_rank1(const DtVal *v, const void *c) { (void)c; return isf(v->dt) && v->rank >= 1; }
 static bool p_float_rank2(const DtVal *v, const void *c) { (void)c; return isf(v->dt) && v->rank >= 2; }
+static bool p_float_any(const DtVal *v, const void *c) { (void)c; return isf(v->dt); }
 static bool p_bool(const DtVal *v, const void *c) { (void)c; return v->dt == FC_BOOL; }
 static bool p_int(const DtVal *v, const void *c) { (void)c; return isint(v->dt); }
 static bool p_exact_num(const DtVal *v, const void *c) { (void)c; return v->exact && isnum(v->dt); }
@@ -1155,6 +1156,105 @@ static bool g_gather(Gen *g) {
     return true;
 }
 
+/* ---- the training ops ------------------------------------------------------------------------- */
+/* dropout's p (0 sometimes, else up to 0.9) and seed (small, or any 64-bit pattern) as text */
+static double rand_p(Gen *g) { return chance(g, 0.1) ? 0 : (double)ri(g, 1, 90) / 100.0; }
+static void rand_seed(Gen *g, char *b, size_t n) {
+    int64_t s = chance(g, 0.5) ? ri(g, -1000, 1000) : (int64_t)rnd(g);
+    snprintf(b, n, "%lld", (long long)(s == INT64_MIN ? 0 : s));
+}
+
+/* dropout(x, p, seed): exact where x is an exact f32/f64 (one product with the same constant
+ * on every path); f16 kept away from overflow */
+static bool g_dropout(Gen *g) {
+    int x = pick(g, p_float_any, NULL);
+    if (x < 0) return false;
+    const DtVal X = g->p->v[x];
+    double p = rand_p(g), scale = 1 / (1 - p);
+    if (X.dt == FC_F16 && X.mag * scale > 1e4) return false;
+    char t[DT_TMPL], seed[32], pt[32];
+    rand_seed(g, seed, sizeof seed);
+    fmt_float(pt, sizeof pt, p);
+    snprintf(t, sizeof t, chance(g, 0.5) ? "dropout({0}, %s, seed=%s)" : "dropout({0}, %s, %s)", pt, seed);
+    int y = new_val(g, X.dt, X.rank, X.d);
+    DtVal *Y = &g->p->v[y];
+    Y->mag = X.mag * scale;
+    Y->exact = X.exact && wide(X.dt);
+    Y->constax = p == 0 ? X.constax : 0;
+    add_stmt(g, DT_OP_DROPOUT, t, &x, 1, &y, 1);
+    return true;
+}
+
+/* dropout_mask(shape, p, seed): bool, exact */
+static bool g_dropout_mask(Gen *g) {
+    int64_t d[DT_MAXRANK];
+    int r = gen_shape(g, d);
+    char t[DT_TMPL], sh[96], seed[32], pt[32];
+    fmt_shape(sh, sizeof sh, r, d);
+    rand_seed(g, seed, sizeof seed);
+    fmt_float(pt, sizeof pt, rand_p(g));
+    snprintf(t, sizeof t, "dropout_mask(%s, %s, seed=%s)", sh, pt, seed);
+    int y = new_val(g, FC_BOOL, r, d);
+    DtVal *Y = &g->p->v[y];
+    set_int_range(Y, 0, 1);
+    Y->exact = true;
+    add_stmt(g, DT_OP_DROPOUT_MASK, t, NULL, 0, &y, 1);
+    return true;
+}
+
+/* an integer value of the shape ctx names */
+static bool p_int_shape(const DtVal *v, const void *c) {
+    const ShapeCtx *s = c;
+    if (!isint(v->dt) || v->rank != s->rank) return false;
+    for (int i = 0; i < s->rank; i++) if (v->d[i] != s->d[i]) return false;
+    return true;
+}
+
+/* cross_entropy(logits, labels): C >= 2 classes and logits scaled to |x| <= 1, so that no row's
+ * loss is near 0 (it is at least log(1 + e^-2) then; a loss near 0 is the rounding of
+ * log(1 + tiny), all noise); labels
+ * an integer value of the leading shape (an input, kept below C by fc_block_random_input; in
+ * range already; or clamped), else an iota (clamped) or a constant for one row */
+static bool g_cross_entropy(Gen *g) {
+    int x = pick(g, p_float_rank1, NULL);
+    if (x < 0) return false;
+    const DtVal X = g->p->v[x];
+    int64_t C = X.d[X.rank - 1];
+    if (C < 2) return false;
+    ShapeCtx lead = {X.rank - 1, X.d};
+    int lab = chance(g, 0.7) ? pick(g, p_int_shape, &lead) : -1;
+    char a[64], t[DT_TMPL], l[160];
+    double m;
+    FcDtype dt;
+    operand(g, x, 0, 1.0, a, sizeof a, &m, &dt, NULL);
+    int ops[2] = {x, lab};
+    if (lab >= 0) {
+        DtVal *L = &g->p->v[lab];
+        if (L->input) {
+            int64_t hi = (C < 16 ? C : 16) - 1;
+            if (L->hi > hi) set_int_range(L, 0, hi);
+            snprintf(l, sizeof l, "{1}");
+        } else if (L->lo >= 0 && L->hi <= C - 1) {
+            snprintf(l, sizeof l, "{1}");
+        } else {
+            snprintf(l, sizeof l, "minimum(maximum({1}, 0), %lld)", (long long)(C - 1));
+        }
+    } else if (X.rank == 1) {
+        snprintf(l, sizeof l, "cast(%lld, %s)", (long long)ri(g, 0, C - 1), chance(g, 0.5) ? "i32" : "i64");
+    } else {
+        char sh[96];
+        int ax = (int)ri(g, 0, X.rank - 2);
+        fmt_shape(sh, sizeof sh, X.rank - 1, X.d);
+        snprintf(l, sizeof l, X.d[ax] > C ? "minimum(iota(%s, %d%s), %lld)" : "iota(%s, %d%s)", sh, ax,
+                 chance(g, 0.3) ? ", dtype=i64" : "", (long long)(C - 1));
+    }
+    snprintf(t, sizeof t, "cross_entropy(%s, %s)", a, l);
+    int y = new_val(g, dt, 0, X.d);
+    g->p->v[y].mag = 2 * m + log((double)C) + 1;
+    add_stmt(g, DT_OP_CROSS_ENTROPY, t, ops, lab >= 0 ? 2 : 1, &y, 1);
+    return true;
+}
+
 typedef struct MmCtx { const DtVal *a; } MmCtx;
 static bool p_mm(const DtVal *v, const void *c) {
     const DtVal *a = ((const MmCtx *)c)->a;
@@ -1171,6 +1271,27 @@ static bool p_mm(const DtVal *v, const void *c) {
     }
     return true;
 }
+/* Const-along-axis bits of a @ b (b = transpose(a) when bt): a row index is constant where a
+ * is constant along its rows, a column index where b is along its columns, a batch axis where
+ * both are (or lack it); rank-1 operands give none. (Found as seed 410970772 graph 77: a
+ * layernorm over the columns of x @ transpose(x), x constant along its rows, normalized
+ * rounding noise.) */
+static unsigned mm_const(const DtVal *a, const DtVal *b, bool bt, const DtVal *o) {
+    if (a->rank < 2 || b->rank < 2) return 0;
+    int r = o->rank;
+    unsigned m = 0;
+    bool bcols = bt ? (a->constax >> (a->rank - 2) & 1) : (b->constax >> (b->rank - 1) & 1);
+    if ((a->constax >> (a->rank - 2) & 1) && o->d[r - 2] > 1) m |= 1u << (r - 2);
+    if (bcols && o->d[r - 1] > 1) m |= 1u << (r - 1);
+    for (int i = 0; i < r - 2; i++) {
+        int ia = a->rank - 2 - (r - 2) + i, ib = b->rank - 2 - (r - 2) + i;
+        bool ca = ia < 0 || a->d[ia] == 1 || (a->constax >> ia & 1);
+        bool cb = ib < 0 || b->d[ib] == 1 || (b->constax >> ib & 1);
+        if (ca && cb && o->d[i] > 1) m |= 1u << i;
+    }
+    return m;
+}
+
 static bool g_matmul(Gen *g) {
     int a = pick(g, p_num_rank1, NULL);
     if (a < 0) return false;
@@ -1222,6 +1343,7 @@ static bool g_matmul(Gen *g) {
     DtVal *Y = &g->p->v[y];
     if (isint(rt)) { int64_t m = (int64_t)(A.mag * B.mag) * K; set_int_range(Y, -m, m); Y->exact = A.exact && B.exact; }
     else Y->mag = mag;
+    Y->constax = mm_const(&A, &B, nops == 1, Y);
     add_stmt(g, DT_OP_MATMUL, t, ops, nops, &y, 1);
     return true;
 }
@@ -1449,7 +1571,8 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         {DT_OP_MIN, 2}, {DT_OP_SOFTMAX, 3}, {DT_OP_LOG_SOFTMAX, 2}, {DT_OP_LAYERNORM, 3}, {DT_OP_RMSNORM, 3},
         {DT_OP_CAUSAL_MASK, 2}, {DT_OP_ATTENTION, 2}, {DT_OP_RESHAPE, 4}, {DT_OP_TRANSPOSE, 4},
         {DT_OP_BROADCAST, 3}, {DT_OP_CONCAT, 3}, {DT_OP_SPLIT, 3}, {DT_OP_SLICE, 4}, {DT_OP_IOTA, 2},
-        {DT_OP_FULL, 1}, {DT_OP_GATHER, 3}, {DT_OP_MATMUL, 5},
+        {DT_OP_FULL, 1}, {DT_OP_GATHER, 3}, {DT_OP_MATMUL, 5}, {DT_OP_DROPOUT, 2}, {DT_OP_DROPOUT_MASK, 1},
+        {DT_OP_CROSS_ENTROPY, 2},
         {DT_OP_COUNT, 14},  /* g_rowview: a row reduction with a view returned beside it */
     };
     int nw = (int)(sizeof W / sizeof W[0]), total = 0;
@@ -1491,6 +1614,9 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         case DT_OP_FULL: ok = g_full(&g); break;
         case DT_OP_GATHER: ok = g_gather(&g); break;
         case DT_OP_MATMUL: ok = g_matmul(&g); break;
+        case DT_OP_DROPOUT: ok = g_dropout(&g); break;
+        case DT_OP_DROPOUT_MASK: ok = g_dropout_mask(&g); break;
+        case DT_OP_CROSS_ENTROPY: ok = g_cross_entropy(&g); break;
         case DT_OP_COUNT: ok = g_rowview(&g); break;
         default: break;
         }
@@ -1578,7 +1704,8 @@ static void noise_line(Buf *b, const DtProg *p, int v, uint64_t seed, const char
 
 static bool accumulates(int op) {
     return op == DT_OP_SUM || op == DT_OP_MEAN || op == DT_OP_MATMUL || op == DT_OP_SOFTMAX || op == DT_OP_LOG_SOFTMAX ||
-           op == DT_OP_LAYERNORM || op == DT_OP_RMSNORM || op == DT_OP_ATTENTION || op == DT_OP_CAUSAL_MASK;
+           op == DT_OP_LAYERNORM || op == DT_OP_RMSNORM || op == DT_OP_ATTENTION || op == DT_OP_CAUSAL_MASK ||
+           op == DT_OP_CROSS_ENTROPY;
 }
 
 static char *render(const DtProg *p, const char *header, bool noisy, uint64_t seed);

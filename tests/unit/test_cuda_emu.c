@@ -329,12 +329,14 @@ static const struct Extra { const char *name; const char *src; } extras[] = {
      "{\n"
      "    return softmax(x), layernorm(y), z * x + y, x @ x, sum(z)\n"
      "}\n"},
-    /* the training ops: dropout's mask (bool outputs compare exactly) and cross_entropy */
+    /* the training ops: dropout's mask (bool outputs compare exactly) and cross_entropy; the
+     * last two outputs are Random123's known answer through a graph: word 0 of Philox at
+     * counter 0, key 0 is 0x6627e8d5 = 1713891541, kept at p = that / 2^32, dropped above */
     {"ops_training",
      "block tr(x: f32[3, 5, 17], y: i32[3, 5], h: bf16[4, 9], z: f64[7], w: i64[], v: f16[6, 33], u: i64[6]) ->\n"
-     "    f32[3, 5, 17], bf16[4, 9], bool[3, 5, 17], bool[1000], f32[], f64[], f16[], f32[]\n"
+     "    f32[3, 5, 17], bf16[4, 9], bool[3, 5, 17], bool[1000], f32[], f64[], f16[], f32[], bool[1], bool[1]\n"
      "{\n"
-     "    return dropout(x, 0.25, seed=-77), dropout(h, 0.5, seed=3), dropout_mask([3, 5, 17], 0.6, seed=9007199254740993), dropout_mask(1000, 0.1, seed=0), cross_entropy(x, y), cross_entropy(z, w), cross_entropy(v, u), cross_entropy(x * 30.0, y) + 1.0\n"
+     "    return dropout(x, 0.25, seed=-77), dropout(h, 0.5, seed=3), dropout_mask([3, 5, 17], 0.6, seed=9007199254740993), dropout_mask(1000, 0.1, seed=0), cross_entropy(x, y), cross_entropy(z, w), cross_entropy(v, u), cross_entropy(x * 30.0, y) + 1.0, dropout_mask(1, 1713891541 / 4294967296, seed=0), dropout_mask(1, 1713891542 / 4294967296, seed=0)\n"
      "}\n"},
     {"ops_pointwise_chain",
      "block pw(x: f32[37, 5]) -> f32[37, 5]\n"
