@@ -1350,6 +1350,9 @@ FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTens
     const IrGraph *g = b->src;
     if ((g->outputs.len && !grad_outputs) || (g->inputs.len && !grad_inputs))
         return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_backward: grad_outputs and grad_inputs arrays are required");
+    /* the reference device has no saved buffers (p->saved): nothing below applies to it */
+    if (p->dev->kind == FC_DEVICE_REFERENCE)
+        return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "the backward on the reference device is not supported yet");
     void *in[4096], *out[4096];
     int nin = 0, nout = 0;
     if (b->plan.saved.len + g->outputs.len > 4096 || g->inputs.len > 4096)
