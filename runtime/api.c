@@ -653,8 +653,10 @@ static FcStatus report_targets(FcBlock *b, ReportTargets *rt) {
     return FC_OK;
 }
 
+/* The AOT unit of the forward program: its buffers are the forward graph's inputs and outputs
+ * (in training, the block's outputs then the saved values, "saved0", ...). */
 static FcStatus emit_cuda_aot(FcBlock *b, StrBuf *sb) {
-    const IrGraph *g = b->src;
+    const IrGraph *g = b->fwd.graph;
     int nio = g->inputs.len + g->outputs.len;
     CgIoDesc *io = fc_calloc((size_t)nio + 1, sizeof *io);
     if (!io) return FC_OOM(&b->err);
