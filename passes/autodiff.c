@@ -55,6 +55,8 @@ typedef struct Ad {
 } Ad;
 
 /* ---- building blocks (ids in the joint graph) ---------------------------------------------- */
+/* Emitting a node grows the joint graph's values (and nodes): a pointer into them (V(d, v),
+ * &V(d, v)->shape) is valid only until the next emit; keep copies across emits. */
 static FcStatus emit(Ad *d, IrOp op, const int *ins, int nin, const IrAttrs *a, int *out) {
     FcStatus s = ir_add_node(d->g, op, ins, nin, a, d->loc, d->origin, d->origin_op, out, d->err);
     if (s == FC_ERR_INPUT) {
@@ -135,8 +137,10 @@ static FcStatus transpose_last2(Ad *d, int x, int *out) {
     return emit(d, IR_OP_TRANSPOSE, &x, 1, &a, out);
 }
 
-/* g (of a broadcast result's shape) summed back to shape `to` (NumPy broadcasting undone). */
-static FcStatus unbroadcast(Ad *d, int g, const IrShape *to, int *out) {
+/* g (of a broadcast result's shape) summed back to shape `to` (NumPy broadcasting undone).
+ * `to` may point into the graph's values, which emitting moves: it is copied first. */
+static FcStatus unbroadcast(Ad *d, int g, const IrShape *to_shape, int *out) {
+    const IrShape tcopy = *to_shape, *to = &tcopy;
     const IrShape *gs = &V(d, g)->shape;
     FC_CHECK(d->err, gs->rank >= to->rank);
     int64_t axes[IR_MAX_RANK];
@@ -370,7 +374,7 @@ static FcStatus rule_where(Ad *d, const IrNode *n, int g) {
 
 static FcStatus rule_reduce(Ad *d, const IrNode *n, int g) {
     int x = n->in[0], y = n->out[0];
-    const IrShape *xs = &V(d, x)->shape;
+    const IrShape xcopy = V(d, x)->shape, *xs = &xcopy;   /* a copy: emitting moves the values */
     IrShape ks = keep_shape(xs, n->a.list, n->a.nlist);
     int gk, c;
     FC_TRY(reshape(d, g, &ks, &gk));
@@ -426,7 +430,7 @@ static FcStatus rule_softmax(Ad *d, const IrNode *n, int g) {
 /* The adjoint of slice: g placed at the sliced positions of x's axis, zeros elsewhere. */
 static FcStatus rule_slice(Ad *d, const IrNode *n, int g) {
     int x = n->in[0];
-    const IrShape *xs = &V(d, x)->shape;
+    const IrShape xcopy = V(d, x)->shape, *xs = &xcopy;   /* a copy: emitting moves the values */
     int ax = (int)n->a.i[0];
     int64_t len = xs->dims[ax], start = n->a.i[1], step = n->a.i[3];
     int64_t cnt = V(d, g)->shape.dims[ax];
@@ -523,7 +527,7 @@ static FcStatus rule_shape(Ad *d, const IrNode *n, int g) {
  * computed as onehot(ids)^T @ g (M = ids' elements, R = a row's elements). */
 static FcStatus rule_gather(Ad *d, const IrNode *n, int g) {
     int tab = n->in[0], ids = n->in[1];
-    const IrShape *ts = &V(d, tab)->shape;
+    const IrShape tcopy = V(d, tab)->shape, *ts = &tcopy;   /* a copy: emitting moves the values */
     int64_t M = 1, R = 1, N = ts->dims[0];
     ir_shape_numel(&V(d, ids)->shape, &M);
     for (int i = 1; i < ts->rank; i++) R *= ts->dims[i];

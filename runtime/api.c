@@ -220,6 +220,7 @@ struct FcBlock {
     double *tol;           /* [outputs] --check tolerance */
     double *gtol;          /* training: [inputs] the --check tolerance of each gradient */
     bool narrow_mid;       /* a computing op has a 16/8-bit float result (rt_interp_has_narrow_intermediates) */
+    bool narrow_grad;      /* training: the same of the joint graph */
     bool unusable;         /* an internal error happened */
 };
 
@@ -228,74 +229,11 @@ static FcStatus block_fail(FcBlock *b, FcStatus s) {
     return s;
 }
 
-/* The --check tolerance of each output of g (tol[j]): its dtype (the least precise float dtype
- * on its path) and the total length of the reductions feeding it (docs/tolerances.md). */
-static FcStatus graph_tolerances(const IrGraph *g, double *tol, FcErr *err) {
-    int64_t *K = fc_calloc((size_t)g->values.len + 1, sizeof(int64_t));
-    int *dt = fc_calloc((size_t)g->values.len + 1, sizeof(int));
-    if (!K || !dt) { fc_free(K); fc_free(dt); return FC_OOM(err); }
-    /* precision rank: larger is less precise */
-    static const int rank[FC_DTYPE_COUNT] = {[FC_F64] = 0, [FC_F32] = 1, [FC_F16] = 2, [FC_BF16] = 3,
-                                             [FC_F8E4M3] = 4, [FC_F8E5M2] = 5, [FC_I32] = -1, [FC_I64] = -1, [FC_BOOL] = -1};
-    for (int v = 0; v < g->values.len; v++) dt[v] = -1;
-    for (int i = 0; i < g->inputs.len; i++) {
-        int v = g->inputs.data[i];
-        dt[v] = rank[ir_cval(g, v)->dtype] >= 0 ? (int)ir_cval(g, v)->dtype : -1;
-    }
-    for (int i = 0; i < g->nodes.len; i++) {
-        const IrNode *n = &g->nodes.data[i];
-        int64_t k = 0;
-        int d = -1;
-        for (int j = 0; j < n->nin; j++) {
-            if (K[n->in[j]] > k) k = K[n->in[j]];
-            int dj = dt[n->in[j]];
-            if (dj >= 0 && (d < 0 || rank[dj] > rank[d])) d = dj;
-        }
-        const IrValue *x = n->nin ? ir_cval(g, n->in[0]) : NULL;
-        int64_t len = 0;
-        switch (n->op) {
-        case IR_OP_MATMUL: len = x->shape.dims[x->shape.rank - 1]; break;
-        case IR_OP_SUM: case IR_OP_MEAN: case IR_OP_MAX: case IR_OP_MIN:
-        case IR_OP_LAYERNORM: case IR_OP_RMSNORM:
-            len = 1;
-            for (int j = 0; j < n->a.nlist; j++) len *= x->shape.dims[n->a.list[j]];
-            break;
-        case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: len = x->shape.dims[n->a.i[0]]; break;
-        case IR_OP_CROSS_ENTROPY: {   /* a softmax over C per row, then the mean over the rows */
-            int64_t rows = 1;
-            ir_shape_numel(&ir_cval(g, n->in[1])->shape, &rows);
-            len = x->shape.dims[x->shape.rank - 1] + rows;
-            break;
-        }
-        case IR_OP_ATTENTION: {
-            const IrValue *kk = ir_cval(g, n->in[1]);
-            len = x->shape.dims[x->shape.rank - 1] + 2 * kk->shape.dims[kk->shape.rank - 2];
-            break;
-        }
-        default: break;
-        }
-        for (int r = 0; r < n->nout; r++) {
-            int v = n->out[r];
-            K[v] = k + len;
-            int own = rank[ir_cval(g, v)->dtype] >= 0 ? (int)ir_cval(g, v)->dtype : -1;
-            dt[v] = own < 0 ? -1 : (d >= 0 && rank[d] > rank[own] ? d : own);
-        }
-    }
-    for (int j = 0; j < g->outputs.len; j++) {
-        int v = g->outputs.data[j];
-        FcDtype t = dt[v] >= 0 ? (FcDtype)dt[v] : ir_cval(g, v)->dtype;
-        tol[j] = rt_host_tolerance(t, K[v]);
-    }
-    fc_free(K);
-    fc_free(dt);
-    return FC_OK;
-}
-
 static FcStatus compute_tolerances(FcBlock *b) {
     const IrGraph *g = b->src;
     b->tol = fc_calloc((size_t)g->outputs.len + 1, sizeof(double));
     if (!b->tol) return FC_OOM(&b->err);
-    FC_TRY(graph_tolerances(g, b->tol, &b->err));
+    FC_TRY(rt_graph_tolerances(g, b->tol, &b->err));
     b->narrow_mid = rt_interp_has_narrow_intermediates(g);
     if (!b->train) return FC_OK;
     /* the gradients: over the joint graph, whose outputs after the block's are the gradients */
@@ -303,7 +241,8 @@ static FcStatus compute_tolerances(FcBlock *b) {
     double *t = fc_calloc((size_t)jg->outputs.len + 1, sizeof(double));
     b->gtol = fc_calloc((size_t)g->inputs.len + 1, sizeof(double));
     if (!t || !b->gtol) { fc_free(t); return FC_OOM(&b->err); }
-    FcStatus s = graph_tolerances(jg, t, &b->err);
+    FcStatus s = rt_graph_tolerances(jg, t, &b->err);
+    b->narrow_grad = rt_interp_has_narrow_intermediates(jg);
     for (int i = 0; i < g->inputs.len; i++) {
         int k = b->joint.grad_out_of_input[i];
         b->gtol[i] = k >= 0 ? t[k] : 0;
@@ -699,7 +638,7 @@ static FcStatus emit_cuda_aot_train(FcBlock *b, const CgIoDesc *io, int nio, Str
 }
 
 static FcStatus emit_cuda_aot(FcBlock *b, StrBuf *sb) {
-    const IrGraph *g = b->src;
+    const IrGraph *g = b->src;   /* in training the saved buffers are described apart (emit_cuda_aot_train) */
     int nio = g->inputs.len + g->outputs.len;
     CgIoDesc *io = fc_calloc((size_t)nio + 1, sizeof *io);
     if (!io) return FC_OOM(&b->err);
@@ -1109,11 +1048,24 @@ FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max
     return s;
 }
 
-/* The safety factor on the rounding spread: the spread is one sample (these inputs, these
- * rounding errors) of the effect of rounding at every op, and a fused program rounds at a
- * subset of those points (its kernels' outputs), whose partial effect can exceed the whole
- * where the terms of different roundings cancel (docs/tolerances.md). */
-#define CHECK_SPREAD_FACTOR 2.0
+/* rt_graph_check_tolerances for graph g of block b, the tensors `in` (any devices) as g's inputs. */
+static FcStatus graph_check(FcBlock *b, const IrGraph *g, FcTensor *const *in, double *tol, double *spread, const char *fn) {
+    int nin = g->inputs.len;
+    for (int i = 0; i < nin; i++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        if (!in[i] || in[i]->dtype != x->dtype || !ir_shape_eq(&in[i]->shape, &x->shape))
+            return fc_err_set(&b->err, FC_ERR_USAGE, "%s: input %d ('%s') is missing or does not match the block", fn, i, x->name);
+    }
+    void **h = fc_calloc((size_t)nin + 1, sizeof *h);
+    FcStatus s = h ? FC_OK : FC_OOM(&b->err);
+    int fetched = 0;   /* inputs [0, fetched) hold host copies to release */
+    for (int i = 0; s == FC_OK && i < nin; i++)
+        if ((s = host_begin(in[i], true, &h[i])) == FC_OK) fetched = i + 1;
+    if (s == FC_OK) s = rt_graph_check_tolerances(g, (const void *const *)h, tol, spread, &b->err);
+    for (int i = 0; i < fetched; i++) host_end(in[i], h[i], false);
+    fc_free(h);
+    return block_fail(b, s);
+}
 
 FcStatus fc_block_check_tolerances(FcBlock *b, FcTensor *const *inputs, double *rel_tol, double *spread) {
     if (!block_ready(b) || !rel_tol) return FC_ERR_USAGE;
@@ -1125,43 +1077,39 @@ FcStatus fc_block_check_tolerances(FcBlock *b, FcTensor *const *inputs, double *
     }
     if (!b->narrow_mid || nout == 0) return FC_OK;   /* both roundings are the same program */
     if (nin && !inputs) return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_check_tolerances: inputs are required");
+    return graph_check(b, g, inputs, rel_tol, spread, "fc_block_check_tolerances");
+}
+
+FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs, double *rel_tol,
+                                        double *spread) {
+    if (!block_ready(b) || !rel_tol || !b->train) return FC_ERR_USAGE;
+    const IrGraph *g = b->src, *jg = b->joint.graph;
+    int nin = g->inputs.len, nout = g->outputs.len;
     for (int i = 0; i < nin; i++) {
-        const IrValue *x = ir_cval(g, g->inputs.data[i]);
-        if (!inputs[i] || inputs[i]->dtype != x->dtype || !ir_shape_eq(&inputs[i]->shape, &x->shape))
-            return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_check_tolerances: input %d ('%s') is missing or does not match the block", i,
-                              x->name);
+        rel_tol[i] = b->gtol[i];
+        if (spread) spread[i] = 0;
     }
-    void **in = fc_calloc((size_t)nin + 1, sizeof *in), **out[2] = {fc_calloc((size_t)nout, sizeof(void *)),
-                                                                  fc_calloc((size_t)nout, sizeof(void *))};
-    FcStatus s = in && out[0] && out[1] ? FC_OK : FC_OOM(&b->err);
-    int fetched = 0;   /* inputs [0, fetched) hold host copies to release */
-    for (int i = 0; s == FC_OK && i < nin; i++)
-        if ((s = host_begin(inputs[i], true, &in[i])) == FC_OK) fetched = i + 1;
-    for (int j = 0; s == FC_OK && j < nout; j++) {
-        const IrValue *y = ir_cval(g, g->outputs.data[j]);
-        int64_t n = 1;
-        ir_shape_numel(&y->shape, &n);
-        for (int k = 0; k < 2 && s == FC_OK; k++)
-            if (!(out[k][j] = fc_alloc((size_t)n * fc_dtype_size(y->dtype) + 1))) s = FC_OOM(&b->err);
+    if (!b->narrow_grad) return FC_OK;   /* both roundings are the same program */
+    if ((nin && !inputs) || (nout && !grad_outputs))
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_check_grad_tolerances: inputs and grad_outputs are required");
+    /* the joint graph's inputs: the block's, then the float outputs' gradients */
+    FcTensor **all = fc_calloc((size_t)jg->inputs.len + 1, sizeof *all);
+    double *t = fc_calloc((size_t)jg->outputs.len + 1, sizeof *t), *sp = fc_calloc((size_t)jg->outputs.len + 1, sizeof *sp);
+    FcStatus s = all && t && sp ? FC_OK : FC_OOM(&b->err);
+    for (int i = 0; s == FC_OK && i < nin; i++) all[i] = inputs[i];
+    for (int j = 0; s == FC_OK && j < nout; j++)
+        if (b->joint.grad_in_of_output[j] >= 0) all[b->joint.grad_in_of_output[j]] = grad_outputs[j];
+    if (s == FC_OK) s = graph_check(b, jg, all, t, sp, "fc_block_check_grad_tolerances");
+    for (int i = 0; s == FC_OK && i < nin; i++) {
+        int k = b->joint.grad_out_of_input[i];
+        if (k < 0) continue;
+        rel_tol[i] = t[k];
+        if (spread) spread[i] = sp[k];
     }
-    if (s == FC_OK) s = rt_interp_run_rounding(g, (const void *const *)in, out[0], RT_ROUND_EVERY_OP, &b->err);
-    if (s == FC_OK) s = rt_interp_run_rounding(g, (const void *const *)in, out[1], RT_ROUND_AT_OUTPUTS, &b->err);
-    for (int j = 0; s == FC_OK && j < nout; j++) {
-        const IrValue *y = ir_cval(g, g->outputs.data[j]);
-        int64_t n = 1;
-        ir_shape_numel(&y->shape, &n);
-        double a = 0, sp = 0;
-        rt_host_compare(y->dtype, out[1][j], out[0][j], n, &a, &sp);
-        rel_tol[j] = b->tol[j] + CHECK_SPREAD_FACTOR * sp;
-        if (spread) spread[j] = sp;
-    }
-    for (int i = 0; i < fetched; i++) host_end(inputs[i], in[i], false);
-    for (int k = 0; k < 2; k++) {
-        for (int j = 0; out[k] && j < nout; j++) fc_free(out[k][j]);
-        fc_free(out[k]);
-    }
-    fc_free(in);
-    return block_fail(b, s);
+    fc_free(all);
+    fc_free(t);
+    fc_free(sp);
+    return s;
 }
 
 /* ids of a gather: the rows of its table bound the random values */

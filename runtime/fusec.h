@@ -281,6 +281,16 @@ FcStatus fc_block_plan_memory(FcBlock *b, int which, FcPlanMemory *m);
 /* The documented --check tolerance of the gradient of input i (a float input), as
  * fc_block_output_tolerance's rule applied to the backward: max |err| / max |ref|. */
 FcStatus fc_block_grad_tolerance(const FcBlock *b, int i, double *rel_tol);
+/* The --check tolerance of every gradient for these inputs and outputs' gradients, as
+ * fc_block_check_tolerances's rule applied to the backward: rel_tol[i] =
+ * fc_block_grad_tolerance(b, i) + 2 * spread[i], spread[i] from the reference interpreter's two
+ * meanings of 16- and 8-bit float intermediates on the forward-and-backward graph (0, and nothing
+ * runs, without such intermediates). inputs and grad_outputs as fc_program_run's and
+ * fc_program_backward's; rel_tol and spread (may be NULL) have room for fc_block_num_inputs(b)
+ * numbers (0 for inputs that are not floats). Use it for every comparison of gradients.
+ * FC_ERR_USAGE for a block compiled without training. */
+FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs,
+                                        double *rel_tol, double *spread);
 /* Fills t (output j's dtype and shape, a float output) with a seeded N(0, 1) gradient as
  * `fusec run --train` does for an output without --grad-output: a stream of its own per
  * output, distinct from the inputs' of fc_block_random_input. */

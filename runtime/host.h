@@ -1,6 +1,7 @@
 /* host.h: host-side tensor helpers for the library and the tests: per-dtype loads and
  * stores with fusec's rounding rules, bulk conversion, seeded random fill, comparison,
- * the --check tolerance rule (host.c), and .npy reading/writing (npy.c).
+ * the --check tolerance rule (host.c) and a graph's tolerances (tolerance.c), and .npy
+ * reading/writing (npy.c).
  *
  * Not used by the reference interpreter (interp.c), which keeps its own private copy of
  * the rounding rules so that a bug here cannot hide in the oracle; test_interp checks the
@@ -54,6 +55,23 @@ void rt_host_compare(FcDtype t, const void *got, const void *ref, int64_t n, dou
  * u: unit roundoff of t; u_acc: 2^-53 for f64, else 2^-24 (accumulation in f32);
  * a: 64 for f64/f32, 8 for f16/bf16, 4 for f8e4m3/f8e5m2. Integer and bool outputs: 0 (exact). */
 double rt_host_tolerance(FcDtype t, int64_t K);
+
+/* ---- a graph's tolerances (tolerance.c) ------------------------------------------------------ */
+/* The safety factor on the rounding spread: the spread is one sample (these inputs, these
+ * rounding errors) of the effect of rounding at every op, and a fused program rounds at a
+ * subset of those points (its kernels' outputs), whose partial effect can exceed the whole
+ * where the terms of different roundings cancel (docs/tolerances.md). */
+#define RT_CHECK_SPREAD_FACTOR 2.0
+/* tol[j] for each output j of g: rt_host_tolerance of the least precise float dtype on its path
+ * and the total length of the reductions feeding it. */
+FcStatus rt_graph_tolerances(const IrGraph *g, double *tol, FcErr *err);
+/* The --check tolerances of g's outputs for these inputs (host data in the inputs' dtypes):
+ * tol[j] = rt_graph_tolerances' + RT_CHECK_SPREAD_FACTOR * spread[j], spread[j] = max |e - f| /
+ * max |e| for the reference interpreter's two roundings of 16/8-bit float intermediates
+ * (e every op, f at the outputs; 0 without such intermediates, when nothing runs). spread
+ * may be NULL. */
+FcStatus rt_graph_check_tolerances(const IrGraph *g, const void *const *inputs, double *tol, double *spread,
+                                   FcErr *err);
 
 /* ---- .npy files (npy.c) ------------------------------------------------------------------ */
 /* Reads a .npy file (format 1.0, 2.0 or 3.0; little-endian or byte-order-free; C order) of

@@ -1292,7 +1292,7 @@ static int grads_make(FcBlock *b, FcDevice *dev, const Args *a, Grads *g) {
             }
         }
     }
-    for (int k = 0; a && k < a->ngrads; k++) {
+    for (int k = 0; a && k < a->ngrads; k++) {   /* a is NULL for --check's reference gradients */
         if (a->grads[k].used) continue;
         fprintf(stderr, "fusec: error: --grad-output '%s': block '%s' has no float output of that name; its float outputs are:",
                 a->grads[k].name, fc_block_name(b) ? fc_block_name(b) : "?");

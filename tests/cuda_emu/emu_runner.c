@@ -18,6 +18,7 @@
 #include "codegen.h"
 #include "frontend.h"
 #include "host.h"
+#include "interp.h"
 #include "passes.h"
 
 #include <dlfcn.h>
@@ -318,13 +319,33 @@ char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool
     return out;
 }
 
+/* The AOT unit (cg_cuda_aot, entry "emu") of the program res made from graph g: its buffers
+ * are g's inputs, then its outputs. NULL (err set) on failure. */
+static char *aot_unit(const IrGraph *g, const PassResult *res, FcErr *err) {
+    int nio = g->inputs.len + g->outputs.len;
+    CgIoDesc *io = emu_xcalloc((size_t)nio, sizeof(CgIoDesc));
+    for (int i = 0; i < nio; i++) {
+        bool o = i >= g->inputs.len;
+        const IrValue *v = ir_cval(g, o ? g->outputs.data[i - g->inputs.len] : g->inputs.data[i]);
+        io[i] = (CgIoDesc){o ? "out" : "in", v->dtype, v->shape, o};
+    }
+    StrBuf sb = {0};
+    char *out = NULL;
+    FcStatus st = cg_cuda_aot(res->prog, "emu", io, nio, &sb, err);
+    free(io);
+    if (st == FC_OK && sb.failed) fc_err_set(err, FC_ERR_NOMEM, "out of memory");
+    else if (st == FC_OK) out = emu_xstrdup(sb.data);
+    sb_free(&sb);
+    return out;
+}
+
 char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, char *why, size_t n) {
     FeDimBinding fd[8];
     int nd = 0;
     for (; dims && dims[nd].name && nd < 8; nd++) fd[nd] = (FeDimBinding){dims[nd].name, dims[nd].v};
     FeOptions fo = {.block = NULL, .dims = fd, .ndims = nd};
     IrGraph *g = NULL;
-    StrBuf diags = {0}, sb = {0};
+    StrBuf diags = {0};
     FcErr err = {0};
     PassResult res;
     memset(&res, 0, sizeof res);
@@ -332,20 +353,8 @@ char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool f
     FcStatus st = fe_compile(src, strlen(src), file, &fo, &g, &diags, &err);
     PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = false};
     if (st == FC_OK) st = pass_pipeline(g, &po, &res, &err);
-    if (st == FC_OK) {
-        int nio = g->inputs.len + g->outputs.len;
-        CgIoDesc *io = emu_xcalloc((size_t)nio, sizeof(CgIoDesc));
-        for (int i = 0; i < nio; i++) {
-            bool o = i >= g->inputs.len;
-            const IrValue *v = ir_cval(g, o ? g->outputs.data[i - g->inputs.len] : g->inputs.data[i]);
-            io[i] = (CgIoDesc){o ? "out" : "in", v->dtype, v->shape, o};
-        }
-        st = cg_cuda_aot(res.prog, "emu", io, nio, &sb, &err);
-        free(io);
-        if (st == FC_OK && !sb.failed) out = emu_xstrdup(sb.data);
-    }
-    if (!out) snprintf(why, n, "%s: the GPU-shaped unit: %s", file, st != FC_OK ? err.msg : "out of memory");
-    sb_free(&sb);
+    if (st == FC_OK) out = aot_unit(g, &res, &err);
+    if (!out) snprintf(why, n, "%s: the GPU-shaped unit: %s", file, err.msg);
     sb_free(&diags);
     pass_result_free(&res);
     ir_graph_free(g);
@@ -450,6 +459,267 @@ bool emu_add_block_variants(EmuRunner *r, const char *name, const char *src, con
             free(r->cases[id].cu);
             r->cases[id].cu = NULL;
             r->cases[id].tried = true;
+        }
+    }
+    return ok;
+}
+
+/* ---- training: the forward and backward units ---------------------------------------------------- */
+const char *const emu_train_part_names[2] = {"forward", "backward"};
+
+/* A training block's two programs as a CUDA device runs them: the source graph through pass_train
+ * (--remat mode, no budget; as fc_options_set_train), then each graph of the plan through
+ * pass_pipeline GPU-shaped (lib: matrix products through cuBLASLt, the program of `fusec --emit
+ * cuda`; else the generated kernels: the GPU-shaped variant). */
+typedef struct TrainProg {
+    IrGraph *src;
+    AdJoint joint;
+    RematPlan plan;
+    PassResult res[2];        /* the forward's, the backward's */
+} TrainProg;
+
+static void train_prog_free(TrainProg *t) {
+    ir_graph_free(t->src);
+    ad_joint_free(&t->joint);
+    remat_plan_free(&t->plan);
+    pass_result_free(&t->res[0]);
+    pass_result_free(&t->res[1]);
+    memset(t, 0, sizeof *t);
+}
+
+static bool train_prog(const char *src, const char *file, bool fuse, const char *remat, bool lib, TrainProg *t, char *why, size_t n) {
+    memset(t, 0, sizeof *t);
+    FeOptions fo = {0};
+    StrBuf diags = {0};
+    FcErr err = {0};
+    PassRemat mode = !strcmp(remat, "none") ? PASS_REMAT_NONE : !strcmp(remat, "full") ? PASS_REMAT_FULL : PASS_REMAT_AUTO;
+    FcStatus st = fe_compile(src, strlen(src), file, &fo, &t->src, &diags, &err);
+    sb_free(&diags);
+    if (st == FC_OK) st = pass_train(t->src, mode, -1, &t->joint, &t->plan, &err);
+    PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = lib};
+    if (st == FC_OK) st = pass_pipeline(t->plan.fwd, &po, &t->res[0], &err);
+    if (st == FC_OK) st = pass_pipeline(t->plan.bwd, &po, &t->res[1], &err);
+    if (st != FC_OK) {
+        snprintf(why, n, "%s: the training programs (%s, --remat %s%s): %s", file, fuse ? "fused" : "eager", remat,
+                 lib ? "" : ", GPU-shaped", err.msg);
+        train_prog_free(t);
+        return false;
+    }
+    return true;
+}
+
+char *emu_train_kernels(const char *src, const char *file, bool fuse, const char *remat, int part, char *why, size_t n) {
+    TrainProg t;
+    if (!train_prog(src, file, fuse, remat, true, &t, why, n)) return NULL;
+    StrBuf sb = {0};
+    FcErr err = {0};
+    char *out = NULL;
+    FcStatus st = cg_cuda_kernels(t.res[part].prog, &sb, &err);
+    if (st == FC_OK && !sb.failed) out = emu_xstrdup(sb.data ? sb.data : "");
+    else snprintf(why, n, "%s: the %s program's kernels: %s", file, emu_train_part_names[part], st != FC_OK ? err.msg : "out of memory");
+    sb_free(&sb);
+    train_prog_free(&t);
+    return out;
+}
+
+/* Host data of the graph's inputs or outputs: one calloc'd buffer each (elements in *numel). */
+static void **graph_buffers(const IrGraph *g, bool outputs, int64_t *numel) {
+    int n = outputs ? g->outputs.len : g->inputs.len;
+    void **b = emu_xcalloc((size_t)n + 1, sizeof *b);
+    for (int i = 0; i < n; i++) {
+        const IrValue *v = ir_cval(g, outputs ? g->outputs.data[i] : g->inputs.data[i]);
+        int64_t e = 1;
+        ir_shape_numel(&v->shape, &e);
+        if (numel) numel[i] = e;
+        b[i] = emu_xcalloc((size_t)e * fc_dtype_size(v->dtype) + 1, 1);
+    }
+    return b;
+}
+
+/* A case for the unit cu (taken) of graph g: inputs `in` (taken), references from the reference
+ * interpreter on g, tolerances from rt_graph_check_tolerances; *want_out gets the references
+ * (owned by the case). NULL with why when the reference cannot run. */
+static EmuCase *graph_case(EmuRunner *r, const char *name, char *cu, const IrGraph *g, void **in, char *why, size_t n) {
+    EmuCase *c = emu_new_case(r, name);
+    c->cu = cu;
+    emu_alloc_io(c, g->inputs.len, g->outputs.len);
+    for (int i = 0; i < c->nin; i++) {
+        const IrValue *v = ir_cval(g, g->inputs.data[i]);
+        c->in_dt[i] = v->dtype;
+        c->in_n[i] = 1;
+        ir_shape_numel(&v->shape, &c->in_n[i]);
+        c->in[i] = in[i];
+    }
+    free(c->want);
+    c->want = graph_buffers(g, true, c->out_n);
+    for (int j = 0; j < c->nout; j++) c->out_dt[j] = ir_cval(g, g->outputs.data[j])->dtype;
+    free(in);
+    FcErr err = {0};
+    FcStatus st = rt_interp_run(g, (const void *const *)c->in, c->want, &err);
+    if (st == FC_OK) st = rt_graph_check_tolerances(g, (const void *const *)c->in, c->tol, NULL, &err);
+    if (st != FC_OK) {
+        snprintf(why, n, "%s: the reference: %.900s", name, err.msg);
+        free(c->cu);
+        c->cu = NULL;
+        c->tried = true;
+        return NULL;
+    }
+    return c;
+}
+
+/* The forward and backward cases of one variant (fused: --remat auto; eager: --no-fuse --remat
+ * none): ids[0], ids[1]; false with why. The backward's inputs are the forward's references. */
+static bool train_cases(EmuRunner *r, const char *name, const char *src, uint64_t seed, bool fuse, int ids[2], char *why,
+                        size_t n) {
+    const char *remat = fuse ? "auto" : "none";
+    TrainProg t;
+    if (!train_prog(src, name, fuse, remat, true, &t, why, n)) return false;
+    /* the inputs and the outputs' gradients as the CPU checks make them (fc_block_random_input,
+     * fc_block_random_grad_output: they depend on the source graph only) */
+    FcOptions *opt = NULL;
+    FcBlock *blk = NULL;
+    FcDevice *ref = r->ref;
+    fc_options_new(&opt);
+    fc_options_set_train(opt, 1);
+    fc_options_set_remat(opt, remat);
+    fc_options_set_fuse(opt, fuse);
+    fc_options_set_entry(opt, "emu");
+    bool ok = fc_compile_string(src, name, opt, &blk) == FC_OK;
+    fc_options_free(opt);
+    if (!ok) snprintf(why, n, "%s: compile (training): %s", name, blk ? fc_block_last_error(blk) : "");
+    /* the forward unit as `fusec --train --emit cuda` makes it (the library's plan is this one:
+     * pass_train is deterministic), the backward's through the passes (no emit kind for it) */
+    char *cu[2] = {NULL, NULL};
+    char *data = NULL;
+    size_t len = 0;
+    if (ok && fc_block_emit(blk, FC_EMIT_CUDA, &data, &len) != FC_OK) {
+        snprintf(why, n, "%s: emit cuda (training): %s", name, fc_block_last_error(blk));
+        ok = false;
+    }
+    if (ok) cu[0] = emu_xstrdup(data);
+    fc_buffer_free(data);
+    const IrGraph *F = t.plan.fwd, *B = t.plan.bwd;
+    void **fin = graph_buffers(F, false, NULL), **gout = emu_xcalloc((size_t)t.src->outputs.len + 1, sizeof *gout);
+    for (int i = 0; ok && i < F->inputs.len; i++) {
+        FcTensorInfo ti;
+        FcTensor *x = NULL;
+        fc_block_input_info(blk, i, &ti);
+        ok = fc_tensor_new(ref, ti.dtype, ti.rank, ti.dims, &x) == FC_OK && fc_block_random_input(blk, i, seed, x) == FC_OK &&
+             fc_tensor_copy_to_host(x, fin[i], fc_tensor_nbytes(x)) == FC_OK;
+        fc_tensor_free(x);
+        if (!ok) snprintf(why, n, "%s: input %d: %s", name, i, fc_block_last_error(blk));
+    }
+    for (int j = 0; ok && j < t.src->outputs.len; j++) {
+        FcTensorInfo ti;
+        FcTensor *x = NULL;
+        fc_block_output_info(blk, j, &ti);
+        if (ti.dtype > FC_F8E5M2) continue;   /* not a float: no gradient */
+        int64_t e = 1;
+        for (int d = 0; d < ti.rank; d++) e *= ti.dims[d];
+        gout[j] = emu_xcalloc(fc_dtype_size(ti.dtype) * (size_t)e + 1, 1);
+        ok = fc_tensor_new(ref, ti.dtype, ti.rank, ti.dims, &x) == FC_OK && fc_block_random_grad_output(blk, j, seed, x) == FC_OK &&
+             fc_tensor_copy_to_host(x, gout[j], fc_tensor_nbytes(x)) == FC_OK;
+        fc_tensor_free(x);
+        if (!ok) snprintf(why, n, "%s: the gradient of output %d: %s", name, j, fc_block_last_error(blk));
+    }
+    fc_block_free(blk);
+    char cname[160];
+    FcErr err = {0};
+    if (ok && !(cu[1] = aot_unit(B, &t.res[1], &err))) {
+        snprintf(why, n, "%s: the backward unit: %.900s", name, err.msg);
+        ok = false;
+    }
+    ids[0] = ids[1] = -1;
+    EmuCase *c = NULL;
+    if (ok) {
+        snprintf(cname, sizeof cname, "%s_%s_fwd", name, fuse ? "fused" : "eager");
+        c = graph_case(r, cname, cu[0], F, fin, why, n);
+        cu[0] = NULL;
+        fin = NULL;
+        ok = c != NULL;
+    }
+    if (ok) {
+        ids[0] = c->id;
+        /* the backward's inputs: the saved values (block inputs, outputs and buffers: the
+         * forward's inputs and references), then the float outputs' gradients */
+        const EmuCase *fc = c;
+        void **bin = graph_buffers(B, false, NULL);
+        int k = 0;
+        for (int i = 0; i < t.plan.saved.len; i++, k++) {
+            const RematSaved *sv = &t.plan.saved.data[i];
+            const void *from = sv->kind == REMAT_SAVED_INPUT ? fc->in[sv->index]
+                             : sv->kind == REMAT_SAVED_OUTPUT ? fc->want[sv->index] : fc->want[t.src->outputs.len + sv->index];
+            const IrValue *v = ir_cval(B, B->inputs.data[k]);
+            int64_t e = 1;
+            ir_shape_numel(&v->shape, &e);
+            memcpy(bin[k], from, (size_t)e * fc_dtype_size(v->dtype));
+        }
+        for (int j = 0; j < t.src->outputs.len; j++) {
+            if (!gout[j]) continue;
+            const IrValue *v = ir_cval(B, B->inputs.data[k]);
+            int64_t e = 1;
+            ir_shape_numel(&v->shape, &e);
+            memcpy(bin[k++], gout[j], (size_t)e * fc_dtype_size(v->dtype));
+        }
+        snprintf(cname, sizeof cname, "%s_%s_bwd", name, fuse ? "fused" : "eager");
+        c = graph_case(r, cname, cu[1], B, bin, why, n);
+        cu[1] = NULL;
+        ok = c != NULL;
+        if (ok) ids[1] = c->id;
+    }
+    for (int j = 0; j < t.src->outputs.len; j++) free(gout[j]);
+    free(gout);
+    if (fin) {
+        for (int i = 0; i < F->inputs.len; i++) free(fin[i]);
+        free(fin);
+    }
+    free(cu[0]);
+    free(cu[1]);
+    train_prog_free(&t);
+    return ok;
+}
+
+bool emu_add_train_variants(EmuRunner *r, const char *name, const char *src, uint64_t seed, unsigned mask, int ids[EMU_NTRAIN],
+                            char *why, size_t n) {
+    bool ok = true;
+    why[0] = 0;
+    for (int u = 0; u < EMU_NTRAIN; u++) ids[u] = -1;
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        int vb = fuse ? EMU_V_FUSED : EMU_V_EAGER, vg = vb + 1;
+        if (!(mask & (3u << vb))) continue;
+        char tmp[1024] = "";
+        int base[2];
+        if (!train_cases(r, name, src, seed, fuse, base, tmp, sizeof tmp)) {
+            if (ok) snprintf(why, n, "%s", tmp);
+            ok = false;
+            continue;
+        }
+        bool lib_call = false;
+        for (int k = 0; k < 2; k++) {
+            if (mask & (1u << vb)) ids[2 * vb + k] = base[k];
+            lib_call |= strstr(r->cases[base[k]].cu, "fc_lt_gemm(") != NULL;
+        }
+        if (lib_call && (mask & (1u << vg))) {   /* else the GPU-shaped units have the same kernels */
+            TrainProg t;
+            if (train_prog(src, name, fuse, fuse ? "auto" : "none", false, &t, tmp, sizeof tmp)) {
+                for (int k = 0; k < 2; k++) {
+                    FcErr err = {0};
+                    char *gu = aot_unit(k ? t.plan.bwd : t.plan.fwd, &t.res[k], &err);
+                    char vname[160];
+                    snprintf(vname, sizeof vname, "%s_gpu", r->cases[base[k]].name);
+                    if (gu) ids[2 * vg + k] = emu_clone_case(r, base[k], vname, gu)->id;
+                    else if (ok) { snprintf(why, n, "%s: the GPU-shaped %s unit: %s", name, emu_train_part_names[k], err.msg); ok = false; }
+                }
+                train_prog_free(&t);
+            } else {
+                if (ok) snprintf(why, n, "%s", tmp);
+                ok = false;
+            }
+        }
+        for (int k = 0; k < 2 && !(mask & (1u << vb)); k++) {   /* only its references are wanted */
+            free(r->cases[base[k]].cu);
+            r->cases[base[k]].cu = NULL;
+            r->cases[base[k]].tried = true;
         }
     }
     return ok;

@@ -26,14 +26,28 @@
  * $FUSEC_DIFFTEST_OUT, else BUILD/difftest-failures), whose header says what failed, the
  * numbers, and the `fusec run` command that shows it.
  *
- * --self-check perturbs one element of the fused result before comparing: every graph must
- * then fail and be minimized to a reproducer, proving that the harness can fail;
- * --self-check-emu does the same to the emulated fused unit's result.
+ * Training (--train: every graph; else every --train-every'th, default 10th): the generator makes
+ * a program worth differentiating (gen.c), compiled with fc_options_set_train three ways: fused
+ * with --remat auto, eager (--no-fuse) with --remat none, fused with --remat full. Each runs its
+ * forward and fc_program_backward on the CPU with the same inputs and seeded output gradients
+ * (fc_block_random_grad_output); the forward outputs are compared with the oracle's, every
+ * gradient between the three programs within fc_block_check_grad_tolerances (the forward's rule
+ * applied to the backward), and with the reference device's backward where it returns FC_OK
+ * (FC_ERR_UNSUPPORTED: skipped, counted as "oracle backward unavailable"). Every
+ * --budget-every'th training graph also sweeps --mem-budget from the floor to what --remat none
+ * saves (budget_sweep). NVRTC compiles the backward's kernels too; the emulation runs the
+ * forward and backward units (emu_add_train_variants).
+ *
+ * --self-check perturbs one element of the fused result (a training check: of its first
+ * gradient) before comparing: every graph must then fail and be minimized to a reproducer,
+ * proving that the harness can fail; --self-check-emu does the same to the emulated fused unit's
+ * result (a training program's backward unit).
  * Exit status: 0 all graphs passed (ill-conditioned ones allowed), 1 a failure, 2 usage.
  */
 #include "difftest.h"
 #include "emu_runner.h"
 #include "host.h"
+#include "nvrtc.h"
 
 #include <errno.h>
 #include <math.h>
@@ -92,23 +106,58 @@ typedef struct Opts {
     uint64_t input_seed;
     bool print_only;
     bool verify_noisy;     /* only compile every graph's noisy variants (a check of gen.c) */
+    bool train;            /* --train: every graph a training program, checked with its gradients */
+    int train_every;       /* else every K'th graph (gi % K == K - 1) is one; 0: none */
+    int budget_every;      /* the --mem-budget sweep on every K'th training graph; 0: none */
     DtGenConfig gen;
 } Opts;
 
-/* ---- one run: compile, run three ways, compare ----------------------------------------------- */
+/* ---- one run: compile, run the programs, compare ---------------------------------------------- */
 enum { DR_OK, DR_ILLCOND, DR_GENBUG, DR_COMPILE, DR_PROGRAM, DR_RUN, DR_MISMATCH, DR_NVRTC, DR_EMU_MISMATCH, DR_EMU_ERROR,
-       DR_CRASH, DR_TIMEOUT, DR_NCLASS };
+       DR_BUDGET, DR_CRASH, DR_TIMEOUT, DR_NCLASS };
 static const char *const cls_name[DR_NCLASS] = {"ok", "ill-conditioned", "generator bug (frontend rejected a generated program)",
                                                "compile error", "program (JIT) error", "run error", "mismatch", "NVRTC error",
-                                               "CUDA emulation mismatch", "CUDA emulation error", "crash", "timeout"};
-static const char *const who_name[] = {"fused", "eager", "reference"};
-static const char *const pair_name[] = {"fused CPU vs reference", "eager CPU vs reference", "fused CPU vs eager CPU"};
+                                               "CUDA emulation mismatch", "CUDA emulation error", "memory budget error", "crash",
+                                               "timeout"};
+
+/* The programs of a check. A forward check runs the first three; a training check (--train) all
+ * four, each block compiled with fc_options_set_train: fused with --remat auto, eager (--no-fuse)
+ * with --remat none (as eager autograd saves), the reference (the fused block on
+ * FC_DEVICE_REFERENCE), and fused with --remat full (only the inputs saved). */
+enum { P_FUSED, P_EAGER, P_REF, P_FULL, NPROG };
+static const char *const who_name[NPROG] = {"fused", "eager", "reference", "remat-full"};
+static const char *const remat_of[NPROG] = {"auto", "none", "auto", "full"};
+
+/* The comparisons, in the order they are made; Result.which of a mismatch is the index. Every
+ * one is "two programs with each other" (fc_tensor_compare within the tolerance): forward
+ * outputs within fc_block_check_tolerances, gradients within fc_block_check_grad_tolerances.
+ * The relative error is over max |b|; for gradients of two CPU programs over max |eager's|: the
+ * spread that widens the tolerance is measured from the every-op rounding, eager's meaning, and a
+ * gradient summed from many terms can be much smaller in one meaning than in the other (an f8
+ * adjoint summed over a broadcast: 0.74 eager, 0.10 remat-full; spread 0.865). */
+typedef struct Pair { int a, b; bool grad; const char *name; } Pair;
+enum { PAIR_BUDGET_OUT = 10, PAIR_BUDGET_GRAD = 11 };
+static const Pair pairs[] = {
+    {P_FUSED, P_REF, false, "fused CPU vs reference"},
+    {P_EAGER, P_REF, false, "eager CPU vs reference"},
+    {P_FUSED, P_EAGER, false, "fused CPU vs eager CPU"},
+    {P_FULL, P_REF, false, "remat-full CPU vs reference"},
+    {P_FUSED, P_REF, true, "gradients: fused CPU vs reference backward"},
+    {P_EAGER, P_REF, true, "gradients: eager CPU vs reference backward"},
+    {P_FULL, P_REF, true, "gradients: remat-full CPU vs reference backward"},
+    {P_FUSED, P_EAGER, true, "gradients: fused CPU vs eager CPU"},
+    {P_FUSED, P_FULL, true, "gradients: fused CPU vs remat-full CPU"},
+    {P_EAGER, P_FULL, true, "gradients: eager CPU vs remat-full CPU"},
+    {P_FUSED, P_REF, false, "fused CPU with --mem-budget vs reference"},
+    {P_FUSED, P_FUSED, true, "gradients: fused CPU with --mem-budget vs fused CPU"},
+};
+static const int fwd_pairs[] = {0, 1, 2}, train_pairs[] = {0, 1, 3, 2, 4, 5, 6, 7, 8, 9};
 
 typedef struct Result {
     int cls;
-    int which;             /* compile/program/run: 0 fused 1 eager 2 reference; mismatch: pair */
+    int which;             /* compile/program/run: the program (P_*); mismatch: the pair */
     int status;            /* FcStatus, or the signal for a crash */
-    int output;            /* mismatching output */
+    int output;            /* mismatching output (a gradient: its input) */
     char out_name[64];
     char out_type[96];
     double rel, abs, tol, sens;
@@ -118,14 +167,41 @@ typedef struct Result {
     int nvrtc;             /* 0 not tried, 1 compiled, 2 skipped (NVRTC unavailable) */
     int emu;               /* 0 not tried, 1 emulated, 2 skipped (no C++ compiler) */
     int emu_units;         /* units emulated */
+    bool train;            /* a training check */
+    int grad_oracle;       /* training: 1 the reference backward compared, 2 unavailable (FC_ERR_UNSUPPORTED) */
+    int budget_points;     /* training: --mem-budget points checked by the sweep */
+    long long budget;      /* the --mem-budget of a failing budgeted program (-1 none) */
     char msg[3072];
 } Result;
 
+/* What one check does. */
+typedef struct Check {
+    bool train;            /* the training check */
+    bool nvrtc;            /* also compile to PTX through NVRTC */
+    bool sweep;            /* training: the --mem-budget sweep */
+    bool self_check;       /* corrupt one fused result: the forward's output 0, or the first gradient */
+} Check;
+
+static bool is_float(FcDtype t) { return t <= FC_F8E5M2; }
+
+/* Graph gi of a run: a training program (generated with DtGenConfig.train and checked with its
+ * gradients), and what its check does. */
+static bool is_train(const Opts *o, int gi) { return o->train || (o->train_every > 0 && gi % o->train_every == o->train_every - 1); }
+static DtGenConfig gen_config(const Opts *o, int gi) {
+    DtGenConfig c = o->gen;
+    c.train = is_train(o, gi);
+    return c;
+}
+static Check check_of(const Opts *o, int gi) {
+    bool t = is_train(o, gi);
+    return (Check){t, o->nvrtc_every > 0 && gi % o->nvrtc_every == 0, t && o->budget_every > 0 && gi % o->budget_every == 0,
+                   o->self_check};
+}
 
 static void poison(FcTensor *t, FcDtype dt, size_t nbytes) {
     void *buf = malloc(nbytes ? nbytes : 1);
     if (!buf) return;
-    if (dt == FC_F32 || dt == FC_F64 || dt == FC_F16 || dt == FC_BF16 || dt == FC_F8E4M3 || dt == FC_F8E5M2) {
+    if (is_float(dt)) {
         int64_t n = (int64_t)(nbytes / fc_dtype_size(dt));
         for (int64_t i = 0; i < n; i++) rt_host_store(dt, buf, i, NAN);
     } else {
@@ -170,71 +246,147 @@ static void msgf(Result *r, const char *fmt, ...) {
     va_end(ap);
 }
 
-static void out_desc(FcBlock *b, int j, Result *r) {
+/* r's out_name and out_type: output j, or (grad) the gradient of input j */
+static void out_desc(FcBlock *b, int j, bool grad, Result *r) {
     FcTensorInfo ti;
-    if (fc_block_output_info(b, j, &ti) != FC_OK) return;
-    snprintf(r->out_name, sizeof r->out_name, "%s", ti.name ? ti.name : "?");
+    if ((grad ? fc_block_input_info(b, j, &ti) : fc_block_output_info(b, j, &ti)) != FC_OK) return;
+    snprintf(r->out_name, sizeof r->out_name, "%s%s", grad ? "grad_" : "", ti.name ? ti.name : "?");
     size_t k = (size_t)snprintf(r->out_type, sizeof r->out_type, "%s[", fc_dtype_name(ti.dtype));
     for (int i = 0; i < ti.rank && k < sizeof r->out_type; i++)
         k += (size_t)snprintf(r->out_type + k, sizeof r->out_type - k, "%s%lld", i ? ", " : "", (long long)ti.dims[i]);
     if (k < sizeof r->out_type) snprintf(r->out_type + k, sizeof r->out_type - k, "]");
 }
 
-static FcStatus compile(const char *src, int fuse, const char *arch, FcBlock **b) {
+/* Compiles src: fused or eager, for arch (NULL: the default), with training when remat is not
+ * NULL (that --remat mode; budget >= 0: that --mem-budget). */
+static FcStatus compile_opts(const char *src, int fuse, const char *arch, const char *remat, long long budget, FcBlock **b) {
     FcOptions *o = NULL;
     FcStatus s = fc_options_new(&o);
     if (s == FC_OK) s = fc_options_set_fuse(o, fuse);
     if (s == FC_OK && arch) s = fc_options_set_arch(o, arch);
+    if (s == FC_OK && remat) s = fc_options_set_train(o, 1);
+    if (s == FC_OK && remat) s = fc_options_set_remat(o, remat);
+    if (s == FC_OK && budget >= 0) s = fc_options_set_mem_budget(o, budget);
     if (s == FC_OK) s = fc_compile_string(src, "difftest.tf", o, b);
     fc_options_free(o);
     return s;
 }
-
-typedef struct Run {
-    FcBlock *blk[2];       /* fused, eager */
-    FcDevice *cpu, *ref;
-    FcProgram *prog[3];    /* fused CPU, eager CPU, reference */
-    int nin, nout;
-    FcTensor **in, **out[3], **tmp;
-} Run;
-
-static void run_free(Run *u) {
-    for (int k = 0; k < 3; k++) {
-        for (int j = 0; u->out[k] && j < u->nout; j++) fc_tensor_free(u->out[k][j]);
-        free(u->out[k]);
-        fc_program_free(u->prog[k]);
-    }
-    for (int i = 0; u->in && i < u->nin; i++) fc_tensor_free(u->in[i]);
-    for (int j = 0; u->tmp && j < u->nout; j++) fc_tensor_free(u->tmp[j]);
-    free(u->in);
-    free(u->tmp);
-    fc_device_free(u->cpu);
-    fc_device_free(u->ref);
-    fc_block_free(u->blk[0]);
-    fc_block_free(u->blk[1]);
+static FcStatus compile(const char *src, int fuse, const char *arch, FcBlock **b) {
+    return compile_opts(src, fuse, arch, NULL, -1, b);
 }
 
-/* Runs the oracle on the noisy variants of the program (dt_render_noisy: rounding-level noise
- * injected after every computed float value) and returns the largest relative change of output
- * j: how much rounding noise alone moves it. NAN when no noisy variant is available or one does
- * not compile (the conditioning is then unknown). */
-static double sensitivity(Run *u, int j, const char *const *noisy) {
+typedef struct Run {
+    bool train;
+    int nprog;             /* 3, or NPROG for a training check */
+    FcBlock *blk[NPROG];   /* the reference runs blk[P_FUSED] */
+    FcDevice *cpu, *ref;
+    FcProgram *prog[NPROG];
+    int nin, nout;
+    FcTensor **in, **out[NPROG], **tmp;
+    FcTensor **gout;       /* training: [nout] the outputs' gradients, NULL for an output that is not a float */
+    FcTensor **gin[NPROG]; /* training: [nin] the inputs' gradients, NULL for an input that is not a float */
+    bool ref_bwd;          /* the reference backward ran: gin[P_REF] holds its gradients */
+    double *tol, *spread;  /* [nout] */
+    double *gtol, *gspread;/* [nin] */
+} Run;
+
+static void free_tensors(FcTensor **t, int n) {
+    for (int i = 0; t && i < n; i++) fc_tensor_free(t[i]);
+    free(t);
+}
+
+static void run_free(Run *u) {
+    for (int k = 0; k < NPROG; k++) {
+        free_tensors(u->out[k], u->nout);
+        free_tensors(u->gin[k], u->nin);
+        fc_program_free(u->prog[k]);
+        fc_block_free(u->blk[k]);
+    }
+    free_tensors(u->in, u->nin);
+    free_tensors(u->tmp, u->nout);
+    free_tensors(u->gout, u->nout);
+    free(u->tol);
+    free(u->spread);
+    free(u->gtol);
+    free(u->gspread);
+    fc_device_free(u->cpu);
+    fc_device_free(u->ref);
+}
+
+/* [n] tensors on d of b's outputs (outputs) or of its float inputs' gradients (NULL for the
+ * others); NULL if one cannot be made. */
+static FcTensor **new_tensors(FcDevice *d, FcBlock *b, bool outputs) {
+    int n = outputs ? fc_block_num_outputs(b) : fc_block_num_inputs(b);
+    FcTensor **t = calloc((size_t)n + 1, sizeof *t);
+    for (int i = 0; t && i < n; i++) {
+        FcTensorInfo ti;
+        if ((outputs ? fc_block_output_info(b, i, &ti) : fc_block_input_info(b, i, &ti)) != FC_OK) goto fail;
+        if (!outputs && !is_float(ti.dtype)) continue;
+        if (fc_tensor_new(d, ti.dtype, ti.rank, ti.dims, &t[i]) != FC_OK) goto fail;
+    }
+    return t;
+fail:
+    free_tensors(t, n);
+    return NULL;
+}
+
+/* Poisons t[0..n) (outputs, or the gradients of b's inputs): NaN, 0x5A bytes for integers and bools. */
+static void poison_set(FcBlock *b, FcTensor **t, bool outputs) {
+    int n = outputs ? fc_block_num_outputs(b) : fc_block_num_inputs(b);
+    for (int i = 0; t && i < n; i++) {
+        FcTensorInfo ti;
+        if (t[i] && (outputs ? fc_block_output_info(b, i, &ti) : fc_block_input_info(b, i, &ti)) == FC_OK)
+            poison(t[i], ti.dtype, fc_tensor_nbytes(t[i]));
+    }
+}
+
+/* Runs the forward of program k (outputs poisoned first), then for a training check (grads) its
+ * backward (gradients poisoned first) into gin. */
+static FcStatus run_prog(Run *u, FcProgram *p, FcTensor **out, FcTensor **gin, bool grads) {
+    poison_set(u->blk[P_FUSED], out, true);
+    FcStatus s = fc_program_run(p, u->in, out);
+    if (s != FC_OK || !grads) return s;
+    poison_set(u->blk[P_FUSED], gin, false);
+    return fc_program_backward(p, u->gout, gin);
+}
+
+/* max |t_i| over the finite elements of t, the gradient of b's input i */
+static double max_abs(FcBlock *b, int i, const FcTensor *t) {
+    FcTensorInfo ti;
+    fc_block_input_info(b, i, &ti);
+    void *h = to_host(t);
+    double m = 0;
+    int64_t n = (int64_t)(fc_tensor_nbytes(t) / fc_dtype_size(ti.dtype));
+    for (int64_t k = 0; h && k < n; k++) {
+        double v = fabs(rt_host_load(ti.dtype, h, k));
+        if (isfinite(v) && v > m) m = v;
+    }
+    free(h);
+    return m;
+}
+
+/* How much rounding noise alone moves output j (grad: the gradient of input j): the largest
+ * relative change over the noisy variants of the program (dt_render_noisy: rounding-level noise
+ * injected after every computed float value). An output through the oracle; a gradient through
+ * the reference backward where it ran, else through the eager CPU program (--remat none), whose
+ * own rounding then counts too. NAN when no noisy variant is available or one does not compile
+ * (the conditioning is then unknown). */
+static double sensitivity(Run *u, bool grad, int j, const char *const *noisy) {
     double worst = 0;
+    int base = !grad || u->ref_bwd ? P_REF : P_EAGER;
     for (int trial = 0; trial < 2; trial++) {
         if (!noisy || !noisy[trial]) return NAN;
         FcBlock *b = NULL;
         FcProgram *pr = NULL;
-        FcStatus st = compile(noisy[trial], 1, NULL, &b);
-        if (st == FC_OK) st = fc_program_new(b, u->ref, &pr);
-        if (st == FC_OK && fc_block_num_outputs(b) != u->nout) st = FC_ERR_INTERNAL;
-        for (int k = 0; st == FC_OK && k < u->nout; k++) {
-            FcTensorInfo ti;
-            fc_block_output_info(u->blk[0], k, &ti);
-            poison(u->tmp[k], ti.dtype, fc_tensor_nbytes(u->tmp[k]));
-        }
-        if (st == FC_OK) st = fc_program_run(pr, u->in, u->tmp);
+        FcTensor **gin = NULL;
+        FcStatus st = grad ? compile_opts(noisy[trial], base != P_EAGER, NULL, remat_of[base], -1, &b) : compile(noisy[trial], 1, NULL, &b);
+        if (st == FC_OK) st = fc_program_new(b, base == P_REF ? u->ref : u->cpu, &pr);
+        if (st == FC_OK && (fc_block_num_outputs(b) != u->nout || fc_block_num_inputs(b) != u->nin)) st = FC_ERR_INTERNAL;
+        if (st == FC_OK && grad && !(gin = new_tensors(base == P_REF ? u->ref : u->cpu, b, false))) st = FC_ERR_NOMEM;
+        if (st == FC_OK) st = run_prog(u, pr, u->tmp, gin, grad);
         double a = NAN, r = NAN;
-        if (st == FC_OK) fc_tensor_compare(u->tmp[j], u->out[2][j], &a, &r);
+        if (st == FC_OK) fc_tensor_compare(grad ? gin[j] : u->tmp[j], grad ? u->gin[base][j] : u->out[P_REF][j], &a, &r);
+        free_tensors(gin, u->nin);
         fc_program_free(pr);
         fc_block_free(b);
         if (st != FC_OK) return NAN;
@@ -243,20 +395,148 @@ static double sensitivity(Run *u, int j, const char *const *noisy) {
     return worst;
 }
 
+/* Compares ta[j] with tb[j] for every output j (a gradient pair: every float input's gradient)
+ * within its tolerance (fc_block_check_tolerances, fc_block_check_grad_tolerances), as pair p says; on the first disagreement fills r (a mismatch, or
+ * ill-conditioned when rounding noise explains it) and returns false. */
+static bool compare_sets(Run *u, int p, FcTensor *const *ta, FcTensor *const *tb, const char *const *noisy, Result *r) {
+    bool grad = pairs[p].grad;
+    int n = grad ? u->nin : u->nout;
+    const double *tols = grad ? u->gtol : u->tol, *spread = grad ? u->gspread : u->spread;
+    for (int j = 0; j < n; j++) {
+        if (!ta[j] || !tb[j]) continue;
+        double tol = tols[j], ab = 0, rel = 0;
+        fc_tensor_compare(ta[j], tb[j], &ab, &rel);
+        if (grad && pairs[p].b != P_REF && isfinite(rel)) {
+            double m = max_abs(u->blk[P_FUSED], j, u->gin[P_EAGER][j]);
+            rel = m > 0 ? ab / m : ab > 0 ? INFINITY : 0;
+        }
+        if (rel <= tol) continue;
+        FcTensorInfo ti;
+        if (grad) fc_block_input_info(u->blk[P_FUSED], j, &ti);
+        else fc_block_output_info(u->blk[P_FUSED], j, &ti);
+        r->cls = DR_MISMATCH;
+        r->which = p;
+        r->output = j;
+        r->rel = rel;
+        r->abs = ab;
+        r->tol = tol;
+        r->spread = spread[j];
+        double base = 0;
+        if (grad) fc_block_grad_tolerance(u->blk[P_FUSED], j, &base);
+        else fc_block_output_tolerance(u->blk[P_FUSED], j, &base);
+        out_desc(u->blk[P_FUSED], j, grad, r);
+        worst_element(ti.dtype, ta[j], tb[j], r);
+        r->sens = sensitivity(u, grad, j, noisy);
+        if (r->sens * 4 >= rel) r->cls = DR_ILLCOND;
+        const char *wa = p >= PAIR_BUDGET_OUT ? "budgeted" : who_name[pairs[p].a], *wb = who_name[pairs[p].b];
+        msgf(r, "%s, %s %d '%s' %s: max_rel %.3g%s (tol %.3g = %.3g + 2 x rounding spread %.3g), max_abs %.3g; worst element [%lld]: %s %.9g, %s %.9g; %s change under rounding noise %.3g",
+             pairs[p].name, grad ? "gradient of input" : "output", j, r->out_name, r->out_type, rel,
+             grad && pairs[p].b != P_REF ? " (of max |eager|)" : "", tol, base, spread[j], ab,
+             (long long)r->worst, wa, r->got, wb, r->want, grad && !u->ref_bwd ? "eager CPU" : "oracle", r->sens);
+        return false;
+    }
+    return true;
+}
+
+/* The --mem-budget sweep of a training check (docs/difftest.md): the plans' invariants (the floor
+ * is the same in every mode and below every plan's saved bytes); fused --remat auto with a budget
+ * at points from the floor to what --remat none saves: each plan saves at most its budget, and
+ * its outputs and gradients match (the reference's, the unbudgeted fused program's); a budget
+ * below the floor is refused with FC_ERR_INPUT naming the floor. Fills r on a failure. */
+static void budget_sweep(const char *src, Run *u, const char *const *noisy, Result *r) {
+    FcTrainInfo ti[NPROG];
+    static const int modes[3] = {P_FUSED, P_EAGER, P_FULL};
+    for (int m = 0; m < 3; m++) {
+        int k = modes[m];
+        if (fc_block_train_info(u->blk[k], &ti[k]) != FC_OK) {
+            r->cls = DR_BUDGET;
+            msgf(r, "fc_block_train_info of the %s block: %s", who_name[k], fc_block_last_error(u->blk[k]));
+            return;
+        }
+        if (ti[k].floor_bytes != ti[P_FUSED].floor_bytes || ti[k].floor_bytes > ti[k].saved_bytes) {
+            r->cls = DR_BUDGET;
+            msgf(r, "--remat %s saves %lld bytes, its floor is %lld; --remat auto's floor is %lld (the floor is the least any "
+                 "choice saves, the same in every mode)", remat_of[k], (long long)ti[k].saved_bytes, (long long)ti[k].floor_bytes,
+                 (long long)ti[P_FUSED].floor_bytes);
+            return;
+        }
+    }
+    long long lo = ti[P_FUSED].floor_bytes, hi = ti[P_EAGER].saved_bytes, pts[4];
+    int np = 0;
+    for (int i = 0; i < 4; i++) {
+        long long b = lo + (hi - lo) * i / 3;
+        if (np == 0 || b != pts[np - 1]) pts[np++] = b;
+    }
+    FcTensor **out = new_tensors(u->cpu, u->blk[P_FUSED], true), **gin = new_tensors(u->cpu, u->blk[P_FUSED], false);
+    for (int i = 0; i < np && r->cls == DR_OK && out && gin; i++) {
+        FcBlock *b = NULL;
+        FcProgram *pr = NULL;
+        FcTrainInfo bi;
+        r->budget = pts[i];
+        FcStatus s = compile_opts(src, 1, NULL, "auto", pts[i], &b);
+        if (s == FC_OK) s = fc_block_train_info(b, &bi);
+        if (s != FC_OK) {
+            r->cls = DR_BUDGET;
+            r->status = s;
+            msgf(r, "--mem-budget %lld (the floor %lld, --remat none saves %lld): %s: %s", pts[i], lo, hi, fc_status_name(s),
+                 b ? fc_block_last_error(b) : "");
+        } else if (bi.saved_bytes > pts[i]) {
+            r->cls = DR_BUDGET;
+            msgf(r, "--mem-budget %lld (the floor %lld, --remat none saves %lld): the plan saves %lld bytes", pts[i], lo, hi,
+                 (long long)bi.saved_bytes);
+        } else if ((s = fc_program_new(b, u->cpu, &pr)) != FC_OK || (s = run_prog(u, pr, out, gin, true)) != FC_OK) {
+            r->cls = DR_RUN;
+            r->which = P_FUSED;
+            r->status = s;
+            msgf(r, "fused --mem-budget %lld: %s: %s", pts[i], fc_status_name(s), pr ? fc_program_last_error(pr) : fc_block_last_error(b));
+        } else if (compare_sets(u, PAIR_BUDGET_OUT, out, u->out[P_REF], noisy, r) &&
+                   compare_sets(u, PAIR_BUDGET_GRAD, gin, u->gin[P_FUSED], noisy, r)) {
+            r->budget_points++;
+            r->budget = -1;
+        } else {
+            msgf(r, " (--mem-budget %lld: the plan saves %lld bytes; the floor %lld, --remat none saves %lld)", pts[i],
+                 (long long)bi.saved_bytes, lo, hi);
+        }
+        fc_program_free(pr);
+        fc_block_free(b);
+    }
+    free_tensors(out, u->nout);
+    free_tensors(gin, u->nin);
+    if (r->cls != DR_OK || lo == 0) return;
+    /* a budget below the floor: refused, naming the floor */
+    FcBlock *b = NULL;
+    r->budget = lo - 1;
+    FcStatus s = compile_opts(src, 1, NULL, "auto", lo - 1, &b);
+    char floor_txt[32];
+    snprintf(floor_txt, sizeof floor_txt, "%lld", lo);
+    if (s != FC_ERR_INPUT || !strstr(fc_block_last_error(b), floor_txt)) {
+        r->cls = DR_BUDGET;
+        r->status = s;
+        msgf(r, "--mem-budget %lld, below the floor %lld: expected an input error naming the floor, got %s: %s", lo - 1, lo,
+             fc_status_name(s), b ? fc_block_last_error(b) : "");
+    } else {
+        r->budget = -1;
+    }
+    fc_block_free(b);
+}
+
 /* The whole check of one program; fills *r. */
-static void check_program(const char *src, const char *const *noisy, uint64_t in_seed, bool nvrtc, bool self_check, Result *r) {
+static void check_program(const char *src, const char *const *noisy, uint64_t in_seed, const Check *c, Result *r) {
     memset(r, 0, sizeof *r);
-    Run u = {0};
+    r->train = c->train;
+    r->budget = -1;
+    Run u = {.train = c->train, .nprog = c->train ? NPROG : 3};
     FcStatus s;
-    for (int k = 0; k < 2; k++) {
-        s = compile(src, k == 0, NULL, &u.blk[k]);
+    for (int k = 0; k < u.nprog; k++) {
+        if (k == P_REF) continue;
+        s = compile_opts(src, k != P_EAGER, NULL, c->train ? remat_of[k] : NULL, -1, &u.blk[k]);
         if (s != FC_OK) {
             const char *diag = u.blk[k] ? fc_block_diagnostics(u.blk[k]) : "";
             r->cls = s == FC_ERR_INPUT && diag[0] ? DR_GENBUG : DR_COMPILE;
             r->which = k;
             r->status = s;
-            msgf(r, "%s compile: %s: %s%s%s", who_name[k], fc_status_name(s), u.blk[k] ? fc_block_last_error(u.blk[k]) : "",
-                 diag[0] ? "\n" : "", diag);
+            msgf(r, "%s compile%s: %s: %s%s%s", who_name[k], c->train ? " (training)" : "", fc_status_name(s),
+                 u.blk[k] ? fc_block_last_error(u.blk[k]) : "", diag[0] ? "\n" : "", diag);
             goto done;
         }
     }
@@ -266,128 +546,145 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         msgf(r, "device: %s", fc_device_last_error(u.cpu ? u.cpu : u.ref));
         goto done;
     }
-    for (int k = 0; k < 3; k++) {
-        s = fc_program_new(u.blk[k == 1], k == 2 ? u.ref : u.cpu, &u.prog[k]);
+    for (int k = 0; k < u.nprog; k++) {
+        FcBlock *b = u.blk[k == P_REF ? P_FUSED : k];
+        s = fc_program_new(b, k == P_REF ? u.ref : u.cpu, &u.prog[k]);
         if (s != FC_OK) {
             r->cls = DR_PROGRAM;
             r->which = k;
             r->status = s;
-            msgf(r, "%s program: %s: %s", who_name[k], fc_status_name(s),
-                 u.prog[k] ? fc_program_last_error(u.prog[k]) : fc_block_last_error(u.blk[k == 1]));
+            msgf(r, "%s program: %s: %s", who_name[k], fc_status_name(s), u.prog[k] ? fc_program_last_error(u.prog[k]) : fc_block_last_error(b));
             goto done;
         }
     }
-    u.nin = fc_block_num_inputs(u.blk[0]);
-    u.nout = fc_block_num_outputs(u.blk[0]);
+    FcBlock *b0 = u.blk[P_FUSED];
+    u.nin = fc_block_num_inputs(b0);
+    u.nout = fc_block_num_outputs(b0);
     u.in = calloc((size_t)u.nin + 1, sizeof *u.in);
-    u.tmp = calloc((size_t)u.nout + 1, sizeof *u.tmp);
-    for (int k = 0; k < 3; k++) u.out[k] = calloc((size_t)u.nout + 1, sizeof *u.out[k]);
-    if (!u.in || !u.tmp || !u.out[0] || !u.out[1] || !u.out[2]) { r->cls = DR_RUN; msgf(r, "out of memory"); goto done; }
-    for (int i = 0; i < u.nin; i++) {
+    u.tmp = new_tensors(u.ref, b0, true);
+    u.tol = calloc((size_t)u.nout + 1, sizeof *u.tol);
+    u.spread = calloc((size_t)u.nout + 1, sizeof *u.spread);
+    u.gtol = calloc((size_t)u.nin + 1, sizeof *u.gtol);
+    u.gspread = calloc((size_t)u.nin + 1, sizeof *u.gspread);
+    bool ok = u.in && u.tmp && u.tol && u.spread && u.gtol && u.gspread;
+    for (int k = 0; k < u.nprog && ok; k++) {
+        FcDevice *d = k == P_REF ? u.ref : u.cpu;
+        ok = (u.out[k] = new_tensors(d, b0, true)) != NULL && (!c->train || (u.gin[k] = new_tensors(d, b0, false)) != NULL);
+    }
+    if (ok && c->train) ok = (u.gout = calloc((size_t)u.nout + 1, sizeof *u.gout)) != NULL;
+    if (!ok) { r->cls = DR_RUN; msgf(r, "out of memory (or a tensor could not be made)"); goto done; }
+    /* the inputs, and the outputs' gradients: seeded, as `fusec run [--train] --random SEED`
+     * makes them */
+    for (int i = 0; i < u.nin + (c->train ? u.nout : 0); i++) {
+        bool g = i >= u.nin;
+        int j = g ? i - u.nin : i;
         FcTensorInfo ti;
-        fc_block_input_info(u.blk[0], i, &ti);
-        if ((s = fc_tensor_new(u.cpu, ti.dtype, ti.rank, ti.dims, &u.in[i])) != FC_OK ||
-            (s = fc_block_random_input(u.blk[0], i, in_seed, u.in[i])) != FC_OK) {
+        if (g) fc_block_output_info(b0, j, &ti);
+        else fc_block_input_info(b0, j, &ti);
+        if (g && !is_float(ti.dtype)) continue;
+        FcTensor **t = g ? &u.gout[j] : &u.in[j];
+        if ((s = fc_tensor_new(u.cpu, ti.dtype, ti.rank, ti.dims, t)) != FC_OK ||
+            (s = g ? fc_block_random_grad_output(b0, j, in_seed, *t) : fc_block_random_input(b0, j, in_seed, *t)) != FC_OK) {
             r->cls = DR_RUN;
-            r->which = 2;
+            r->which = P_REF;
             r->status = s;
-            msgf(r, "input %d: %s", i, fc_block_last_error(u.blk[0]));
+            msgf(r, "%s %d: %s", g ? "the gradient of output" : "input", j, fc_block_last_error(b0));
             goto done;
         }
     }
-    for (int j = 0; j < u.nout; j++) {
-        FcTensorInfo ti;
-        fc_block_output_info(u.blk[0], j, &ti);
-        for (int k = 0; k < 3; k++) fc_tensor_new(k == 2 ? u.ref : u.cpu, ti.dtype, ti.rank, ti.dims, &u.out[k][j]);
-        fc_tensor_new(u.ref, ti.dtype, ti.rank, ti.dims, &u.tmp[j]);
-    }
-    /* reference first, then fused, then eager; every output poisoned before every run */
-    static const int order[3] = {2, 0, 1};
-    for (int oi = 0; oi < 3; oi++) {
+    /* reference first, then fused, eager (and remat-full); every output and gradient poisoned
+     * before every run. The reference backward may not be there yet: FC_ERR_UNSUPPORTED skips
+     * the comparisons with it (counted as "oracle backward unavailable"). */
+    static const int order[NPROG] = {P_REF, P_FUSED, P_EAGER, P_FULL};
+    for (int oi = 0; oi < u.nprog; oi++) {
         int k = order[oi];
-        for (int j = 0; j < u.nout; j++) {
-            FcTensorInfo ti;
-            fc_block_output_info(u.blk[0], j, &ti);
-            poison(u.out[k][j], ti.dtype, fc_tensor_nbytes(u.out[k][j]));
+        s = run_prog(&u, u.prog[k], u.out[k], u.gin[k], c->train);
+        if (k == P_REF && c->train && s == FC_ERR_UNSUPPORTED) {
+            r->grad_oracle = 2;
+            s = FC_OK;
+        } else if (k == P_REF && c->train && s == FC_OK) {
+            r->grad_oracle = 1;
+            u.ref_bwd = true;
         }
-        s = fc_program_run(u.prog[k], u.in, u.out[k]);
         if (s != FC_OK) {
             r->cls = DR_RUN;
             r->which = k;
             r->status = s;
-            msgf(r, "%s run: %s: %s", who_name[k], fc_status_name(s), fc_program_last_error(u.prog[k]));
+            msgf(r, "%s run%s: %s: %s", who_name[k], c->train ? " (forward and backward)" : "", fc_status_name(s),
+                 fc_program_last_error(u.prog[k]));
             goto done;
         }
     }
-    if (self_check) {
-        /* corrupt one element of the fused result: the harness must see it */
+    if (c->self_check) {
+        /* corrupt one element of a fused result (the first gradient of a training check): the
+         * harness must see it */
+        FcTensor *t = u.out[P_FUSED][0];
         FcTensorInfo ti;
-        fc_block_output_info(u.blk[0], 0, &ti);
-        void *h = to_host(u.out[0][0]);
-        int64_t n = (int64_t)(fc_tensor_nbytes(u.out[0][0]) / fc_dtype_size(ti.dtype));
+        fc_block_output_info(b0, 0, &ti);
+        for (int i = 0; c->train && i < u.nin; i++)
+            if (u.gin[P_FUSED][i]) {
+                t = u.gin[P_FUSED][i];
+                fc_block_input_info(b0, i, &ti);
+                break;
+            }
+        void *h = to_host(t);
+        int64_t n = (int64_t)(fc_tensor_nbytes(t) / fc_dtype_size(ti.dtype));
         if (h && n > 0) {
             int64_t i = n / 2;
             double v = rt_host_load(ti.dtype, h, i);
             rt_host_store(ti.dtype, h, i, ti.dtype == FC_BOOL ? (v == 0) : isfinite(v) ? v + 1 + 0.5 * fabs(v) : 1.0);
-            fc_tensor_copy_from_host(u.out[0][0], h, fc_tensor_nbytes(u.out[0][0]));
+            fc_tensor_copy_from_host(t, h, fc_tensor_nbytes(t));
         }
         free(h);
     }
     /* the tolerances for these inputs, widened by the rounding spread of 16/8-bit
      * intermediates (both legal meanings; docs/tolerances.md) */
-    double *tols = calloc((size_t)u.nout + 1, sizeof *tols), *spread = calloc((size_t)u.nout + 1, sizeof *spread);
-    if (!tols || !spread) { free(tols); free(spread); r->cls = DR_RUN; msgf(r, "out of memory"); goto done; }
-    if ((s = fc_block_check_tolerances(u.blk[0], u.in, tols, spread)) != FC_OK) {
+    if ((s = fc_block_check_tolerances(b0, u.in, u.tol, u.spread)) != FC_OK ||
+        (c->train && (s = fc_block_check_grad_tolerances(b0, u.in, u.gout, u.gtol, u.gspread)) != FC_OK)) {
         r->cls = DR_RUN;
-        r->which = 2;
+        r->which = P_REF;
         r->status = s;
-        msgf(r, "tolerances: %s: %s", fc_status_name(s), fc_block_last_error(u.blk[0]));
+        msgf(r, "tolerances: %s: %s", fc_status_name(s), fc_block_last_error(b0));
+        goto done;
     }
-    static const int pa[3] = {0, 1, 0}, pb[3] = {2, 2, 1};
-    for (int p = 0; p < 3 && r->cls == DR_OK; p++) {
-        for (int j = 0; j < u.nout; j++) {
-            double tol = tols[j], ab = 0, rel = 0;
-            fc_tensor_compare(u.out[pa[p]][j], u.out[pb[p]][j], &ab, &rel);
-            if (!(rel <= tol)) {
-                FcTensorInfo ti;
-                fc_block_output_info(u.blk[0], j, &ti);
-                r->cls = DR_MISMATCH;
-                r->which = p;
-                r->output = j;
-                r->rel = rel;
-                r->abs = ab;
-                r->tol = tol;
-                r->spread = spread[j];
-                double base = 0;
-                fc_block_output_tolerance(u.blk[0], j, &base);
-                out_desc(u.blk[0], j, r);
-                worst_element(ti.dtype, u.out[pa[p]][j], u.out[pb[p]][j], r);
-                r->sens = sensitivity(&u, j, noisy);
-                if (r->sens * 4 >= rel) r->cls = DR_ILLCOND;
-                msgf(r, "%s, output %d '%s' %s: max_rel %.3g (tol %.3g = %.3g + 2 x rounding spread %.3g), max_abs %.3g; worst element [%lld]: %s %.9g, %s %.9g; oracle change under rounding noise %.3g",
-                     pair_name[p], j, r->out_name, r->out_type, rel, tol, base, spread[j], ab, (long long)r->worst,
-                     who_name[pa[p]], r->got, who_name[pb[p]], r->want, r->sens);
-                break;
-            }
-        }
+    const int *pl = c->train ? train_pairs : fwd_pairs;
+    int npl = c->train ? (int)(sizeof train_pairs / sizeof train_pairs[0]) : (int)(sizeof fwd_pairs / sizeof fwd_pairs[0]);
+    for (int i = 0; i < npl && r->cls == DR_OK; i++) {
+        const Pair *p = &pairs[pl[i]];
+        if (p->grad && p->b == P_REF && !u.ref_bwd) continue;
+        compare_sets(&u, pl[i], p->grad ? u.gin[p->a] : u.out[p->a], p->grad ? u.gin[p->b] : u.out[p->b], noisy, r);
     }
-    free(tols);
-    free(spread);
-    if (nvrtc && r->cls == DR_OK) {
+    if (c->train && c->sweep && r->cls == DR_OK) budget_sweep(src, &u, noisy, r);
+    if (c->nvrtc && r->cls == DR_OK) {
         static const char *arch[2] = {"sm_80", "sm_90"};
         r->nvrtc = 1;
         for (int a = 0; a < 2 && r->cls == DR_OK && r->nvrtc == 1; a++) {
+            /* the forward's kernels (a training block's: its forward program), then a training
+             * block's backward program's (emu_train_kernels: the library has no emit kind for it) */
             FcBlock *b = NULL;
-            s = compile(src, 1, arch[a], &b);
-            char *data = NULL;
+            s = compile_opts(src, 1, arch[a], c->train ? "auto" : NULL, -1, &b);
+            char *data = NULL, *bk = NULL, why[1024] = "";
             size_t len = 0;
+            FcErr err = {0};
             if (s == FC_OK) s = fc_block_emit(b, FC_EMIT_PTX, &data, &len);
+            if (s != FC_OK) snprintf(err.msg, sizeof err.msg, "%s", b ? fc_block_last_error(b) : "");
+            if (s == FC_OK && c->train) {
+                fc_buffer_free(data);
+                data = NULL;
+                if (!(bk = emu_train_kernels(src, "difftest.tf", true, "auto", 1, why, sizeof why))) {
+                    s = FC_ERR_INTERNAL;
+                    snprintf(err.msg, sizeof err.msg, "%s", why);
+                } else {
+                    s = rt_nvrtc_compile(bk, arch[a], false, &data, &len, NULL, &err);
+                }
+            }
             if (s == FC_ERR_UNAVAILABLE) r->nvrtc = 2;
             else if (s != FC_OK) {
                 r->cls = DR_NVRTC;
                 r->status = s;
-                msgf(r, "NVRTC %s: %s: %.2500s", arch[a], fc_status_name(s), b ? fc_block_last_error(b) : "");
+                msgf(r, "NVRTC %s%s: %s: %.2500s", arch[a], bk ? " (the backward program)" : "", fc_status_name(s), err.msg);
             }
+            free(bk);
             fc_buffer_free(data);
             fc_block_free(b);
         }
@@ -399,7 +696,7 @@ done:
 /* ---- isolation: one child process per check ------------------------------------------------------ */
 typedef struct Child { pid_t pid; int fd; } Child;
 
-static Child start_check(const char *src, const char *const *noisy, uint64_t in_seed, bool nvrtc, const Opts *o) {
+static Child start_check(const char *src, const char *const *noisy, uint64_t in_seed, const Check *ck, const Opts *o) {
     Child c = {-1, -1};
     int fds[2];
     if (pipe(fds) != 0) return c;
@@ -407,9 +704,9 @@ static Child start_check(const char *src, const char *const *noisy, uint64_t in_
     pid_t pid = fork();
     if (pid == 0) {
         close(fds[0]);
-        alarm((unsigned)o->timeout_s);
+        alarm((unsigned)(ck->train ? 3 * o->timeout_s : o->timeout_s));   /* a training check compiles six programs */
         Result r;
-        check_program(src, noisy, in_seed, nvrtc, o->self_check, &r);
+        check_program(src, noisy, in_seed, ck, &r);
         const char *p = (const char *)&r;
         size_t left = sizeof r;
         while (left > 0) {
@@ -457,9 +754,9 @@ static void finish_check(Child c, Result *r) {
     }
 }
 
-static void run_check(const char *src, const char *const *noisy, uint64_t in_seed, bool nvrtc, const Opts *o, Result *r) {
-    if (!o->fork) { check_program(src, noisy, in_seed, nvrtc, o->self_check, r); return; }
-    finish_check(start_check(src, noisy, in_seed, nvrtc, o), r);
+static void run_check(const char *src, const char *const *noisy, uint64_t in_seed, const Check *ck, const Opts *o, Result *r) {
+    if (!o->fork) { check_program(src, noisy, in_seed, ck, r); return; }
+    finish_check(start_check(src, noisy, in_seed, ck, o), r);
 }
 
 /* the two noisy variants of p (freed with free_noisy) */
@@ -506,7 +803,8 @@ static void emu_stop(bool keep) {
 }
 
 /* How much rounding noise alone moves output j of the oracle (as sensitivity(), on the emulated
- * case's inputs and references); NAN when unknown. */
+ * case's inputs and references); NAN when unknown. The case's first outputs must be the block's
+ * (a training program's forward unit has its saved values after them: none for those). */
 static double emu_sensitivity(const EmuCase *c, int j, const char *const *noisy) {
     double worst = 0;
     for (int trial = 0; trial < 2; trial++) {
@@ -515,9 +813,9 @@ static double emu_sensitivity(const EmuCase *c, int j, const char *const *noisy)
         FcProgram *pr = NULL;
         FcTensor *in[DT_MAXIN + 1] = {0}, *out[DT_MAXOUT + 1] = {0}, *want = NULL;
         FcStatus st = compile(noisy[trial], 1, NULL, &b);
+        int nb = fc_block_num_outputs(b);
         if (st == FC_OK) st = fc_program_new(b, g_emu.ref, &pr);
-        if (st == FC_OK && (fc_block_num_inputs(b) != c->nin || fc_block_num_outputs(b) != c->nout || c->nin > DT_MAXIN ||
-                            c->nout > DT_MAXOUT))
+        if (st == FC_OK && (fc_block_num_inputs(b) != c->nin || nb > c->nout || j >= nb || c->nin > DT_MAXIN || nb > DT_MAXOUT))
             st = FC_ERR_INTERNAL;
         for (int i = 0; st == FC_OK && i < c->nin; i++) {
             FcTensorInfo ti;
@@ -525,7 +823,7 @@ static double emu_sensitivity(const EmuCase *c, int j, const char *const *noisy)
             st = fc_tensor_new(g_emu.ref, ti.dtype, ti.rank, ti.dims, &in[i]);
             if (st == FC_OK) st = fc_tensor_copy_from_host(in[i], c->in[i], fc_tensor_nbytes(in[i]));
         }
-        for (int k = 0; st == FC_OK && k < c->nout; k++) {
+        for (int k = 0; st == FC_OK && k < nb; k++) {
             FcTensorInfo ti;
             fc_block_output_info(b, k, &ti);
             st = fc_tensor_new(g_emu.ref, ti.dtype, ti.rank, ti.dims, &out[k]);
@@ -538,8 +836,8 @@ static double emu_sensitivity(const EmuCase *c, int j, const char *const *noisy)
         if (st == FC_OK) st = fc_program_run(pr, in, out);
         double a = NAN, r = NAN;
         if (st == FC_OK) fc_tensor_compare(out[j], want, &a, &r);
-        for (int i = 0; i < c->nin; i++) fc_tensor_free(in[i]);
-        for (int k = 0; k < c->nout; k++) fc_tensor_free(out[k]);
+        for (int i = 0; i < c->nin && i <= DT_MAXIN; i++) fc_tensor_free(in[i]);
+        for (int k = 0; k < nb && k <= DT_MAXOUT; k++) fc_tensor_free(out[k]);
         fc_tensor_free(want);
         fc_program_free(pr);
         fc_block_free(b);
@@ -554,7 +852,8 @@ typedef struct EmuJob {
     const char *const *noisy;   /* the two noisy variants, or NULL */
     uint64_t in_seed;
     unsigned mask;              /* EMU_V_* bits: the variants to emulate */
-    int ids[EMU_NVARIANTS];
+    bool train;                 /* a training program: its forward and backward units */
+    int ids[EMU_NTRAIN];        /* the case of each unit (a training program: 2 per variant) */
     Result *r;                  /* zeroed by the caller */
 } EmuJob;
 
@@ -564,7 +863,7 @@ typedef struct EmuJob {
 static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
     for (int k = 0; k < n; k++) {
         Result *r = jobs[k].r;
-        for (int v = 0; v < EMU_NVARIANTS; v++) jobs[k].ids[v] = -1;
+        for (int v = 0; v < EMU_NTRAIN; v++) jobs[k].ids[v] = -1;
         int st = emu_start();
         if (st == 2) { r->emu = 2; continue; }
         if (st != 1) {
@@ -575,20 +874,29 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
         }
         char name[32], why[2048];
         snprintf(name, sizeof name, "g%d", g_emu_names++);
-        if (!emu_add_block_variants(&g_emu, name, jobs[k].src, NULL, jobs[k].in_seed, 0, jobs[k].mask, jobs[k].ids, why,
-                                    sizeof why)) {
+        bool made = jobs[k].train ? emu_add_train_variants(&g_emu, name, jobs[k].src, jobs[k].in_seed, jobs[k].mask, jobs[k].ids, why,
+                                                           sizeof why)
+                                  : emu_add_block_variants(&g_emu, name, jobs[k].src, NULL, jobs[k].in_seed, 0, jobs[k].mask, jobs[k].ids,
+                                                           why, sizeof why);
+        if (!made) {
             r->cls = DR_EMU_ERROR;
             r->which = -1;
-            msgf(r, "making the CUDA units: %.2900s", why);
+            msgf(r, "making the CUDA units%s: %.2900s", jobs[k].train ? " (training)" : "", why);
         }
-        if (o->self_check_emu && jobs[k].ids[EMU_V_FUSED] >= 0) g_emu.cases[jobs[k].ids[EMU_V_FUSED]].corrupt = true;
+        /* self-check: the fused unit (a training program's: the backward) */
+        int sc = jobs[k].ids[jobs[k].train ? 2 * EMU_V_FUSED + 1 : EMU_V_FUSED];
+        if (o->self_check_emu && sc >= 0) g_emu.cases[sc].corrupt = true;
     }
     if (g_emu_state == 1) emu_build(&g_emu, DT_EMU_PER_BATCH, o->jobs < 2 ? 2 : o->jobs);
     for (int k = 0; k < n; k++) {
         Result *r = jobs[k].r;
-        for (int v = 0; v < EMU_NVARIANTS; v++) {
+        r->train = jobs[k].train;
+        for (int v = 0; v < (jobs[k].train ? EMU_NTRAIN : EMU_NVARIANTS); v++) {
             int id = jobs[k].ids[v];
             if (id < 0) continue;
+            char vn[64];
+            if (jobs[k].train) snprintf(vn, sizeof vn, "%s %s", emu_variant_names[v / 2], emu_train_part_names[v % 2]);
+            else snprintf(vn, sizeof vn, "%s", emu_variant_names[v]);
             r->emu = 1;
             r->emu_units++;
             if (r->cls != DR_OK) continue;
@@ -600,7 +908,7 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
             r->which = v;
             if (ev == EMU_ERROR) {
                 r->cls = DR_EMU_ERROR;
-                msgf(r, "the %s unit, emulated: %.2900s", emu_variant_names[v], rep.why);
+                msgf(r, "the %s unit, emulated: %.2900s", vn, rep.why);
                 continue;
             }
             r->cls = DR_EMU_MISMATCH;
@@ -612,9 +920,13 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
             r->want = rep.want;
             bool vs_oracle = !rep.between_orders && rep.rel >= 0;
             r->sens = vs_oracle ? emu_sensitivity(&g_emu.cases[id], rep.output, jobs[k].noisy) : 0;
+            /* a training program: the conditioning check only for the block's outputs (the
+             * forward unit's first ones); its saved values and gradients have none (0) */
+            bool none = jobs[k].train && vs_oracle && isnan(r->sens);
+            if (none) r->sens = 0;
             if (vs_oracle && r->sens * 4 >= rep.rel) r->cls = DR_ILLCOND;
-            msgf(r, "the %s unit, emulated, vs the reference: %.2800s; oracle change under rounding noise %.3g", emu_variant_names[v],
-                 rep.why, r->sens);
+            msgf(r, "the %s unit, emulated, vs the reference: %.2800s; oracle change under rounding noise %.3g%s", vn, rep.why, r->sens,
+                 none ? " (none measured for a saved value or a gradient)" : "");
         }
     }
 }
@@ -635,7 +947,7 @@ typedef struct Min {
     const Opts *o;
     const Result *want;
     uint64_t in_seed;
-    bool nvrtc;
+    Check ck;
     int checks, budget;
     Result last;
     bool shrinking;
@@ -652,10 +964,10 @@ static bool still_fails(Min *m, const DtProg *p) {
     Result r;
     if (m->emu) {
         memset(&r, 0, sizeof r);
-        EmuJob j = {src, (const char *const *)noisy, m->in_seed, m->emu_mask, {0}, &r};
+        EmuJob j = {src, (const char *const *)noisy, m->in_seed, m->emu_mask, m->ck.train, {0}, &r};
         emu_graphs(m->o, &j, 1);
     } else {
-        run_check(src, (const char *const *)noisy, m->in_seed, m->nvrtc, m->o, &r);
+        run_check(src, (const char *const *)noisy, m->in_seed, &m->ck, m->o, &r);
     }
     free(src);
     free_noisy(noisy);
@@ -840,11 +1152,33 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
     }
     cm[k] = 0;
     while (k > 0 && cm[k - 1] == '\n') cm[--k] = 0;
+    int ev = emu && r->train && r->which >= 0 ? r->which / 2 : r->which;   /* the emulated variant */
     bool eager = (r->cls == DR_MISMATCH && r->which == 1) ||
                  ((r->cls == DR_COMPILE || r->cls == DR_PROGRAM || r->cls == DR_RUN) && r->which == 1) ||
-                 (emu && (r->which == EMU_V_EAGER || r->which == EMU_V_EAGER_GPU));
-    char how[600];
-    if (emu)
+                 (emu && (ev == EMU_V_EAGER || ev == EMU_V_EAGER_GPU));
+    char how[900];
+    if (r->train && !emu) {
+        /* the two programs of a mismatch (one for another failure), as `fusec run --train` runs them */
+        int ks[2] = {r->which, -1}, nk = 1;
+        if (r->cls == DR_MISMATCH) { ks[0] = pairs[r->which].a; ks[1] = pairs[r->which].b; nk = 2; }
+        if (r->cls == DR_BUDGET) ks[0] = P_FUSED;
+        size_t len = (size_t)snprintf(how, sizeof how, "difftest --replay FILE --input-seed %llu", (unsigned long long)gseed);
+        for (int i = 0; i < nk && ks[i] >= 0 && ks[i] < NPROG && len < sizeof how; i++) {
+            if (i == 1 && ks[1] == ks[0] && r->which != PAIR_BUDGET_GRAD) break;
+            char bud[48] = "";
+            if (r->budget >= 0 && i == 0) snprintf(bud, sizeof bud, " --mem-budget %lld", r->budget);
+            len += (size_t)snprintf(how + len, sizeof how - len, "\n#  %s: fusec run FILE --device %s --train%s%s --random %llu",
+                                    i ? "with" : "the program", ks[i] == P_REF ? "reference" : "cpu",
+                                    ks[i] == P_EAGER ? " --no-fuse --remat none" : ks[i] == P_FULL ? " --remat full" : "", bud,
+                                    (unsigned long long)gseed);
+        }
+    } else if (emu && r->train)
+        snprintf(how, sizeof how, "difftest --replay FILE --emu-every 1%s --input-seed %llu\n"
+                 "#  the unit: the %s program of fusec FILE --train%s (tests/cuda_emu/emu_runner.c emu_add_train_variants)%s",
+                 g_emu_contract ? " --emu-contract" : "", (unsigned long long)gseed, r->which >= 0 ? emu_train_part_names[r->which % 2] : "?",
+                 eager ? " --no-fuse --remat none" : "",
+                 ev == EMU_V_FUSED_GPU || ev == EMU_V_EAGER_GPU ? "; GPU-shaped: matrix products as generated kernels" : "");
+    else if (emu)
         snprintf(how, sizeof how, "difftest --replay FILE --emu-every 1%s --input-seed %llu\n"
                  "#  the unit: fusec FILE --emit cuda%s%s (docs/cuda_emu.md)",
                  g_emu_contract ? " --emu-contract" : "", (unsigned long long)gseed, eager ? " --no-fuse" : "",
@@ -858,12 +1192,12 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
              "# difftest reproducer (tests/difftest, docs/difftest.md)\n"
              "# graph %d of --seed %llu; %d statements minimized to %d%s\n"
              "# %s\n"
-             "# input-seed=%llu\n"
+             "# input-seed=%llu\n%s"
              "# reproduce: %s\n",
              gi, (unsigned long long)o->seed, orig_stmts, p->ns,
              o->self_check && !emu ? " (--self-check: the fused result was corrupted on purpose)"
              : o->self_check_emu && emu ? " (--self-check-emu: the emulated fused result was corrupted on purpose)" : "",
-             cm, (unsigned long long)gseed, how);
+             cm, (unsigned long long)gseed, r->train ? "# mode=train (a training check: fusec --train, docs/difftest.md)\n" : "", how);
     char *src = dt_render(p, hdr);
     FILE *f = src ? fopen(path, "w") : NULL;
     if (!f) { free(src); fprintf(stderr, "difftest: cannot write %s\n", path); return NULL; }
@@ -884,8 +1218,12 @@ static bool report_failure(const Opts *o, const DtProg *p, const char *src, cons
     Result fin = *r;
     if (o->minimize && *minimized < o->max_minimize) {
         bool emu = r->cls == DR_EMU_MISMATCH || r->cls == DR_EMU_ERROR;
-        Min m = {o, r, gs, r->cls == DR_NVRTC, 0, emu ? o->emu_min_checks : 250, *r, false, emu,
-                 emu && r->which >= 0 ? 1u << r->which : EMU_ALL_VARIANTS};
+        Check ck = check_of(o, gi);
+        ck.train = r->train;
+        ck.nvrtc = r->cls == DR_NVRTC;
+        ck.sweep = r->train && (r->cls == DR_BUDGET || r->budget >= 0);
+        Min m = {o, r, gs, ck, 0, emu ? o->emu_min_checks : 250, *r, false, emu,
+                 emu && r->which >= 0 ? 1u << (r->train ? r->which / 2 : r->which) : EMU_ALL_VARIANTS};
         double tm = emu_now_s();
         minimize(mp, &m);
         fin = m.last;
@@ -910,6 +1248,7 @@ static int usage(void) {
             "                [--exclude OP,OP...] [--min-stmts N] [--max-stmts N] [--timeout S]\n"
             "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--emu-contract] [--no-fork]\n"
             "                [--self-check] [--self-check-emu] [--verbose]\n"
+            "                [--train | --train-every K] [--budget-every K]\n"
             "                [--print] [--replay FILE.tf [--input-seed S]]\n"
             "ops for --exclude:");
     for (int i = 0; i < DT_OP_COUNT; i++) fprintf(stderr, " %s", dt_op_names[i]);
@@ -951,12 +1290,19 @@ static int replay(const Opts *o) {
         if (!parse_u64(num, &seed)) seed = UINT64_MAX;
     }
     if (seed == UINT64_MAX) seed = 0;
+    /* a reproducer of a training check says so in its header (every training check of a
+     * replay sweeps --mem-budget too) */
+    bool train = o->train || strstr(src, "# mode=train") != NULL;
+    Check ck = {train, o->nvrtc_every > 0, train && o->budget_every > 0, o->self_check};
     Result r;
-    run_check(src, NULL, seed, o->nvrtc_every > 0, o, &r);
+    run_check(src, NULL, seed, &ck, o, &r);
+    if (r.train)
+        printf("%s: training check: reference backward %s, %d --mem-budget point(s)\n", o->replay,
+               r.grad_oracle == 1 ? "compared" : "unavailable", r.budget_points);
     if (o->emu_every > 0 && r.cls == DR_OK) {
         Result er;
         memset(&er, 0, sizeof er);
-        EmuJob j = {src, NULL, seed, EMU_ALL_VARIANTS, {0}, &er};
+        EmuJob j = {src, NULL, seed, EMU_ALL_VARIANTS, train, {0}, &er};
         emu_graphs(o, &j, 1);
         if (er.emu == 2) printf("%s: CUDA emulation skipped: %s\n", o->replay, g_emu_why);
         else printf("%s: CUDA emulation of %d unit(s): %s\n", o->replay, er.emu_units, cls_name[er.cls]);
@@ -974,7 +1320,7 @@ static int replay(const Opts *o) {
 int main(int argc, char **argv) {
     static char outbuf[4096];
     Opts o = {.seed = 20240601, .count = DT_ASAN ? 40 : 300, .nvrtc_every = 10, .emu_min_checks = 60, .fork = true, .minimize = true, .jobs = 1,
-              .timeout_s = DT_ASAN ? 300 : 60, .max_minimize = 5, .input_seed = UINT64_MAX,
+              .timeout_s = DT_ASAN ? 300 : 60, .max_minimize = 5, .input_seed = UINT64_MAX, .train_every = 10, .budget_every = 4,
               .gen = {.min_stmts = 3, .max_stmts = 25}};
     const char *env = getenv("FUSEC_DIFFTEST_OUT");
     snprintf(outbuf, sizeof outbuf, "%s", env && *env ? env : FUSEC_BINARY_DIR "/difftest-failures");
@@ -1027,6 +1373,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--verbose")) o.verbose = true;
         else if (!strcmp(a, "--print")) o.print_only = true;
         else if (!strcmp(a, "--verify-noisy")) o.verify_noisy = true;
+        else if (!strcmp(a, "--train")) o.train = true;
+        else if (!strcmp(a, "--train-every")) { NEEDV(); if (!parse_u64(v, &x) || x > 1000000) return usage(); o.train_every = (int)x; }
+        else if (!strcmp(a, "--budget-every")) { NEEDV(); if (!parse_u64(v, &x) || x > 1000000) return usage(); o.budget_every = (int)x; }
         else return usage();
 #undef NEEDV
     }
@@ -1045,7 +1394,8 @@ int main(int argc, char **argv) {
         DtProg *p = malloc(sizeof *p);
         for (int gi = o.first; p && gi < o.first + o.count; gi++) {
             uint64_t gs = dt_mix(o.seed * 1000003ull + (uint64_t)gi);
-            dt_generate(p, gs, &o.gen);
+            DtGenConfig gc = gen_config(&o, gi);
+            dt_generate(p, gs, &gc);
             char *nz[2] = {NULL, NULL};
             make_noisy(p, gs, nz);
             for (int k = 0; k < 2; k++) {
@@ -1065,7 +1415,8 @@ int main(int argc, char **argv) {
     double t0 = emu_now_s();
     int counts[DR_NCLASS] = {0}, nvrtc_done = 0, nvrtc_skipped = 0, minimized = 0, stmts = 0;
     int op_graphs[DT_OP_COUNT] = {0};
-    int rowview_graphs = 0;
+    int rowview_graphs = 0, ties_graphs = 0;
+    int train_graphs = 0, oracle_bwd = 0, oracle_bwd_unavail = 0, budget_graphs = 0, budget_points = 0;
     int self_written = 0;
     int nemu = 0, *emu_gi = calloc((size_t)(o.emu_every > 0 ? o.count / o.emu_every + 2 : 1), sizeof *emu_gi);
     DtProg *progs = calloc((size_t)o.jobs, sizeof *progs);
@@ -1073,8 +1424,12 @@ int main(int argc, char **argv) {
     char **noisyv = calloc((size_t)o.jobs * 2, sizeof *noisyv);
     Child *kids = calloc((size_t)o.jobs, sizeof *kids);
     if (!progs || !srcs || !kids || !noisyv || !emu_gi) { fprintf(stderr, "difftest: out of memory\n"); return 1; }
-    printf("difftest: seed %llu, %d graphs, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
-           (unsigned long long)o.seed, o.count, o.nvrtc_every, o.emu_every, o.jobs, o.out,
+    char trainw[96] = "";
+    if (o.train) snprintf(trainw, sizeof trainw, ", TRAINING programs (--mem-budget sweep every %d)", o.budget_every);
+    else if (o.train_every) snprintf(trainw, sizeof trainw, ", every %d a training program (--mem-budget sweep every %d)", o.train_every,
+                                     o.budget_every);
+    printf("difftest: seed %llu, %d graphs%s, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
+           (unsigned long long)o.seed, o.count, trainw, o.nvrtc_every, o.emu_every, o.jobs, o.out,
            o.self_check ? ", SELF-CHECK (fused results corrupted on purpose)" : "",
            o.self_check_emu ? ", SELF-CHECK-EMU (emulated fused results corrupted on purpose)" : "");
     fflush(stdout);
@@ -1084,31 +1439,39 @@ int main(int argc, char **argv) {
         while (next < o.count && next - done < o.jobs) {
             int slot = next % o.jobs;
             uint64_t gs = dt_mix(o.seed * 1000003ull + (uint64_t)(o.first + next));
-            dt_generate(&progs[slot], gs, &o.gen);
+            DtGenConfig gc = gen_config(&o, o.first + next);
+            dt_generate(&progs[slot], gs, &gc);
             free(srcs[slot]);
             srcs[slot] = dt_render(&progs[slot], NULL);
             if (o.print_only) {
-                printf("# graph %d (input seed %llu; %d row-view pattern(s))\n%s\n", o.first + next, (unsigned long long)gs,
-                       progs[slot].nrowview, srcs[slot]);
+                printf("# graph %d (input seed %llu; %d row-view pattern(s)%s)\n%s\n", o.first + next, (unsigned long long)gs,
+                       progs[slot].nrowview, gc.train ? "; a training program" : "", srcs[slot]);
                 next++;
                 done++;
                 continue;
             }
-            bool nv = o.nvrtc_every > 0 && (o.first + next) % o.nvrtc_every == 0;
+            Check ck = check_of(&o, o.first + next);
             free_noisy(&noisyv[2 * slot]);
             make_noisy(&progs[slot], gs, &noisyv[2 * slot]);
-            if (o.fork) kids[slot] = start_check(srcs[slot], (const char *const *)&noisyv[2 * slot], gs, nv, &o);
+            if (o.fork) kids[slot] = start_check(srcs[slot], (const char *const *)&noisyv[2 * slot], gs, &ck, &o);
             next++;
         }
         if (o.print_only) { if (done >= o.count) break; continue; }
         int slot = done % o.jobs, gi = o.first + done;
         uint64_t gs = dt_mix(o.seed * 1000003ull + (uint64_t)gi);
-        bool nv = o.nvrtc_every > 0 && gi % o.nvrtc_every == 0;
+        Check ck = check_of(&o, gi);
         DtProg *p = &progs[slot];
         Result r;
         if (o.fork) finish_check(kids[slot], &r);
-        else check_program(srcs[slot], (const char *const *)&noisyv[2 * slot], gs, nv, o.self_check, &r);
+        else check_program(srcs[slot], (const char *const *)&noisyv[2 * slot], gs, &ck, &r);
+        if (ck.train) r.train = true;   /* also for a crash or a timeout (the child said nothing) */
         done++;
+        train_graphs += ck.train;
+        oracle_bwd += r.grad_oracle == 1;
+        oracle_bwd_unavail += r.grad_oracle == 2;
+        budget_graphs += r.budget_points > 0;
+        budget_points += r.budget_points;
+        ties_graphs += p->nties > 0;
         counts[r.cls]++;
         stmts += p->ns;
         bool seen[DT_OP_COUNT] = {0};
@@ -1136,11 +1499,12 @@ int main(int argc, char **argv) {
         char *esrc[DT_EMU_CHUNK], *enoisy[2 * DT_EMU_CHUNK];
         for (int i = 0; i < k; i++) {
             uint64_t gs = dt_mix(o.seed * 1000003ull + (uint64_t)emu_gi[c0 + i]);
-            dt_generate(&ep[i], gs, &o.gen);
+            DtGenConfig gc = gen_config(&o, emu_gi[c0 + i]);
+            dt_generate(&ep[i], gs, &gc);
             esrc[i] = dt_render(&ep[i], NULL);
             make_noisy(&ep[i], gs, &enoisy[2 * i]);
             memset(&er[i], 0, sizeof er[i]);
-            jobs[i] = (EmuJob){esrc[i], (const char *const *)&enoisy[2 * i], gs, EMU_ALL_VARIANTS, {0}, &er[i]};
+            jobs[i] = (EmuJob){esrc[i], (const char *const *)&enoisy[2 * i], gs, EMU_ALL_VARIANTS, is_train(&o, emu_gi[c0 + i]), {0}, &er[i]};
         }
         emu_graphs(&o, jobs, k);
         bool chunk_failed = false;
@@ -1179,6 +1543,11 @@ int main(int argc, char **argv) {
                emu_done, emu_units, t_emu, g_emu_compiles, g_emu_compile_s, g_emu_run_s, emu_failed, emu_illcond,
                emu_skipped ? "; skipped: " : "", emu_skipped ? g_emu_why : "");
     printf("  graphs with a row reduction and a view returned beside it (gen.c g_rowview): %d\n", rowview_graphs);
+    if (train_graphs)
+        printf("  training programs: %d (gradients fused --remat auto vs eager --remat none vs --remat full); reference backward: "
+               "%d compared, %d oracle backward unavailable (FC_ERR_UNSUPPORTED); --mem-budget sweep: %d graphs, %d budgets; "
+               "with ties (gen.c g_ties): %d\n",
+               train_graphs, oracle_bwd, oracle_bwd_unavail, budget_graphs, budget_points, ties_graphs);
     printf("  graphs using each op:");
     for (int i = 0; i < DT_OP_COUNT; i++) printf(" %s=%d", dt_op_names[i], op_graphs[i]);
     printf("\n");

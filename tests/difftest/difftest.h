@@ -37,10 +37,13 @@ typedef struct DtVal {
     int64_t lo, hi;     /* ints and bools: the exact range of the values */
     bool exact;         /* every path (fused, eager, oracle) computes the same bits */
     unsigned constax;   /* bit a: the value is constant along axis a (broadcast, iota, full) */
-    unsigned centax;    /* nonzero: the value sums to 0 over the axes of this mask (a layernorm
-                         * with a constant gain and no bias): a sum or mean over them is pure
-                         * rounding noise, so the generator makes none */
+    unsigned centax;    /* nonzero: the value sums to a constant over the axes of this mask (0 for
+                         * a layernorm with a constant gain and no bias: a sum or mean over them
+                         * is pure rounding noise; 1 for a softmax in a training program: the
+                         * gradient of such a sum is 0 up to rounding), so the generator makes
+                         * no sum or mean over them */
     bool input;
+    bool param;         /* an input declared `param` (training programs: a weight) */
 } DtVal;
 
 typedef struct DtStmt {
@@ -60,6 +63,7 @@ typedef struct DtProg {
     int out[DT_MAXOUT]; /* returned value ids */
     int nout;
     int nrowview;       /* row-reduction-plus-view patterns made (gen.c g_rowview; statistics) */
+    int nties;          /* tie patterns made (gen.c g_ties, training programs; statistics) */
 } DtProg;
 
 /* The ops the generator can emit (one per source op of docs/ops.md). The names are the
@@ -90,6 +94,7 @@ extern const char *const dt_op_names[DT_OP_COUNT];
 typedef struct DtGenConfig {
     int min_stmts, max_stmts;     /* statements per program (3..25 by default) */
     bool exclude[DT_OP_COUNT];    /* ops never generated */
+    bool train;                   /* a program worth differentiating (gen.c, "Training programs") */
 } DtGenConfig;
 
 /* Fills *p with a random valid program from seed. Never fails (an op whose operands cannot be

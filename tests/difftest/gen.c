@@ -23,6 +23,19 @@
  * - integer ranges are tracked exactly so that nothing overflows and gather ids stay in range;
  * - layernorm is not applied over axes along which a value is known to be constant (its
  *   variance would be rounding noise).
+ *
+ * Training programs (DtGenConfig.train, `difftest --train`): the same statements, and
+ * - some float inputs of rank >= 1 are `param`s (weights: remat.c does not count their bytes);
+ * - g_ties: values quantized by a round trip through a narrow float (cast(cast(x, f8e4m3),
+ *   f32): distinct elements become equal while the derivative passes through), then maximum /
+ *   minimum of two such values (or of one with a literal on their grid, or with its own
+ *   transpose) or max / min over axes: ties, where autodiff.c splits the gradient (half to each
+ *   operand, equal shares among tied maxima). Only exact values, so every path sees the same ties;
+ * - no sum or mean over the axis of a softmax (the gradient of a constant: rounding noise) and
+ *   no norm over a single element (rmsnorm's derivative is then eps / (x^2 + eps)^1.5, computed
+ *   by cancellation);
+ * - the outputs are float values that depend on a float input where there are such, so that
+ *   gradients flow.
  */
 #include "difftest.h"
 
@@ -666,6 +679,7 @@ static bool g_softmax(Gen *g, int op) {
     DtVal *Y = &g->p->v[y];
     Y->constax = X.constax;
     Y->mag = op == DT_OP_SOFTMAX ? 1 : 2 * m + log((double)X.d[ax]) + 1;
+    if (op == DT_OP_SOFTMAX && g->cfg->train) Y->centax = 1u << ax;   /* sums to 1 along ax */
     add_stmt(g, op, t, &x, 1, &y, 1);
     return true;
 }
@@ -684,12 +698,14 @@ static bool g_norm(Gen *g, int op) {
     const DtVal X = g->p->v[x];
     int na = X.rank >= 2 && chance(g, 0.3) ? 2 : 1;
     if (na == 2 && X.rank >= 3 && chance(g, 0.2)) na = 3;
-    int64_t nd[DT_MAXRANK];
+    int64_t nd[DT_MAXRANK], nn = 1;
     for (int i = 0; i < na; i++) {
         int a = X.rank - na + i;
         nd[i] = X.d[a];
+        nn *= nd[i];
         if (op == DT_OP_LAYERNORM && (X.constax >> a & 1)) return false;
     }
+    if (g->cfg->train && nn < 2) return false;
     char axt[64], t[DT_TMPL], gb[160] = "", eps[48] = "";
     if (na == 1) {
         int k = (int)ri(g, 0, 2);
@@ -1487,6 +1503,83 @@ static bool g_rowview(Gen *g) {
     return true;
 }
 
+/* ---- ties (training programs) ----------------------------------------------------------------- */
+#define DT_TIES (DT_OP_COUNT + 1)   /* its entry in dt_generate's weights */
+static bool p_exact_float(const DtVal *v, const void *c) { (void)c; return v->exact && isf(v->dt) && v->mag < 1e4; }
+static bool p_bcast_exact_float(const DtVal *v, const void *c) { return isf(v->dt) && p_bcast_exact(v, c) && v->mag < 1e4; }
+
+/* x quantized: cast(cast(x, Q), back) with Q a narrow float (f8 mostly: many equal elements),
+ * back x's dtype where it is f32/f64, else f32. Exact when x is. -1 if not made. */
+static int quantized(Gen *g, int x) {
+    static const FcDtype qs[] = {FC_F8E4M3, FC_F8E4M3, FC_F8E4M3, FC_F8E5M2, FC_F8E5M2, FC_BF16, FC_BF16, FC_F16};
+    FcDtype back = wide(g->p->v[x].dt) ? g->p->v[x].dt : FC_F32;
+    g->cast_to = qs[ri(g, 0, 7)];
+    bool ok = make_forced(g, DT_OP_CAST, x);
+    int q = ok ? last_res(g) : -1;
+    g->cast_to = back;
+    ok = ok && make_forced(g, DT_OP_CAST, q);
+    g->cast_to = -1;
+    return ok ? last_res(g) : -1;
+}
+
+/* Ties: maximum/minimum of a quantized exact float with another one, with a literal on the
+ * grid of every narrow float (0.5, 1.0, 0.75, 1.5 and their negatives) or with its own transpose,
+ * or max/min over axes of it. All or nothing. */
+static bool g_ties(Gen *g) {
+    DtProg *p = g->p;
+    if (p->nv + 8 >= DT_MAXV || p->ns + 5 > DT_MAXS || !allowed(g, DT_OP_CAST)) return false;
+    int x = pick(g, p_exact_float, NULL);
+    if (x < 0) return false;
+    int ns0 = p->ns, nv0 = p->nv;
+    int q = quantized(g, x), y = -1;
+    bool red = q >= 0 && p->v[q].rank >= 1 && chance(g, 0.55);
+    int rop = chance(g, 0.6) ? DT_OP_MAX : DT_OP_MIN, bop = chance(g, 0.6) ? DT_OP_MAXIMUM : DT_OP_MINIMUM;
+    if (red && allowed(g, rop)) {
+        if (make_forced(g, rop, q)) y = last_res(g);
+    } else if (q >= 0 && allowed(g, bop)) {
+        const DtVal Q = p->v[q];
+        int ops[2] = {q, -1}, nops = 1, k = (int)ri(g, 0, 9);
+        char t[DT_TMPL], lit[32];
+        DtVal o = Q;
+        bool square = Q.rank >= 2 && Q.d[Q.rank - 1] == Q.d[Q.rank - 2];
+        if (k < 5) {
+            int x2 = pick(g, p_bcast_exact_float, &Q);
+            int q2 = x2 >= 0 ? quantized(g, x2) : -1;
+            if (q2 >= 0 && bcast(&Q, &p->v[q2], &o) && !too_big(&o)) {
+                ops[nops++] = q2;
+                snprintf(t, sizeof t, "%s({0}, {1})", dt_op_names[bop]);
+            } else k = 5;
+        }
+        if (k >= 5 && k < 7 && square) {
+            snprintf(t, sizeof t, "%s({0}, transpose({0}))", dt_op_names[bop]);
+        } else if (k >= 5) {
+            static const double lits[] = {0.5, 1.0, 0.75, 1.5, -0.5, -1.0, -0.75, -1.5};
+            fmt_float(lit, sizeof lit, lits[ri(g, 0, 7)]);
+            /* both operand orders: on a tie each side gets half */
+            if (chance(g, 0.5)) snprintf(t, sizeof t, "%s({0}, %s)", dt_op_names[bop], lit);
+            else snprintf(t, sizeof t, "%s(%s, {0})", dt_op_names[bop], lit);
+        }
+        y = new_val(g, Q.dt == FC_F64 || (nops > 1 && p->v[ops[1]].dt == FC_F64) ? FC_F64 : Q.dt, o.rank, o.d);
+        DtVal *Y = &p->v[y];
+        Y->mag = Q.mag;
+        Y->exact = true;
+        add_stmt(g, bop, t, ops, nops, &y, 1);
+    }
+    if (y < 0) {
+        p->ns = ns0;
+        p->nv = nv0;
+        return false;
+    }
+    p->nties++;
+    const int cap = (int)(sizeof g->want_out / sizeof g->want_out[0]);
+    if (g->nwant + 1 > cap) {
+        memmove(g->want_out, g->want_out + 1, sizeof g->want_out[0] * (size_t)(cap - 1));
+        g->nwant = cap - 1;
+    }
+    g->want_out[g->nwant++] = y;
+    return true;
+}
+
 /* ---- the program ---------------------------------------------------------------------------- */
 static FcDtype rand_dtype(Gen *g) {
     int k = (int)ri(g, 0, 99);
@@ -1552,6 +1645,7 @@ static void make_inputs(Gen *g) {
         X->mag = 4;
         if (isint(dt)) set_int_range(X, 0, 15);
         if (dt == FC_BOOL) set_int_range(X, 0, 1);
+        X->param = g->cfg->train && isf(dt) && r >= 1 && chance(g, 0.3);
         p->in[p->nin++] = v;
     }
 }
@@ -1574,9 +1668,10 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         {DT_OP_FULL, 1}, {DT_OP_GATHER, 3}, {DT_OP_MATMUL, 5}, {DT_OP_DROPOUT, 2}, {DT_OP_DROPOUT_MASK, 1},
         {DT_OP_CROSS_ENTROPY, 2},
         {DT_OP_COUNT, 14},  /* g_rowview: a row reduction with a view returned beside it */
+        {DT_TIES, 8},       /* g_ties, training programs only */
     };
     int nw = (int)(sizeof W / sizeof W[0]), total = 0;
-#define EXCLUDED(op) ((op) < DT_OP_COUNT && cfg->exclude[op])
+#define EXCLUDED(op) (((op) < DT_OP_COUNT && cfg->exclude[op]) || ((op) == DT_TIES && !cfg->train))
     for (int i = 0; i < nw; i++) if (!EXCLUDED(W[i].op)) total += W[i].w;
     int tries = 0;
     while (p->ns < want && tries < 400 && total > 0 && p->nv < DT_MAXV - DT_MAXRES - 1 && p->ns < DT_MAXS) {
@@ -1618,6 +1713,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         case DT_OP_DROPOUT_MASK: ok = g_dropout_mask(&g); break;
         case DT_OP_CROSS_ENTROPY: ok = g_cross_entropy(&g); break;
         case DT_OP_COUNT: ok = g_rowview(&g); break;
+        case DT_TIES: ok = g_ties(&g); break;
         default: break;
         }
         if (!ok) p->nv = nv0;   /* a failed attempt may have made no statement; drop its values */
@@ -1637,22 +1733,37 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
     /* outputs: the last statement's first result; what g_rowview asked for (the latest
      * first: a view and the reduction beside it); then up to two more statement results
      * (multi-output groups are where fusion bugs hide) */
+    /* training: rg[v], v is a float value that depends on a float input (a gradient reaches
+     * it); the outputs are such values where there are some */
+    bool rg[DT_MAXV] = {0}, anyrg = false;
+    for (int i = 0; cfg->train && i < p->nin; i++) rg[p->in[i]] = isf(p->v[p->in[i]].dt);
+    for (int i = 0; cfg->train && i < p->ns; i++) {
+        bool any = false;
+        for (int k = 0; k < p->s[i].nops; k++) any |= rg[p->s[i].ops[k]];
+        for (int r = 0; r < p->s[i].nres; r++) anyrg |= rg[p->s[i].res[r]] = any && isf(p->v[p->s[i].res[r]].dt);
+    }
+#define OUT_OK(v) (!anyrg || rg[v])
     const DtStmt *last = &p->s[p->ns - 1];
-    p->out[p->nout++] = last->res[0];
+    int first = last->res[0];
+    for (int i = p->ns - 1; i >= 0 && !OUT_OK(first); i--) first = p->s[i].res[0];
+    for (int i = p->ns - 1; i >= 0 && !OUT_OK(first); i--)
+        for (int r = 0; r < p->s[i].nres; r++) if (rg[p->s[i].res[r]]) first = p->s[i].res[r];
+    p->out[p->nout++] = first;
     int cap = 1 + (int)ri(&g, 0, DT_MAXOUT - 1);
     if (cap < 2 && chance(&g, 0.5)) cap = 2;
     for (int i = g.nwant - 1; i >= 0 && p->nout < cap; i--) {
         bool dup = false;
         for (int j = 0; j < p->nout; j++) dup |= p->out[j] == g.want_out[i];
-        if (!dup) p->out[p->nout++] = g.want_out[i];
+        if (!dup && OUT_OK(g.want_out[i])) p->out[p->nout++] = g.want_out[i];
     }
     for (int k = 0; k < 3 * DT_MAXOUT && p->nout < cap; k++) {
         const DtStmt *s = &p->s[ri(&g, 0, p->ns - 1)];
         int v = s->res[ri(&g, 0, s->nres - 1)];
         bool dup = false;
         for (int j = 0; j < p->nout; j++) dup |= p->out[j] == v;
-        if (!dup) p->out[p->nout++] = v;
+        if (!dup && OUT_OK(v)) p->out[p->nout++] = v;
     }
+#undef OUT_OK
 }
 
 /* ---- rendering -------------------------------------------------------------------------------- */
@@ -1720,7 +1831,7 @@ static char *render(const DtProg *p, const char *header, bool noisy, uint64_t se
         char nm[16], ty[96];
         vname(p, p->in[i], nm, sizeof nm);
         type_text(&p->v[p->in[i]], ty, sizeof ty);
-        bput(&b, "%s%s: %s", i ? ", " : "", nm, ty);
+        bput(&b, "%s%s%s: %s", i ? ", " : "", p->v[p->in[i]].param ? "param " : "", nm, ty);
     }
     bput(&b, ") {\n");
     for (int i = 0; i < p->ns; i++) {

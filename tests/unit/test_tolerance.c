@@ -8,7 +8,12 @@
  *     found, and within the widened tolerance, as is the eager one; the spread equals the
  *     fused-vs-eager difference (the fused kernel is the "kept in f32" meaning);
  * (c) the widening is not a blank cheque: a result off by far more than it still fails, in
- *     the same chain and in a larger bf16 block whose spread is small.
+ *     the same chain and in a larger bf16 block whose spread is small;
+ * (d) the same rule for gradients, fc_block_check_grad_tolerances (training blocks): exactly
+ *     fc_block_grad_tolerance where the forward-and-backward graph has no 16/8-bit intermediate
+ *     (nothing runs), widened by the spread on the bf16 chain of (b), whose spread is the
+ *     difference of the fused (--remat auto) and eager (--no-fuse --remat none) gradients, as
+ *     the output's is the difference of the fused and eager outputs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -186,8 +191,90 @@ static void test_usage(void) {
     case_free(&c);
 }
 
+/* (d) gradients: fused (--remat auto) and eager (--no-fuse --remat none) training programs of
+ * src on the CPU, their gradients, and the tolerances (t, spread; base: fc_block_grad_tolerance)
+ * of the gradient of input 0; returns the relative difference of the two gradients. */
+static double grad_case(const char *src, uint64_t seed, int null_args, double *t, double *spread, double *base) {
+    FcBlock *b[2] = {NULL, NULL};
+    FcDevice *cpu = NULL;
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &cpu) == FC_OK);
+    FcTensor *in[4] = {0}, *out[2][4] = {{0}}, *gout[4] = {0}, *gin[2][4] = {{0}};
+    int nin = 0, nout = 0;
+    for (int k = 0; k < 2; k++) {
+        FcOptions *o = NULL;
+        REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_fuse(o, k == 0) == FC_OK && fc_options_set_train(o, 1) == FC_OK &&
+                fc_options_set_remat(o, k ? "none" : "auto") == FC_OK);
+        FcStatus s = fc_compile_string(src, "t.tf", o, &b[k]);
+        fc_options_free(o);
+        if (s != FC_OK) fprintf(stderr, "%s %s\n", fc_block_last_error(b[k]), fc_block_diagnostics(b[k]));
+        REQUIRE(s == FC_OK);
+        nin = fc_block_num_inputs(b[k]);
+        nout = fc_block_num_outputs(b[k]);
+        REQUIRE(nin <= 4 && nout <= 4);
+        for (int i = 0; i < nin; i++) {
+            FcTensorInfo ti;
+            REQUIRE(fc_block_input_info(b[k], i, &ti) == FC_OK);
+            if (k == 0) {
+                REQUIRE(fc_tensor_new(cpu, ti.dtype, ti.rank, ti.dims, &in[i]) == FC_OK);
+                REQUIRE(fc_block_random_input(b[k], i, seed, in[i]) == FC_OK);
+            }
+            REQUIRE(fc_tensor_new(cpu, ti.dtype, ti.rank, ti.dims, &gin[k][i]) == FC_OK);
+        }
+        for (int j = 0; j < nout; j++) {
+            FcTensorInfo ti;
+            REQUIRE(fc_block_output_info(b[k], j, &ti) == FC_OK);
+            REQUIRE(fc_tensor_new(cpu, ti.dtype, ti.rank, ti.dims, &out[k][j]) == FC_OK);
+            if (k == 0) {
+                REQUIRE(fc_tensor_new(cpu, ti.dtype, ti.rank, ti.dims, &gout[j]) == FC_OK);
+                REQUIRE(fc_block_random_grad_output(b[k], j, seed, gout[j]) == FC_OK);
+            }
+        }
+        FcProgram *p = NULL;
+        REQUIRE(fc_program_new(b[k], cpu, &p) == FC_OK);
+        s = fc_program_run(p, in, out[k]);
+        if (s == FC_OK) s = fc_program_backward(p, gout, gin[k]);
+        if (s != FC_OK) fprintf(stderr, "run: %s\n", fc_program_last_error(p));
+        REQUIRE(s == FC_OK);
+        fc_program_free(p);
+    }
+    REQUIRE(fc_block_grad_tolerance(b[0], 0, base) == FC_OK);
+    FcStatus st = fc_block_check_grad_tolerances(b[0], null_args ? NULL : in, null_args ? NULL : gout, t, spread);
+    if (st != FC_OK) fprintf(stderr, "tolerances: %s\n", fc_block_last_error(b[0]));
+    REQUIRE(st == FC_OK);
+    double r = rel_of(gin[0][0], gin[1][0]);
+    double t2[4];
+    EXPECT(fc_block_check_tolerances(b[0], in, t2, NULL) == FC_OK, "a training block's outputs have their tolerances too");
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < nin; i++) fc_tensor_free(gin[k][i]);
+        for (int j = 0; j < nout; j++) fc_tensor_free(out[k][j]);
+        fc_block_free(b[k]);
+    }
+    for (int i = 0; i < nin; i++) fc_tensor_free(in[i]);
+    for (int j = 0; j < nout; j++) fc_tensor_free(gout[j]);
+    fc_device_free(cpu);
+    return r;
+}
+
+static void test_gradients(void) {
+    double t[4], sp[4], base;
+    /* f32: nothing runs (NULL inputs and gradients accepted) */
+    double r = grad_case("block g(x: f32[64], w: f32[64]) {\n    return tanh(x * w) + sum(exp(x * 0.5))\n}\n", 5, 1, t, sp, &base);
+    EXPECT(t[0] == base && sp[0] == 0 && r <= t[0], "f32: tol %g (base %g), spread %g; fused vs eager %g", t[0], base, sp[0], r);
+    /* the bf16 chain of (b): rounding at every op (eager) or in f32 (fused) differ in the gradient too */
+    r = grad_case(k_3308, SEED_3308, 0, t, sp, &base);
+    EXPECT(sp[0] > 0 && t[0] == base + 2 * sp[0], "bf16: tol %g = %g + 2 x %g", t[0], base, sp[0]);
+    EXPECT(r <= t[0], "bf16: fused vs eager gradients %g within %g", r, t[0]);
+    EXPECT(fabs(r - sp[0]) <= base, "bf16: fused vs eager gradients %g vs spread %g", r, sp[0]);
+    /* no training: a usage error */
+    Case c;
+    case_run(&c, k_3308, SEED_3308, 0);
+    EXPECT(fc_block_check_grad_tolerances(c.blk[0], c.in, NULL, t, NULL) == FC_ERR_USAGE, "a block compiled without training");
+    case_free(&c);
+}
+
 int main(void) {
     test_no_narrow_intermediates();
+    test_gradients();
     test_bf16_chain();
     test_bf16_block_still_fails();
     test_usage();
