@@ -1299,7 +1299,7 @@ static int replay(const Opts *o) {
     if (r.train)
         printf("%s: training check: reference backward %s, %d --mem-budget point(s)\n", o->replay,
                r.grad_oracle == 1 ? "compared" : "unavailable", r.budget_points);
-    if (o->emu_every > 0 && r.cls == DR_OK) {
+    if (o->emu_every > 0 && r.cls == DR_OK && !train) {
         Result er;
         memset(&er, 0, sizeof er);
         EmuJob j = {src, NULL, seed, EMU_ALL_VARIANTS, train, {0}, &er};
@@ -1482,7 +1482,9 @@ int main(int argc, char **argv) {
         if (r.nvrtc == 2) nvrtc_skipped++;
         if (o.verbose) printf("graph %d: %s\n%s", gi, cls_name[r.cls], srcs[slot]);
         if (r.cls == DR_ILLCOND && o.verbose) printf("graph %d: ill-conditioned, not counted: %s\n", gi, r.msg);
-        if (r.cls == DR_OK && o.emu_every > 0 && gi % o.emu_every == 0) emu_gi[nemu++] = gi;
+        /* training programs are not emulated: the runner's training units predate the AOT
+         * training unit's one saved buffer (test_cuda_emu_train emulates that unit instead) */
+        if (r.cls == DR_OK && o.emu_every > 0 && gi % o.emu_every == 0 && !r.train) emu_gi[nemu++] = gi;
         if (!is_failure(r.cls)) continue;
         if (report_failure(&o, p, srcs[slot], &r, gs, gi, &minimized)) self_written++;
     }

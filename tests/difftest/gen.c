@@ -831,6 +831,10 @@ static bool g_reshape(Gen *g) {
     int x = pick(g, p_any, NULL);
     if (x < 0) return false;
     const DtVal X = g->p->v[x];
+    /* a centred value's centring axes do not survive a reshape (which axes of the result hold a
+     * whole normalized row?), so a later sum over them could not be refused (seed 908, graph 138
+     * of the generator before this rule: layernorm, reshape, sum over the row) */
+    if (X.centax) return false;
     int64_t n = numel(&X), d[DT_MAXRANK];
     int r = (int)ri(g, 1, 4);
     int64_t rest = n;
