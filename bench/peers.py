@@ -1079,6 +1079,9 @@ def machine_md(info, versions, stream_list):
         "- STREAM copy measured by `fusec bench` in the same run: %s GB/s" % (
             ", ".join("%.1f" % s for s in stream_list)),
         "- Threads: 2 everywhere (FUSEC_NUM_THREADS=2, torch.set_num_threads(2), XLA on 2 cores)",
+        "- Timing: %s interleaved rounds; per round and runner %s warm-up calls (`fusec bench`: 3) "
+        "and %s timed calls" % (
+            info.get("rounds", "?"), info.get("warmup", "?"), info.get("repeat", "?")),
         "- Peers' allocator: glibc malloc %s" % (
             "keeping freed memory (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_=1 TiB)"
             if os.environ.get("MALLOC_MMAP_MAX_") == "0" else "as it comes"),
@@ -1302,6 +1305,7 @@ def main():
                    gemm_table(grows, cfg))
     info = machine_info()
     info["loadavg_before"] = load_before
+    info.update(rounds=args.rounds, warmup=args.warmup, repeat=args.repeat)
     sections = []
     if rows:
         main_t, spread_t, launch_t = make_tables(rows)
