@@ -2,9 +2,12 @@
 # bench/run.sh: re-run the whole peer benchmark with one command (not part of CI).
 # Builds fusec (RelWithDebInfo, build-bench/), makes or reuses a virtual environment with
 # bench/requirements.txt (PyTorch, JAX, NumPy, SciPy from PyPI; about 4 GB the first time),
-# runs bench/peers.py and rewrites the tables in docs/bench.md between its markers.
+# runs bench/peers.py and rewrites the tables in docs/bench.md between its markers (forward
+# rows between peers:begin/end, training rows between peers-train:begin/end; a run rewrites
+# only the sections it measured).
 #   bench/run.sh                  # everything, default dims, writes docs/bench.md
 #   bench/run.sh --no-doc --blocks residual_ln_gelu --repeat 10   # extra args go to peers.py
+#   bench/run.sh --no-forward     # the training rows alone
 # Environment: FUSEC_BENCH_VENV (default ~/.cache/fusec-bench-venv), PYTHON (default python3),
 # FUSEC_BENCH_BUILD (default build-bench), FUSEC_BENCH_QUIET (default 10: seconds to wait, before
 # each timed runner, for the CPUs to be 75% idle; the idle fraction found is reported),
