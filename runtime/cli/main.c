@@ -1071,6 +1071,17 @@ static int tensor_fail(FcStatus s, FcTensor *t, FcDevice *d, const char *what) {
     return report(s, what, msg, 0);
 }
 
+/* Fills t with 0xFF bytes (NaN in every float dtype), so that an element a program does not
+ * write shows up; best effort. */
+static void poison(FcTensor *t) {
+    size_t nb = fc_tensor_nbytes(t);
+    void *p = nb ? malloc(nb) : NULL;
+    if (!p) return;
+    memset(p, 0xFF, nb);
+    fc_tensor_copy_from_host(t, p, nb);
+    free(p);
+}
+
 /* Loads the block on dev with fresh input and output tensors (outputs poisoned with 0xFF
  * bytes, NaN in every float dtype, so an element the program does not write shows up). */
 static int bind(FcBlock *b, FcDevice *dev, Bound *bd) {
@@ -1111,15 +1122,7 @@ static int bind(FcBlock *b, FcDevice *dev, Bound *bd) {
                 *slot = NULL;
                 return rc;
             }
-            if (io) {
-                size_t nb = fc_tensor_nbytes(*slot);
-                void *poison = nb ? malloc(nb) : NULL;
-                if (poison) {
-                    memset(poison, 0xFF, nb);
-                    fc_tensor_copy_from_host(*slot, poison, nb); /* best effort */
-                    free(poison);
-                }
-            }
+            if (io) poison(*slot);
         }
     }
     return 0;
@@ -1266,13 +1269,7 @@ static int grads_make(FcBlock *b, FcDevice *dev, const Args *a, Grads *g) {
             s = fc_tensor_new(dev, ti.dtype, ti.rank, ti.dims, slot);
             if (s != FC_OK) return tensor_fail(s, *slot, dev, "creating a gradient tensor");
             if (io) {
-                size_t nb = fc_tensor_nbytes(*slot);
-                void *poison = nb ? malloc(nb) : NULL;
-                if (poison) {
-                    memset(poison, 0xFF, nb);
-                    fc_tensor_copy_from_host(*slot, poison, nb); /* best effort */
-                    free(poison);
-                }
+                poison(*slot);
                 continue;
             }
             if (!a) continue;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Golden tests: for every tests/golden/NAME.tf, the printed graph IR (--emit ir) and kernel
 # IR (--emit kir) must equal NAME.ir and NAME.kir byte for byte. A first line
-# "#! OPTIONS" gives extra compile options. For every NAME.cuhead, the interface comment of an
+# "#! OPTIONS" gives extra compile options; a second line "#! file PATH" compiles PATH
+# (relative to this folder: an example) instead of NAME.tf's own text. For every NAME.cuhead, the interface comment of an
 # AOT unit (below). With FUSEC_UPDATE_GOLDEN=1 the expected files are rewritten instead (review
 # the diff).
 # usage: run.sh FUSEC GOLDEN_DIR
@@ -14,10 +15,13 @@ for tf in *.tf; do
   opts=""
   first=$(head -n1 "$tf")
   case "$first" in "#! "*) opts=${first#"#! "} ;; esac
+  src=$tf
+  second=$(sed -n 2p "$tf")
+  case "$second" in "#! file "*) src=${second#"#! file "} ;; esac
   for kind in ir kir; do
     n=$((n + 1))
     # shellcheck disable=SC2086
-    out=$("$fusec" "$tf" --emit "$kind" -o - $opts 2>&1)
+    out=$("$fusec" "$src" --emit "$kind" -o - $opts 2>&1)
     rc=$?
     if [ -n "${FUSEC_UPDATE_GOLDEN:-}" ]; then
       printf '%s\n' "$out" > "$name.$kind"; echo "updated $name.$kind"; continue
