@@ -388,8 +388,13 @@ static FcStatus rule_reduce(Ad *d, const IrNode *n, int g) {
         return accumulate(d, x, c);
     }
     /* max/min: the gradient is shared equally by the elements equal to the result */
+    /* The result is reduced again from x here rather than read from the forward: x may be
+     * recomputed in the backward (kept in f32 inside a kernel) while y was rounded to a 16-bit
+     * dtype when saved, and eq() must compare values made the same way (difftest --train, seed
+     * 20261201 graph 4: the gradient of a min over an f16 exp was all 0 under --mem-budget). */
+    (void)y;
     int yk, eq, m, cnt, share;
-    FC_TRY(reshape(d, y, &ks, &yk));
+    FC_TRY(reduce(d, n->op, x, n->a.list, n->a.nlist, true, &yk));
     FC_TRY(bin(d, IR_OP_EQ, x, yk, &eq));
     FC_TRY(cast(d, eq, DT(d, x), &m));
     FC_TRY(reduce(d, IR_OP_SUM, m, n->a.list, n->a.nlist, true, &cnt));
