@@ -393,9 +393,17 @@ static FcStatus rule_reduce(Ad *d, const IrNode *n, int g) {
      * dtype when saved, and eq() must compare values made the same way (difftest --train, seed
      * 20261201 graph 4: the gradient of a min over an f16 exp was all 0 under --mem-budget). */
     (void)y;
-    int yk, eq, m, cnt, share;
-    FC_TRY(reduce(d, n->op, x, n->a.list, n->a.nlist, true, &yk));
-    FC_TRY(bin(d, IR_OP_EQ, x, yk, &eq));
+    int yk, eq, m, cnt, share, xr = x;
+    FcDtype xt = DT(d, x);
+    if (xt == FC_F16 || xt == FC_BF16 || xt == FC_F8E4M3 || xt == FC_F8E5M2) {
+        /* a 16/8-bit value is kept in f32 inside a kernel and rounded when stored: round it
+         * explicitly (through f32 and back) so every kernel compares the same numbers */
+        int w;
+        FC_TRY(cast(d, x, FC_F32, &w));
+        FC_TRY(cast(d, w, xt, &xr));
+    }
+    FC_TRY(reduce(d, n->op, xr, n->a.list, n->a.nlist, true, &yk));
+    FC_TRY(bin(d, IR_OP_EQ, xr, yk, &eq));
     FC_TRY(cast(d, eq, DT(d, x), &m));
     FC_TRY(reduce(d, IR_OP_SUM, m, n->a.list, n->a.nlist, true, &cnt));
     FC_TRY(bin(d, IR_OP_DIV, gk, cnt, &share));
