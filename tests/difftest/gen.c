@@ -32,8 +32,8 @@
  *   transpose) or max / min over axes: ties, where autodiff.c splits the gradient (half to each
  *   operand, equal shares among tied maxima). Only exact values, so every path sees the same ties;
  * - no sum or mean over the axis of a softmax (the gradient of a constant: rounding noise) and
- *   no norm over a single element (rmsnorm's derivative is then eps / (x^2 + eps)^1.5, computed
- *   by cancellation);
+ *   no rmsnorm over 1 element nor layernorm over 2 (a sign function: the derivative, eps /
+ *   (...)^1.5, is computed by cancellation);
  * - the outputs are float values that depend on a float input where there are such, so that
  *   gradients flow.
  */
@@ -709,7 +709,9 @@ static bool g_norm(Gen *g, int op) {
         nn *= nd[i];
         if (op == DT_OP_LAYERNORM && (X.constax >> a & 1)) return false;
     }
-    if (g->cfg->train && nn < 2) return false;
+    /* training: a norm over too few elements is a sign function whose derivative is eps /
+     * (...)^1.5, rounding noise (rmsnorm over 1 element, layernorm over 2: y = +-1) */
+    if (g->cfg->train && nn < (op == DT_OP_LAYERNORM ? 3 : 2)) return false;
     char axt[64], t[DT_TMPL], gb[160] = "", eps[48] = "";
     if (na == 1) {
         int k = (int)ri(g, 0, 2);
