@@ -264,6 +264,8 @@ typedef struct Cg {
     struct VecSlot *slots;     /* the loop's vec accesses */
     int nslots;
     int fma_expr;              /* the accumulation printed as fmaf/fma in this statement, or -1 */
+    bool in_tail;              /* printing the tail: loads of written params read through volatile
+                                * (other blocks wrote them; no stale L1 line may serve them) */
 } Cg;
 
 /* One vec access of a vec loop: W elements of a param or shared array at index idx (the
@@ -573,9 +575,14 @@ static void put_expr(Cg *c, int id, int parent, int depth) {
             else sb_printf(o, "fc_v%d[fc_j]", sl);
             break;
         }
-        if (h >= 0) { use(c, h); sb_printf(o, "%s(p%d[", helper_name(h), e->ref); }
-        else if (dt == FC_BOOL) sb_printf(o, "(p%d[", e->ref);
-        else sb_printf(o, "p%d[", e->ref);
+        char ptr[64];
+        if (c->in_tail && k->params.data[e->ref].written)
+            snprintf(ptr, sizeof ptr, "((const volatile %s *)p%d)", storage_ctype(dt), e->ref);
+        else
+            snprintf(ptr, sizeof ptr, "p%d", e->ref);
+        if (h >= 0) { use(c, h); sb_printf(o, "%s(%s[", helper_name(h), ptr); }
+        else if (dt == FC_BOOL) sb_printf(o, "(%s[", ptr);
+        else sb_printf(o, "%s[", ptr);
         put_index(c, e->a, id, depth);
         sb_puts(o, h >= 0 ? "])" : dt == FC_BOOL ? "] != 0)" : "]");
         break;
@@ -1324,10 +1331,28 @@ static FcStatus put_kernel(const KirKernel *k, const char *prefix, bool train, S
     FcStatus st = FC_OK;
     if (!c.visible || !c.var_read || !c.sh_read || !c.ta_read || !c.expr_seen) { st = FC_OOM(err); goto done; }
     mark_list(&c, k->body, 0);
+    mark_list(&c, k->tail, 0);
 
     /* the body first, into its own buffer: the declarations depend on what it uses */
     c.o = &body;
     put_list(&c, k->body, 1, NULL);
+    if (k->tail >= 0 && c.st == FC_OK) {
+        /* the tail (kir.h): run by the block that finishes last. Every thread's stores are made
+         * visible device-wide, then thread 0 takes a ticket on the sync word (zero at launch);
+         * the block with the last ticket runs the tail and leaves the word zero */
+        sb_puts(&body, "    /* the tail: the last block to finish runs it */\n"
+                       "    __threadfence();\n"
+                       "    __syncthreads();\n"
+                       "    if (threadIdx.x == 0) fc_last[0] = atomicAdd(fc_sync, 1u) == gridDim.x - 1u;\n"
+                       "    __syncthreads();\n"
+                       "    if (fc_last[0]) {\n"
+                       "        __threadfence();\n");
+        c.in_tail = true;
+        put_list(&c, k->tail, 2, NULL);
+        c.in_tail = false;
+        sb_puts(&body, "        if (threadIdx.x == 0) *fc_sync = 0u;\n"
+                       "    }\n");
+    }
     c.o = out;
     if (c.st != FC_OK) { st = c.st; goto done; }
 
@@ -1364,6 +1389,7 @@ static FcStatus put_kernel(const KirKernel *k, const char *prefix, bool train, S
                   p->written ? " written" : "");
     }
     if (k->uses_status) sb_puts(out, " * status: int, set to a nonzero FcStatus on a data error\n");
+    if (k->tail >= 0) sb_puts(out, " * sync: unsigned int, zero at launch (the tail's ticket; the kernel leaves it zero)\n");
     sb_printf(out, " * modelled: %lld bytes read, %lld bytes written, %lld flops */\n", (long long)k->bytes_read,
               (long long)k->bytes_written, (long long)k->flops);
 
@@ -1375,7 +1401,8 @@ static FcStatus put_kernel(const KirKernel *k, const char *prefix, bool train, S
                   storage_ctype(p->dtype), i);
     }
     if (k->uses_status) sb_printf(out, "%sint* status", k->params.len ? ", " : "");
-    if (!k->params.len && !k->uses_status) sb_puts(out, "void");
+    if (k->tail >= 0) sb_printf(out, "%sunsigned int* fc_sync", k->params.len || k->uses_status ? ", " : "");
+    if (!k->params.len && !k->uses_status && k->tail < 0) sb_puts(out, "void");
     sb_puts(out, ")\n{\n");
     if (dyn > 0) sb_printf(out, "    extern __shared__ uint4 fc_dyn[]; /* %lld bytes, launched with them */\n", (long long)dyn);
     int64_t off = 0;
@@ -1406,6 +1433,7 @@ static FcStatus put_kernel(const KirKernel *k, const char *prefix, bool train, S
     for (int i = 0; i < k->tarrays.len; i++)
         if (c.ta_read[i])
             sb_printf(out, "    %s ta%d[%d];\n", ctype_names[k->tarrays.data[i].type], i, k->tarrays.data[i].count);
+    if (k->tail >= 0) sb_puts(out, "    __shared__ unsigned int fc_last[1]; /* this block runs the tail */\n");
     if (has_reduce(k)) {
         sb_puts(out, "    const unsigned int fc_lane = threadIdx.x & 31u;\n");
         sb_puts(out, "    const unsigned int fc_warp = threadIdx.x >> 5;\n");
@@ -1561,7 +1589,7 @@ typedef struct AotFn {
     bool backward;            /* reads `saved` (else writes it) */
     /* found by aot_check */
     int64_t need, status_off;
-    bool any_status, too_big, any_gemm, uses_ws, uses_saved;
+    bool any_status, any_sync, too_big, any_gemm, uses_ws, uses_saved;
 } AotFn;
 
 static void aot_free(Aot *a) {
@@ -1658,16 +1686,20 @@ static FcStatus aot_check(const Aot *a, AotFn *f, FcErr *err) {
                     return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d binds b%d to two params, one written", l, b);
         }
         f->any_status |= k->uses_status;
+        f->any_sync |= k->tail >= 0;
         f->any_gemm |= k->library;
         if (k->library && (k->gemm.m > INT32_MAX || k->gemm.n > INT32_MAX || k->gemm.k > INT32_MAX ||
                            k->gemm.batch > INT32_MAX))
             return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: a library product too large", l);
         f->too_big |= k->grid > CG_MAX_GRID;
     }
-    f->uses_ws |= f->any_status;
+    /* after the workspace proper, 256-byte aligned: the status word, then the sync word of the
+     * kernels with a tail (zeroed by the entry before the launches; each tail leaves it zero) */
+    f->uses_ws |= f->any_status || f->any_sync;
     f->status_off = 0;
     f->need = ws;
-    if (f->any_status && (!fc_add64(ws, 255, &f->status_off) || !fc_add64(f->status_off / 256 * 256, 4, &f->need)))
+    if ((f->any_status || f->any_sync) &&
+        (!fc_add64(ws, 255, &f->status_off) || !fc_add64(f->status_off / 256 * 256, 8, &f->need)))
         return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: workspace size overflows");
     f->status_off = f->status_off / 256 * 256;
     return FC_OK;
@@ -1757,6 +1789,10 @@ static void put_entry_body(StrBuf *out, const Aot *a, const AotFn *f) {
     int nkernel_launches = 0;
     for (int l = 0; l < p->launches.len; l++) nkernel_launches += !p->kernels.data[p->launches.data[l].kernel]->library;
     if (nkernel_launches || f->any_status) sb_puts(out, "    cudaError_t fc_e;\n");
+    if (f->any_sync) {
+        sb_printf(out, "    unsigned int *fc_sync = (unsigned int *)(fc_ws + %lld);\n", (long long)f->status_off + 4);
+        sb_puts(out, "    fc_e = cudaMemsetAsync(fc_sync, 0, sizeof(unsigned int), stream);\n    if (fc_e != cudaSuccess) return 7;\n");
+    }
     if (f->any_status) {
         sb_printf(out, "    int *fc_status = (int *)(fc_ws + %lld);\n", (long long)f->status_off);
         sb_puts(out, "    fc_e = cudaMemsetAsync(fc_status, 0, sizeof(int), stream);\n    if (fc_e != cudaSuccess) return 7;\n");
@@ -1790,6 +1826,7 @@ static void put_entry_body(StrBuf *out, const Aot *a, const AotFn *f) {
             put_buffer_arg(out, a, f, &p->buffers.data[la->args[i]], false);
         }
         if (k->uses_status) sb_printf(out, "%sfc_status", la->nargs ? ", " : "");
+        if (k->tail >= 0) sb_printf(out, "%sfc_sync", la->nargs || k->uses_status ? ", " : "");
         sb_puts(out, ");\n    fc_e = cudaGetLastError();\n    if (fc_e != cudaSuccess) return 7;\n");
     }
     if (f->any_status) {

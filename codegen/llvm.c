@@ -6,6 +6,8 @@
  *       loads the buffer pointers params[0..n) once (invariant loads) and calls
  *   void @K.body(ptr noalias p0, ..., i64 block_begin, i64 block_end, ptr status)  (internal)
  *       which runs blocks [block_begin, block_end) one after the other.
+ * A kernel with a tail (kir.h) also gets @K.tail, the same wrapper around @K.tail.body, which
+ * runs the tail list once; the runtime calls it after the grid.
  * The `noalias` parameters give every buffer its own alias scope after inlining, which is
  * what lets the loop vectorizer work on thread loops. They are dropped for a kernel that some
  * launch binds to overlapping buffers.
@@ -1707,7 +1709,7 @@ static LLVMAttributeRef attr(Cg *g, const char *name) {
 /* The body function of kernel g->k (see the top of this file); nt: the copy for buffers that
  * are 64-byte aligned, whose stream params carry `align 64` and NT_ATTR (the stores that
  * cg_llvm_stream_stores makes non-temporal after optimization). */
-static FcStatus emit_body(Cg *g, bool noalias, bool nt, LLVMValueRef *fn_out, LLVMTypeRef *ft_out) {
+static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef *fn_out, LLVMTypeRef *ft_out) {
     const KirKernel *k = g->k;
     int np = k->params.len;
     LLVMTypeRef *pt = fc_calloc((size_t)np + 3, sizeof *pt);
@@ -1717,7 +1719,7 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, LLVMValueRef *fn_out, LL
     LLVMTypeRef bft = LLVMFunctionType(g->tv, pt, (unsigned)np + 3, 0);
     fc_free(pt);
     char name[256];
-    snprintf(name, sizeof name, "%s.body%s", k->name, nt ? ".nt" : "");
+    snprintf(name, sizeof name, "%s.%s%s", k->name, tail ? "tail.body" : "body", nt ? ".nt" : "");
     LLVMValueRef body = LLVMAddFunction(g->mod, name, bft);
     *fn_out = body;
     *ft_out = bft;
@@ -1748,7 +1750,8 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, LLVMValueRef *fn_out, LL
     g->gen = 0;
     g->slot_valid = false;
     g->level = 0;
-    g->pf_n = pf_scan(k, nt, g->pf, &g->pf_loop, &g->pf_trips);
+    g->pf_loop = -1;
+    g->pf_n = tail ? 0 : pf_scan(k, nt, g->pf, &g->pf_loop, &g->pf_trips);
     g->prm = fc_calloc((size_t)np + 1, sizeof *g->prm);
     g->var = fc_calloc((size_t)k->vars.len + 1, sizeof *g->var);
     g->var_level = fc_calloc((size_t)k->vars.len + 1, 1);
@@ -1795,7 +1798,7 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, LLVMValueRef *fn_out, LL
     Loop B;
     loop_open(g, &B, g->blk, g->t64, LLVMGetParam(body, (unsigned)np), LLVMGetParam(body, (unsigned)np + 1));
     pf_block_start(g, LLVMGetParam(body, (unsigned)np + 1));
-    if (!st_list(g, k->body)) {
+    if (!st_list(g, tail ? k->tail : k->body)) {
         st = g->st != FC_OK ? g->st : fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s failed", k->name);
         goto done;
     }
@@ -1827,38 +1830,16 @@ done:
     return st;
 }
 
-static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
-    const KirKernel *k = p->kernels.data[ki];
-    g->k = k;
-    if (!valid_name(k->name) || LLVMGetNamedFunction(g->mod, k->name))
-        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel name '%.64s' is not a fresh identifier", k->name ? k->name : "");
-    if (k->block < 1 || k->block > 1024 || k->grid < 0)
-        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: bad grid/block", k->name);
-    if (!kir_kernel_ok(k)) return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s was not built completely", k->name);
-    int64_t scratch = scratch_bytes(k);
-    if (scratch < 0)
-        return fc_err_set(g->err, FC_ERR_UNSUPPORTED,
-                          "llvm codegen: kernel %s needs more than %lld bytes of per-block scratch "
-                          "(shared arrays, thread arrays, reductions), the CPU backend's limit",
-                          k->name, (long long)CG_SCRATCH_LIMIT);
+/* The exported wrapper `name`: void (ptr params, i64 block_begin, i64 block_end, ptr status),
+ * calling body (or body_nt when every stream buffer is 64-byte aligned). */
+static FcStatus emit_wrapper(Cg *g, const char *wname, LLVMValueRef body, LLVMValueRef body_nt, LLVMTypeRef bft) {
+    const KirKernel *k = g->k;
     int np = k->params.len;
-    for (int i = 0; i < np; i++)
-        if (!stype(g, k->params.data[i].dtype))
-            return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: param %d has a bad dtype", k->name, i);
-    bool noalias = launches_disjoint(p, ki);
-    bool stream = false;
-    for (int i = 0; i < np; i++) stream = stream || k->params.data[i].stream;
-    LLVMValueRef body = NULL, body_nt = NULL;
-    LLVMTypeRef bft = NULL;
-    FcStatus st = emit_body(g, noalias, false, &body, &bft);
-    if (st == FC_OK && stream) st = emit_body(g, noalias, true, &body_nt, &bft);
-    if (st != FC_OK) return st;
     char name[256];
-
     /* the exported wrapper: void K(ptr params, i64 block_begin, i64 block_end, ptr status) */
     {
         LLVMTypeRef wt[4] = {g->tp, g->t64, g->t64, g->tp};
-        LLVMValueRef w = LLVMAddFunction(g->mod, k->name, LLVMFunctionType(g->tv, wt, 4, 0));
+        LLVMValueRef w = LLVMAddFunction(g->mod, wname, LLVMFunctionType(g->tv, wt, 4, 0));
         LLVMAddAttributeAtIndex(w, LLVMAttributeFunctionIndex, attr(g, "nounwind"));
         LLVMAddAttributeAtIndex(w, 1, attr(g, "nocapture"));
         LLVMAddAttributeAtIndex(w, 1, attr(g, "readonly"));
@@ -1911,6 +1892,41 @@ static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
     return FC_OK;
 }
 
+static FcStatus emit_kernel(Cg *g, const KirProgram *p, int ki) {
+    const KirKernel *k = p->kernels.data[ki];
+    g->k = k;
+    if (!valid_name(k->name) || LLVMGetNamedFunction(g->mod, k->name))
+        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel name '%.64s' is not a fresh identifier", k->name ? k->name : "");
+    if (k->block < 1 || k->block > 1024 || k->grid < 0)
+        return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: bad grid/block", k->name);
+    if (!kir_kernel_ok(k)) return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s was not built completely", k->name);
+    int64_t scratch = scratch_bytes(k);
+    if (scratch < 0)
+        return fc_err_set(g->err, FC_ERR_UNSUPPORTED,
+                          "llvm codegen: kernel %s needs more than %lld bytes of per-block scratch "
+                          "(shared arrays, thread arrays, reductions), the CPU backend's limit",
+                          k->name, (long long)CG_SCRATCH_LIMIT);
+    int np = k->params.len;
+    for (int i = 0; i < np; i++)
+        if (!stype(g, k->params.data[i].dtype))
+            return fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s: param %d has a bad dtype", k->name, i);
+    bool noalias = launches_disjoint(p, ki);
+    bool stream = false;
+    for (int i = 0; i < np; i++) stream = stream || k->params.data[i].stream;
+    LLVMValueRef body = NULL, body_nt = NULL, tail = NULL;
+    LLVMTypeRef bft = NULL, tft = NULL;
+    FcStatus st = emit_body(g, noalias, false, false, &body, &bft);
+    if (st == FC_OK && stream) st = emit_body(g, noalias, true, false, &body_nt, &bft);
+    if (st == FC_OK && k->tail >= 0) st = emit_body(g, noalias, false, true, &tail, &tft);
+    if (st != FC_OK) return st;
+    st = emit_wrapper(g, k->name, body, body_nt, bft);
+    if (st == FC_OK && tail) {
+        char name[256];
+        snprintf(name, sizeof name, "%s.tail", k->name);
+        st = emit_wrapper(g, name, tail, NULL, tft);
+    }
+    return st;
+}
 static bool program_needs_helpers(const KirProgram *p) {
     for (int i = 0; i < p->kernels.len; i++) {
         const KirKernel *k = p->kernels.data[i];

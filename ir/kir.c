@@ -71,6 +71,7 @@ KirKernel *kir_kernel_new(KirProgram *p, const char *name, int64_t grid, int blo
     k->grid = grid;
     k->block = block;
     k->body = -1;
+    k->tail = -1;
     k->top_tail = -1;
     if (!k->name || !FC_VEC_PUSH(&p->kernels, k)) { kernel_free(k); return NULL; }
     return k;
@@ -226,7 +227,7 @@ static int add_stmt(KirKernel *k, KirStmt s) {
     if (!FC_VEC_PUSH(&k->stmts, s)) { k->failed = true; return -1; }
     int id = k->stmts.len - 1;
     if (k->nscope == 0) {
-        if (k->top_tail < 0) k->body = id;
+        if (k->top_tail < 0) *(k->in_tail ? &k->tail : &k->body) = id;
         else k->stmts.data[k->top_tail].next = id;
         k->top_tail = id;
     } else {
@@ -324,6 +325,12 @@ void kir_end(KirKernel *k) {
     if (k->nscope == 0) { k->failed = true; return; }
     if (k->stmts.data[k->scope[k->nscope - 1].stmt].kind == KS_REDUCE) { k->failed = true; return; }
     k->nscope--;
+}
+void kir_begin_tail(KirKernel *k) {
+    if (k->failed) return;
+    if (k->nscope != 0 || k->in_tail) { k->failed = true; return; }
+    k->in_tail = true;
+    k->top_tail = -1;
 }
 bool kir_kernel_ok(const KirKernel *k) { return k && !k->failed && k->nscope == 0; }
 
@@ -495,6 +502,10 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
                   k->tarrays.data[i].count);
     sb_puts(o, "{\n");
     print_list(k, k->body, 1, o);
+    if (k->tail >= 0) {
+        sb_puts(o, "} tail (once, after every block) {\n");
+        print_list(k, k->tail, 1, o);
+    }
     sb_puts(o, "}\n");
 }
 
@@ -531,6 +542,7 @@ typedef struct Verify {
     int *stamp;          /* [exprs] visit stamp */
     int cur_stamp;
     int in_threads;      /* inside a thread loop or a reduce body */
+    bool in_tail;        /* checking the tail: no block index */
     int vec_var;         /* the loop variable of the enclosing vec thread loop, or -1 */
     int vec_w;           /* its width */
     int vec_depth;       /* the nesting depth of its body's statement list */
@@ -589,7 +601,8 @@ static FcStatus vexpr(Verify *v, int id, int limit) {
     v->stamp[id] = v->cur_stamp;
     const KirExpr *e = &k->exprs.data[id];
     switch (e->kind) {
-    case KE_CONST: case KE_BLOCK_IDX: return FC_OK;
+    case KE_CONST: return FC_OK;
+    case KE_BLOCK_IDX: return v->in_tail ? vfail(v, "the block index read in the tail", id) : FC_OK;
     case KE_VAR:
         if (e->ref < 0 || e->ref >= k->vars.len || v->var_state[e->ref] == 0)
             return vfail(v, "variable used outside its scope", e->ref);
@@ -980,6 +993,11 @@ static FcStatus kir_check_views(const KirKernel *k, FcErr *err) {
             memset(c.var_known, 0, nv * sizeof(bool));
             vc_list(&c, k->body, 0);
         }
+        if (c.st == FC_OK && k->tail >= 0) {   /* the tail: once, reading no block index */
+            c.block = -1;
+            memset(c.var_known, 0, nv * sizeof(bool));
+            vc_list(&c, k->tail, 0);
+        }
     }
     fc_free(c.var_val);
     fc_free(c.var_known);
@@ -1011,6 +1029,10 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     FcStatus s;
     if (!v.var_state || !v.decl_stack || !v.stamp) s = FC_OOM(err);
     else s = vlist(&v, k->body, 0);
+    if (s == FC_OK && k->tail >= 0) {   /* its own scope: none of the body's variables */
+        v.in_tail = true;
+        s = vlist(&v, k->tail, 0);
+    }
     for (int i = 0; s == FC_OK && i < k->shared.len; i++) {
         int b = k->shared.data[i].base;
         if (b >= k->exprs.len || (b >= 0 && k->exprs.data[b].type != KT_I64))

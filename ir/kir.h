@@ -22,6 +22,15 @@
  *   - Shared arrays (KirShared) are per block; thread arrays (KirTArray) are per thread and
  *     live across thread loops (accumulators of a tiled matrix product); a thread array is
  *     used only inside thread loops.
+ *   - The tail (KirKernel.tail, optional): a second statement list that runs once per launch,
+ *     after every block has run the body, as one block of `block` threads (thread loops,
+ *     reductions and barriers as in the body; no KE_BLOCK_IDX, and none of the body's
+ *     variables). What the body stored is visible to it. A reduction of per-block results in
+ *     one launch: each block stores its partial, the tail reduces them in a fixed order (the
+ *     result does not depend on which block finishes when). A GPU runs it in the block that
+ *     finishes last (a __threadfence, an atomic ticket on a zeroed sync word the launcher
+ *     provides, and a __syncthreads: the CUDA threadFenceReduction pattern); the CPU runs it
+ *     after the grid.
  * Emitters (codegen/cuda.c, codegen/llvm.c) print this IR and decide nothing.
  *
  * Types: compute types are KirType. Buffers have a storage FcDtype; a load converts
@@ -178,12 +187,14 @@ typedef struct KirKernel {
     FC_VEC(KirShared) shared;
     FC_VEC(KirTArray) tarrays;
     int body;            /* first statement, -1 if empty */
+    int tail;            /* first statement of the tail (see above), -1 if none */
     bool uses_status;    /* has KS_ERROR: takes an extra int32 status pointer */
     int64_t bytes_read, bytes_written, flops;   /* modelled minimum for one launch */
     /* builder state (kir.c) */
     struct { int stmt; int tail; int in_else; } scope[32]; /* open for/if/reduce */
     int nscope;
-    int top_tail;        /* last statement of the top-level list, -1 if none */
+    int top_tail;        /* last statement of the top-level list being built, -1 if none */
+    bool in_tail;        /* top-level statements go to the tail (kir_begin_tail) */
     bool failed;         /* an allocation failed or scopes were misused */
 } KirKernel;
 
@@ -261,6 +272,9 @@ void kir_else(KirKernel *k);                  /* switches the open if to its els
 void kir_reduce(KirKernel *k, KirRedOp op, int result_var, int loop_var, int lo, int hi);
 void kir_end_reduce(KirKernel *k, int value);
 void kir_end(KirKernel *k);                   /* closes the innermost for/if */
+/* Ends the body: top-level statements appended from now on form the tail (KirKernel.tail).
+ * Only with no scope open, once. */
+void kir_begin_tail(KirKernel *k);
 /* Vectorization hints (KirStmt.vec, KirExpr.vec); a backend may ignore them. */
 void kir_for_vec(KirKernel *k, int var, int lo, int hi, int width);  /* a thread loop, vec width */
 int kir_load_vec(KirKernel *k, int param, int idx);

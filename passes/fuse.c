@@ -13,7 +13,11 @@
  *                  concat, gather, iota, full) of any shapes;
  *       row        reductions of one shape X over the same trailing axes; what is computed
  *                  from a reduction is elementwise, and combines reduced values with keepdim
- *                  shape (per row) with X-shaped ones; outputs are X-shaped or per-row;
+ *                  shape (per row) with X-shaped ones; outputs are X-shaped or per-row.
+ *                  Plus a tail: reductions over every axis of a per-row value computed from
+ *                  the row reductions (cross_entropy's mean of the row losses) and elementwise
+ *                  ops on their scalar results, which nothing per-row reads; lower.c runs
+ *                  them once after every row in the same launch (KirKernel.tail);
  *       matmul     one matrix product; its operands' producers are inlined into its tile
  *                  loads; what consumes it keeps its element count (bias, activation,
  *                  residual: the epilogue); every output is the product or its epilogue.
@@ -165,6 +169,11 @@ static const char *schedulable(Fuse *f, int a, int b) {
         return NULL;
     }
     if (nred) {
+        /* X: the input of the reduction with the most elements (the first of those) */
+        for (int i = 0; i < f->n; i++)
+            if (in_cand(f, i, a, b) && ir_ops[g->nodes.data[i].op].cat == IR_CAT_REDUCE &&
+                numel(&V(f, g->nodes.data[i].in[0])->shape) > numel(&V(f, g->nodes.data[red0].in[0])->shape))
+                red0 = i;
         const IrNode *r0 = &g->nodes.data[red0];
         IrShape X = V(f, r0->in[0])->shape;
         int k = r0->a.nlist;
@@ -174,10 +183,42 @@ static const char *schedulable(Fuse *f, int a, int b) {
         int64_t R = 1;
         for (int d = X.rank - k; d < X.rank; d++) keep.dims[d] = 1;
         for (int d = 0; d < X.rank - k; d++) R *= X.dims[d];
+        /* the tail (mark 2): a reduction over every axis of a per-row value computed from the
+         * row reductions (cross_entropy's mean of the row losses), and what is computed from
+         * such results; lower.c runs it once after every row (KirKernel.tail) */
         for (int i = 0; i < f->n; i++) {
             if (!in_cand(f, i, a, b)) continue;
             const IrNode *n = &g->nodes.data[i];
-            if (ir_ops[n->op].cat == IR_CAT_REDUCE) {
+            bool tail = false;
+            for (int j = 0; j < n->nin; j++) {
+                int p = V(f, n->in[j])->node;
+                tail |= p >= 0 && in_cand(f, p, a, b) && f->mark[p] == 2;
+            }
+            if (!tail && ir_ops[n->op].cat == IR_CAT_REDUCE && !ir_shape_eq(&V(f, n->in[0])->shape, &X)) {
+                const IrValue *u = V(f, n->in[0]);
+                tail = numel(&u->shape) == R && n->a.nlist == u->shape.rank && u->node >= 0 &&
+                       in_cand(f, u->node, a, b) && f->mark[u->node] == 1;
+            }
+            if (tail) f->mark[i] = 2;
+        }
+        for (int i = 0; i < f->n; i++) {
+            if (!in_cand(f, i, a, b)) continue;
+            const IrNode *n = &g->nodes.data[i];
+            if (f->mark[i] == 2) {
+                if (ir_ops[n->op].cat == IR_CAT_REDUCE) {
+                    int p = V(f, n->in[0])->node;
+                    if (p < 0 || !in_cand(f, p, a, b) || f->mark[p] != 1)
+                        return "a reduction of a reduction over every row needs its own kernel";
+                } else {
+                    if (!elementwise(n->op) || numel(&V(f, n->out[0])->shape) != 1)
+                        return "a reduction over every row is read by the rows";
+                    for (int j = 0; j < n->nin; j++) {
+                        int p = V(f, n->in[j])->node;
+                        if (p >= 0 && in_cand(f, p, a, b) && f->mark[p] != 2 && !generated(f, n->in[j]))
+                            return "a reduction over every row is combined with a per-row value";
+                    }
+                }
+            } else if (ir_ops[n->op].cat == IR_CAT_REDUCE) {
                 if (!ir_shape_eq(&V(f, n->in[0])->shape, &X) || n->a.nlist != k)
                     return "reductions of different shapes cannot share a kernel";
                 for (int j = 0; j < k; j++)
@@ -196,7 +237,7 @@ static const char *schedulable(Fuse *f, int a, int b) {
                 }
             }
             for (int r = 0; r < n->nout; r++) {
-                if (!f->used_outside[n->out[r]]) continue;
+                if (!f->used_outside[n->out[r]] || f->mark[i] == 2) continue;
                 const IrShape *s = &V(f, n->out[r])->shape;
                 if (!ir_shape_eq(s, &X) && numel(s) != R) return "an output of another shape than the rows";
             }

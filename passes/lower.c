@@ -19,6 +19,9 @@
  *      tensors of one shape X and every output has shape X or the reduced shape: one block
  *      per row, one block reduction (KS_REDUCE) per reduction node in order, then a thread
  *      loop writing the outputs (layernorm, softmax, rmsnorm, log_softmax, sum, mean ...);
+ *      with a tail (fuse.c: reductions over every row's value, cross_entropy's mean), each
+ *      block also stores those per-row values and the kernel's tail (KirKernel.tail)
+ *      reduces them once after every row (schedule_tail);
  *    - any other group with reductions: pointwise over the outputs with each reduction
  *      computed by a serial loop at the element (correct for any axes, not fast);
  *    - matmul: 16x16 output tiles per block of 256 threads, K in steps of 16 through shared
@@ -122,6 +125,7 @@ typedef struct Lower {
     bool *force_load;        /* [values] read from its buffer even inside its group (the
                               * product of a library matmul, read by its epilogue) */
     int *row_shared;         /* [values] shared array holding this row of the value, or -1 */
+    bool *tail_node;         /* [nodes] runs in the row kernel's tail (row_shape; fuse.c's mark 2) */
     int row_lead;            /* rank of the row index (leading dims) while row_shared is used */
     IrShape row_red;         /* the reduced dims */
     bool in_rows;            /* a row kernel is being built: row_shared and the reductions' bound
@@ -897,33 +901,60 @@ static void schedule_pointwise(Lower *L, int group, const int *outs, int nouts, 
     }
 }
 
-/* Row reduction: see the file comment for when it applies. Returns false if it does not. */
+/* Row reduction: see the file comment for when it applies. Returns false if it does not.
+ * X: the input of the group's reduction with the most elements (the first of those). Sets
+ * L->tail_node for the group's nodes: a reduction over every axis of a per-row value computed
+ * in the group (R elements, another shape than X), and what is computed from such results,
+ * run once after every row (KirKernel.tail; fuse.c allows them only as scalars nothing
+ * per-row reads). */
 static bool row_shape(Lower *L, int group, const int *outs, int nouts, IrShape *X, int *nred) {
     int first = -1;
+    int64_t best = -1;
     for (int i = 0; i < L->g->nodes.len; i++) {
+        L->tail_node[i] = false;
         if (L->group_of_node[i] != group) continue;
         const IrNode *n = &L->g->nodes.data[i];
         if (ir_ops[n->op].cat == IR_CAT_MATMUL) return false;
         if (ir_ops[n->op].cat != IR_CAT_REDUCE) continue;
-        const IrShape *s = &val(L, n->in[0])->shape;
-        for (int j = 0; j < n->a.nlist; j++)
-            if (n->a.list[j] != s->rank - n->a.nlist + j) return false;
-        if (first < 0) {
-            first = i;
-            *X = *s;
-            *nred = n->a.nlist;
-        } else if (!ir_shape_eq(s, X) || n->a.nlist != *nred) {
-            return false;
-        }
+        int64_t xn = numel_of(L, n->in[0]);
+        if (xn > best) { best = xn; first = i; }
     }
     if (first < 0) return false;
+    const IrNode *r0 = &L->g->nodes.data[first];
+    *X = val(L, r0->in[0])->shape;
+    *nred = r0->a.nlist;
     int64_t xn = 1, rn = 1;
     ir_shape_numel(X, &xn);
     for (int d = 0; d < X->rank - *nred; d++) rn *= X->dims[d];
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *n = &L->g->nodes.data[i];
+        bool tail = false;
+        for (int j = 0; j < n->nin; j++) {
+            const IrValue *u = val(L, n->in[j]);
+            tail |= u->node >= 0 && L->group_of_node[u->node] == group && L->tail_node[u->node];
+        }
+        if (ir_ops[n->op].cat == IR_CAT_REDUCE && !tail) {
+            const IrValue *u = val(L, n->in[0]);
+            if (!ir_shape_eq(&u->shape, X)) {
+                if (numel_of(L, n->in[0]) != rn || n->a.nlist != u->shape.rank || u->node < 0 ||
+                    L->group_of_node[u->node] != group)
+                    return false;
+                tail = true;
+            } else {
+                if (n->a.nlist != *nred) return false;
+                for (int j = 0; j < n->a.nlist; j++)
+                    if (n->a.list[j] != X->rank - n->a.nlist + j) return false;
+            }
+        }
+        L->tail_node[i] = tail;
+    }
     for (int i = 0; i < nouts; i++) {
+        const IrValue *o = val(L, outs[i]);
+        if (L->tail_node[o->node]) continue;
         int64_t n = numel_of(L, outs[i]);
         if (n != xn && n != rn) return false;
-        if (n == xn && !ir_shape_eq(&val(L, outs[i])->shape, X)) return false;
+        if (n == xn && !ir_shape_eq(&o->shape, X)) return false;
     }
     return true;
 }
@@ -1021,13 +1052,66 @@ static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const in
     if (used) kir_barrier(L->k);
 }
 
+static int add_temp(Lower *L, FcDtype dt, int64_t numel);
+
+/* Binds reduction n's result to the block reduction's variable `res` (accumulated in type at
+ * over `count` elements): a mean divides by count; cast to the result's compute type. */
+static void bind_reduction(Lower *L, const IrNode *n, int res, KirType at, int64_t count) {
+    int r = vref(L, res);
+    if (n->op == IR_OP_MEAN) r = kir_bin(L->k, KB_DIV, r, fconst(L, at, (double)count));
+    int fin = kir_var(L->k, ctype(val(L, n->out[0])->dtype));
+    kir_let(L->k, fin, kir_cast(L->k, ctype(val(L, n->out[0])->dtype), r));
+    L->bound[n->out[0]] = vref(L, fin);
+}
+
+/* The tail of a row kernel (KirKernel.tail): once, after every row. Each tail reduction
+ * reduces the R per-row values its operand's buffer got from the rows, in row order; then the
+ * tail's outputs (scalars) are computed from the results and stored. Nothing of the body is
+ * visible here: its variables, bound values and staged rows are dropped. */
+static void schedule_tail(Lower *L, int group, const int *outs, int nouts, int64_t R) {
+    kir_begin_tail(L->k);
+    L->in_rows = false;
+    L->memo.len = 0;
+    L->fold_shape = NULL;
+    L->fold_rank = 0;
+    for (int v = 0; v < L->g->values.len; v++) L->bound[v] = L->row_shared[v] = -1;
+    hc_reset(L);
+    for (int i = 0; i < L->g->nodes.len && !failed(L); i++) {
+        const IrNode *n = &L->g->nodes.data[i];
+        if (L->group_of_node[i] != group || !L->tail_node[i] || ir_ops[n->op].cat != IR_CAT_REDUCE) continue;
+        int u = n->in[0];
+        KirType at = acc_type(val(L, u)->dtype);
+        int res = kir_var(L->k, at), it = kir_var(L->k, KT_I64);
+        kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), ci(L, R));
+        scope_open(L);
+        int xe = kir_load(L->k, param_for_buf(L, L->buf_of_val[u], true), vref(L, it));
+        int xv = kir_cast(L->k, at, xe);
+        scope_close(L);
+        kir_end_reduce(L->k, xv);
+        hc_reset(L);
+        bind_reduction(L, n, res, at, R);
+    }
+    int it = kir_var(L->k, KT_I64);
+    k_for(L, KIR_LOOP_THREADS, it, ci(L, 0), ci(L, 1));
+    for (int i = 0; i < nouts; i++) {
+        if (!L->tail_node[val(L, outs[i])->node]) continue;
+        int idx[IR_MAX_RANK];
+        for (int d = 0; d < val(L, outs[i])->shape.rank; d++) idx[d] = ci(L, 0);
+        store_value(L, outs[i], ci(L, 0), idx);
+    }
+    k_end(L);
+    hc_reset(L);
+}
+
 static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const IrShape *X, int nred) {
     IrShape lead = {.rank = X->rank - nred}, red = {.rank = nred};
     int64_t R = 1, N = 1;
     for (int d = 0; d < lead.rank; d++) { lead.dims[d] = X->dims[d]; R *= X->dims[d]; }
     for (int d = 0; d < nred; d++) { red.dims[d] = X->dims[lead.rank + d]; N *= red.dims[d]; }
     int block = row_block(L->opt, N);
-    kernel_begin(L, group, "row_reduce", R, block);
+    bool has_tail = false;
+    for (int i = 0; i < L->g->nodes.len; i++) has_tail |= L->group_of_node[i] == group && L->tail_node[i];
+    kernel_begin(L, group, has_tail ? "row_reduce_tail" : "row_reduce", R, block);
     if (failed(L)) return;
     L->row_lead = lead.rank;
     L->row_red = red;
@@ -1052,7 +1136,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     for (int i = 0; i < L->g->nodes.len && !failed(L); i++) {
         if (L->group_of_node[i] != group) continue;
         const IrNode *n = &L->g->nodes.data[i];
-        if (ir_ops[n->op].cat != IR_CAT_REDUCE) continue;
+        if (ir_ops[n->op].cat != IR_CAT_REDUCE || L->tail_node[i]) continue;
         KirType at = acc_type(val(L, n->in[0])->dtype);
         int res = kir_var(L->k, at), it = kir_var(L->k, KT_I64);
         kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), ci(L, N));
@@ -1072,25 +1156,44 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
             L->row_shared[n->in[0]] = keep;
         }
         hc_reset(L);
-        int r = vref(L, res);
-        if (n->op == IR_OP_MEAN) r = kir_bin(L->k, KB_DIV, r, fconst(L, at, (double)N));
-        int fin = kir_var(L->k, ctype(val(L, n->out[0])->dtype));
-        kir_let(L->k, fin, kir_cast(L->k, ctype(val(L, n->out[0])->dtype), r));
-        L->bound[n->out[0]] = vref(L, fin);
+        bind_reduction(L, n, res, at, N);
     }
-    /* outputs of shape X: a thread loop over the row */
-    bool any_full = false, any_red = false;
+    /* the tail's inputs: each tail reduction's per-row operand is stored at the row's index
+     * (its own buffer when it leaves the kernel anyway, else a temporary of R elements) and
+     * read back by the tail; they join the per-row outputs */
+    int routs[128], nrouts = 0;
     for (int i = 0; i < nouts; i++) {
-        if (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) any_full = true;
-        else any_red = true;
+        int nd = val(L, outs[i])->node;
+        if (L->tail_node[nd] || (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X))) continue;
+        routs[nrouts++] = outs[i];
     }
+    for (int i = 0; i < L->g->nodes.len && has_tail && !failed(L); i++) {
+        const IrNode *n = &L->g->nodes.data[i];
+        if (L->group_of_node[i] != group || !L->tail_node[i] || ir_ops[n->op].cat != IR_CAT_REDUCE) continue;
+        int u = n->in[0];
+        if (L->tail_node[val(L, u)->node]) continue;
+        bool have = false;
+        for (int j = 0; j < nrouts; j++) have |= routs[j] == u;
+        if (have) continue;
+        if (L->buf_of_val[u] < 0) L->buf_of_val[u] = add_temp(L, val(L, u)->dtype, R);
+        if (L->buf_of_val[u] < 0 || nrouts >= 128) { if (!failed(L)) fail_internal(L, "tail operands", __LINE__); return; }
+        routs[nrouts++] = u;
+    }
+    if (failed(L)) return;
+    /* outputs of shape X: a thread loop over the row */
+    bool any_full = false, any_red = nrouts > 0;
+    for (int i = 0; i < nouts; i++)
+        if (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X) && !L->tail_node[val(L, outs[i])->node])
+            any_full = true;
     if (any_full) {
         int it = kir_var(L->k, KT_I64);
         /* GPU: W consecutive elements a thread when rows start at multiples of W */
         int w = vec_width(L, group, outs, nouts, R * N);
         vec_for(L, it, ci(L, 0), ci(L, N), w >= 2 && N % w == 0 ? w : 0);
         for (int i = 0; i < nouts; i++) {
-            if (!(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X))) continue;
+            if (!(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) ||
+                L->tail_node[val(L, outs[i])->node])
+                continue;
             int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
             for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
             delinearize(L, &red, vref(L, it), ridx);
@@ -1105,12 +1208,11 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     if (any_red) {
         int it = kir_var(L->k, KT_I64);
         k_for(L, KIR_LOOP_THREADS, it, ci(L, 0), ci(L, 1));
-        for (int i = 0; i < nouts; i++) {
-            if (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) continue;
+        for (int i = 0; i < nrouts; i++) {
             /* the reduced shape, with or without kept size-1 dims: the row's index (its own
              * variables, so that per-row values may be used); another shape of R elements: the
              * row's linear index delinearized */
-            const IrShape *s = &val(L, outs[i])->shape;
+            const IrShape *s = &val(L, routs[i])->shape;
             int idx[IR_MAX_RANK];
             bool lead_like = s->rank >= lead.rank;
             for (int d = 0; d < s->rank && lead_like; d++)
@@ -1120,11 +1222,12 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
             } else {
                 delinearize(L, s, vref(L, row), idx);
             }
-            store_value(L, outs[i], vref(L, row), idx);
+            store_value(L, routs[i], vref(L, row), idx);
         }
         k_end(L);
         hc_reset(L);
     }
+    if (has_tail) schedule_tail(L, group, outs, nouts, R);
 }
 
 /* matmul: see the file comment. */
@@ -1263,6 +1366,7 @@ static int add_temp(Lower *L, FcDtype dt, int64_t numel) {
     int *np = fc_realloc(L->param_of_buf, sizeof(int) * (size_t)(L->p->buffers.len + 1));
     if (!np) { fail_oom(L); return -1; }
     L->param_of_buf = np;
+    np[L->p->buffers.len - 1] = -1;   /* not a param of the kernel being built yet */
     return L->p->buffers.len - 1;
 }
 
@@ -1509,8 +1613,9 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     L.bound = fc_calloc((size_t)nv + 1, sizeof(int));
     L.force_load = fc_calloc((size_t)nv + 1, sizeof(bool));
     L.row_shared = fc_calloc((size_t)nv + 1, sizeof(int));
+    L.tail_node = fc_calloc((size_t)nn + 1, sizeof(bool));
     if (!L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
-        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared) {
+        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.tail_node) {
         fail_oom(&L);
         goto done;
     }
@@ -1678,6 +1783,7 @@ done:
     fc_free(L.bound);
     fc_free(L.force_load);
     fc_free(L.row_shared);
+    fc_free(L.tail_node);
     fc_free(L.param_of_buf);
     FC_VEC_FREE(&L.memo);
     FC_VEC_FREE(&L.hc_keys);

@@ -49,6 +49,7 @@ struct RtCpuProgram {
     const KirProgram *p;
     LLVMOrcLLJITRef jit;
     KernelFn *fns;          /* per kernel */
+    KernelFn *tails;        /* per kernel: its tail (K.tail), run once after the grid; NULL if none */
     RtPool *pool;
     bool shared_pool;       /* pool belongs to another program (rt_cpu_share) */
     int nthreads;
@@ -339,6 +340,12 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
         e = LLVMOrcLLJITLookup(cp->jit, &addr, p->kernels.data[i]->name);
         if (e) { st = llvm_error(err, e, "compiling the kernels"); goto fail; }
         cp->fns[i] = (KernelFn)(uintptr_t)addr;
+        if (p->kernels.data[i]->tail < 0) continue;
+        char tname[256];
+        snprintf(tname, sizeof tname, "%s.tail", p->kernels.data[i]->name);
+        e = LLVMOrcLLJITLookup(cp->jit, &addr, tname);
+        if (e) { st = llvm_error(err, e, "compiling the kernels"); goto fail; }
+        cp->tails[i] = (KernelFn)(uintptr_t)addr;
     }
     return FC_OK;
 fail:
@@ -364,8 +371,9 @@ FcStatus rt_cpu_compile(const KirProgram *p, int nthreads, RtCpuProgram **out, F
     cp->max_args = max_args;
     FcStatus st = FC_OK;
     cp->fns = fc_calloc((size_t)p->kernels.len + 1, sizeof *cp->fns);
+    cp->tails = fc_calloc((size_t)p->kernels.len + 1, sizeof *cp->tails);
     cp->args = fc_calloc((size_t)max_args, sizeof *cp->args);
-    if (!cp->fns || !cp->args) { st = FC_OOM(err); goto fail; }
+    if (!cp->fns || !cp->tails || !cp->args) { st = FC_OOM(err); goto fail; }
     if (p->workspace_bytes > 0) {
         if ((uint64_t)p->workspace_bytes > SIZE_MAX - 64 || !(cp->ws = rt_cpu_alloc((size_t)p->workspace_bytes, &cp->ws_raw))) {
             st = fc_err_set(err, FC_ERR_NOMEM, "cpu: cannot allocate the %lld-byte workspace", (long long)p->workspace_bytes);
@@ -402,6 +410,7 @@ void rt_cpu_free(RtCpuProgram *cp) {
         if (e) LLVMConsumeError(e);
     }
     fc_free(cp->fns);
+    fc_free(cp->tails);
     fc_free(cp->args);
     fc_free(cp->ws_raw);
     fc_free(cp);
@@ -465,6 +474,9 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
     int64_t nch = cp->nthreads > 1 ? (int64_t)cp->nthreads * RT_CPU_CHUNKS : 1;
     LaunchCtx lc = {cp->fns[l->kernel], cp->args, k->grid, k->grid < nch ? k->grid : nch, 0};
     rt_pool_parallel_for(cp->pool, lc.nchunks, run_chunk, &lc);
+    /* the tail (kir.h): once, after every block; the pool's join orders the blocks' stores
+     * before it */
+    if (cp->tails[l->kernel]) cp->tails[l->kernel](cp->args, 0, 1, &lc.status);
     if (lc.status != 0) {
         const char *name = fc_status_name((FcStatus)lc.status);
         if (!name || strcmp(name, "unknown status") == 0 || lc.status == FC_OK)

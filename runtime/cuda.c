@@ -16,7 +16,9 @@
  *   - Public entry points take the handle's mutex and make its context current, then call a
  *     *_locked helper that may return early.
  *   - A program's device workspace holds the temps at their KirBuffer offsets, then (at the
- *     next 256-byte boundary) one int32 status word per launch of a kernel that uses_status.
+ *     next 256-byte boundary) one int32 status word per launch of a kernel that uses_status,
+ *     then, where a kernel has a tail (kir.h), one sync word: zeroed with the status words
+ *     before a run, and left zero by every tail kernel, so it is zero at each one's launch.
  */
 #include "dl.h"
 #include "cuda.h"
@@ -570,11 +572,12 @@ struct RtCudaProgram {
     int64_t *buf_bytes;      /* [buffers] bytes of each buffer */
     int *status_slot;        /* [launches] index of the launch's status word, -1 if none */
     int nstatus;
+    bool has_sync;           /* some kernel has a tail: one sync word after the status words */
     CUdeviceptr ws;          /* the workspace allocation (0 when empty) */
     int64_t status_offset;   /* bytes from ws to the status words */
     int32_t *status_host;    /* [nstatus] read back after a run */
-    CUdeviceptr *args;       /* [max_args + 1] argument values of one launch */
-    void **argp;             /* [max_args + 1] pointers to them (cuLaunchKernel's kernelParams) */
+    CUdeviceptr *args;       /* [max_args + 3] argument values of one launch (+ status, sync) */
+    void **argp;             /* [max_args + 3] pointers to them, NULL-ended (cuLaunchKernel's kernelParams) */
 };
 
 RtCuda *rt_cuda_program_device(const RtCudaProgram *cp) { return cp ? cp->d : NULL; }
@@ -662,9 +665,9 @@ static FcStatus load_locked(RtCudaProgram *cp, const char *bin, FcErr *err) {
     }
     if (library && !d->lt) FC_TRY(rt_lt_create(&d->lt, err));
     int64_t total = 0;
-    if (cp->nstatus > 0 || p->workspace_bytes > 0) {
+    if (cp->nstatus > 0 || cp->has_sync || p->workspace_bytes > 0) {
         cp->status_offset = (p->workspace_bytes + STATUS_ALIGN - 1) / STATUS_ALIGN * STATUS_ALIGN;
-        total = cp->status_offset + 4 * (int64_t)cp->nstatus;
+        total = cp->status_offset + 4 * ((int64_t)cp->nstatus + cp->has_sync);
     }
     if (total > 0) {
         CUresult r = cu.cuMemAlloc_v2(&cp->ws, (size_t)total);
@@ -698,8 +701,8 @@ FcStatus rt_cuda_compile(RtCuda *d, const KirProgram *p, RtCudaProgram **out, bo
     cp->fns = fc_calloc((size_t)p->kernels.len + 1, sizeof *cp->fns);
     cp->buf_bytes = fc_calloc((size_t)p->buffers.len + 1, sizeof *cp->buf_bytes);
     cp->status_slot = fc_calloc((size_t)p->launches.len + 1, sizeof *cp->status_slot);
-    cp->args = fc_calloc((size_t)max_args + 2, sizeof *cp->args);
-    cp->argp = fc_calloc((size_t)max_args + 2, sizeof *cp->argp);
+    cp->args = fc_calloc((size_t)max_args + 3, sizeof *cp->args);   /* + status, sync, NULL */
+    cp->argp = fc_calloc((size_t)max_args + 3, sizeof *cp->argp);
     if (!cp->fns || !cp->buf_bytes || !cp->status_slot || !cp->args || !cp->argp) {
         rt_cuda_program_free(cp);
         return FC_OOM(err);
@@ -708,6 +711,7 @@ FcStatus rt_cuda_compile(RtCuda *d, const KirProgram *p, RtCudaProgram **out, bo
         cp->buf_bytes[i] = p->buffers.data[i].numel * (int64_t)fc_dtype_size(p->buffers.data[i].dtype);
     for (int li = 0; li < p->launches.len; li++)
         cp->status_slot[li] = p->kernels.data[p->launches.data[li].kernel]->uses_status ? cp->nstatus++ : -1;
+    for (int ki = 0; ki < p->kernels.len; ki++) cp->has_sync |= p->kernels.data[ki]->tail >= 0;
     if (cp->nstatus > 0 && !(cp->status_host = fc_calloc((size_t)cp->nstatus, sizeof(int32_t)))) {
         rt_cuda_program_free(cp);
         return FC_OOM(err);
@@ -812,10 +816,15 @@ static FcStatus run_locked(RtCudaProgram *cp, int first, int last, void *const *
     const KirProgram *p = cp->p;
     FC_TRY(enter(d, err));
     FC_TRY(check_launches(cp, first, last, in, out, err));
-    bool any_status = false;
-    for (int li = first; li < last; li++) any_status |= cp->status_slot[li] >= 0;
+    bool any_status = false, any_sync = false;
+    for (int li = first; li < last; li++) {
+        any_status |= cp->status_slot[li] >= 0;
+        any_sync |= p->kernels.data[p->launches.data[li].kernel]->tail >= 0;
+    }
     CUdeviceptr status = cp->ws + (CUdeviceptr)cp->status_offset;
-    if (any_status) CU(d, err, cu.cuMemsetD8Async(status, 0, 4 * (size_t)cp->nstatus, d->stream));
+    CUdeviceptr sync = status + 4 * (CUdeviceptr)cp->nstatus;   /* zero at each tail kernel's launch: each leaves it zero */
+    if (any_status || any_sync)
+        CU(d, err, cu.cuMemsetD8Async(status, 0, 4 * ((size_t)cp->nstatus + cp->has_sync), d->stream));
 
     EventPair ev = {NULL, NULL};
     FcStatus s = FC_OK;
@@ -837,6 +846,11 @@ static FcStatus run_locked(RtCudaProgram *cp, int first, int last, void *const *
         }
         if (cp->status_slot[li] >= 0) {
             cp->args[n] = status + 4 * (CUdeviceptr)cp->status_slot[li];
+            cp->argp[n] = &cp->args[n];
+            n++;
+        }
+        if (k->tail >= 0) {
+            cp->args[n] = sync;
             cp->argp[n] = &cp->args[n];
             n++;
         }

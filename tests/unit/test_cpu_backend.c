@@ -879,6 +879,67 @@ static void test_softmax(void) {
     EXPECT(order_sensitive > 0, "no row where a sequential sum differs from the tree: the order check is vacuous");
 }
 
+/* A kernel with a tail (kir.h): each block sums its row into part[row]; the tail, once after
+ * every block, sums the R partials in row order into out[0]. The expected bits follow the
+ * documented tree, so a tail that ran before some block (a missing partial) or in another
+ * order shows; and the verifier refuses a tail that reads the block index. */
+static void build_tail(Prog *g, int64_t rows, int64_t cols, int block, bool bad_tail) {
+    KirKernel *k = kir_kernel_new(g->p, "k0_sum_all", rows, block);
+    k->kind = "row_reduce_tail";
+    int px = kir_param(k, FC_F32, rows * cols, false), pp = kir_param(k, FC_F32, rows, true);
+    int po = kir_param(k, FC_F32, 1, true);
+    int vbase = kir_var(k, KT_I64), vs = kir_var(k, KT_F32), j = kir_var(k, KT_I64);
+    kir_let(k, vbase, kir_bin(k, KB_MUL, kir_block_idx(k), C64(k, cols)));
+    kir_reduce(k, KR_SUM, vs, j, C64(k, 0), C64(k, cols));
+    kir_end_reduce(k, kir_load(k, px, kir_bin(k, KB_ADD, VR(k, vbase), VR(k, j))));
+    kir_store(k, pp, kir_block_idx(k), VR(k, vs));
+    kir_begin_tail(k);
+    int vt = kir_var(k, KT_F32), i = kir_var(k, KT_I64);
+    kir_reduce(k, KR_SUM, vt, i, C64(k, 0), C64(k, rows));
+    kir_end_reduce(k, kir_load(k, pp, VR(k, i)));
+    kir_store(k, po, bad_tail ? kir_bin(k, KB_MUL, kir_block_idx(k), C64(k, 0)) : C64(k, 0), VR(k, vt));
+    EXPECT(kir_kernel_ok(k), "tail kernel built");
+    int bufs[3] = {add_buf(g, KIR_BUF_INPUT, FC_F32, rows * cols), add_buf(g, KIR_BUF_OUTPUT, FC_F32, rows),
+                   add_buf(g, KIR_BUF_OUTPUT, FC_F32, 1)};
+    launch_all(g, 0, bufs);
+}
+
+static void test_tail(void) {
+    static const struct { int64_t rows, cols; int block; } cases[] = {{1, 5, 32}, {37, 100, 64}, {300, 33, 32}, {1000, 3, 96}};
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        int64_t R = cases[c].rows, C = cases[c].cols;
+        int B = cases[c].block;
+        Prog g;
+        prog_init(&g, "tail");
+        build_tail(&g, R, C, B, false);
+        float *x = xalloc(4 * (size_t)(R * C)), *part = xalloc(4 * (size_t)R), *want = xalloc(4 * (size_t)R), out = 0;
+        for (int64_t e = 0; e < R * C; e++) x[e] = frand(-4, 4);
+        for (int64_t r = 0; r < R; r++) want[r] = tree_reduce(RED_SUM, x + r * C, (int)C, B);
+        float total = tree_reduce(RED_SUM, want, (int)R, B);
+        void *in[1] = {x}, *outs[2] = {part, &out};
+        int64_t bytes[2] = {4 * R, 4};
+        poison(part, FC_F32, R);
+        poison(&out, FC_F32, 1);
+        RUN_OK(&g, 2, in, outs, bytes);
+        EXPECT(memcmp(part, want, 4 * (size_t)R) == 0, "tail %lldx%lld: the row sums", (long long)R, (long long)C);
+        EXPECT(same_f32(out, total), "tail %lldx%lld/%d: total %a want %a", (long long)R, (long long)C, B, (double)out,
+               (double)total);
+        poison(&out, FC_F32, 1);
+        RUN_OK(&g, 1, in, outs, bytes);
+        EXPECT(same_f32(out, total), "tail %lldx%lld: 1 thread: total %a want %a", (long long)R, (long long)C,
+               (double)out, (double)total);
+        free(x); free(part); free(want);
+        kir_program_free(g.p);
+    }
+    Prog g;
+    prog_init(&g, "bad_tail");
+    build_tail(&g, 4, 4, 32, true);
+    FcErr err;
+    EXPECT(kir_verify(g.p->kernels.data[0], &err) == FC_ERR_INTERNAL && strstr(err.msg, "block index read in the tail"),
+           "a tail reading the block index is refused: %s", err.msg);
+    kir_program_free(g.p);
+}
+
 /* integer and f64 reductions, min included */
 static void test_reduce_types(void) {
     const int64_t R = 3, C = 1001;
@@ -1400,6 +1461,7 @@ int main(void) {
     T(test_casts);
     T(test_storage);
     T(test_softmax);
+    T(test_tail);
     T(test_reduce_types);
     T(test_matmul);
     T(test_error_and_temps);

@@ -1,0 +1,2 @@
+#! --train
+#! file lm_loss.tf
