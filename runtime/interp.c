@@ -799,7 +799,8 @@ bool rt_interp_has_narrow_intermediates(const IrGraph *g) {
 }
 
 static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *const *outputs,
-                          RtRounding rounding, RtInterpOpFn fallback, double **keep, FcErr *err);
+                          RtRounding rounding, RtInterpOpFn fallback, double **keep, const uint64_t *noise,
+                          FcErr *err);
 
 FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const *outputs,
                        FcErr *err) {
@@ -808,20 +809,39 @@ FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const 
 
 FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtRounding rounding, FcErr *err) {
-    return run_graph(g, inputs, outputs, rounding, NULL, NULL, err);
+    return run_graph(g, inputs, outputs, rounding, NULL, NULL, NULL, err);
+}
+
+FcStatus rt_interp_run_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs, uint64_t seed,
+                             FcErr *err) {
+    return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, NULL, NULL, &seed, err);
+}
+
+/* The unit roundoff of a float dtype (0 for the others). */
+static double unit_roundoff(FcDtype t) {
+    switch (t) {
+    case FC_F64: return ldexp(1, -53);
+    case FC_F32: return ldexp(1, -24);
+    case FC_F16: return ldexp(1, -11);
+    case FC_BF16: return ldexp(1, -8);
+    case FC_F8E4M3: return ldexp(1, -4);
+    case FC_F8E5M2: return ldexp(1, -3);
+    default: return 0;
+    }
 }
 
 FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtInterpOpFn fallback, double **keep, FcErr *err) {
     FC_CHECK(err, keep != NULL);
-    return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, fallback, keep, err);
+    return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, fallback, keep, NULL, err);
 }
 
 /* The driver. keep == NULL: rt_interp_run_rounding. Else (interp_priv.h) every buffer is kept
  * and handed over in keep[] on success, outputs may be NULL, and `fallback` runs a node that
  * ex_table refuses with FC_ERR_UNSUPPORTED. */
 static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *const *outputs,
-                          RtRounding rounding, RtInterpOpFn fallback, double **keep, FcErr *err) {
+                          RtRounding rounding, RtInterpOpFn fallback, double **keep, const uint64_t *noise,
+                          FcErr *err) {
     for (int op = 0; op < IR_OP_COUNT; op++) FC_CHECK(err, ex_table[op] != NULL);
     FC_CHECK(err, g != NULL);
     FC_CHECK(err, g->inputs.len == 0 || inputs != NULL);
@@ -912,10 +932,18 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
          * rounds them) */
         IrCategory cat = ir_ops[n->op].cat;
         bool keep_wide = rounding == RT_ROUND_AT_OUTPUTS && cat != IR_CAT_CAST && cat != IR_CAT_GENERATOR;
+        bool perturb = noise && (cat == IR_CAT_UNARY || cat == IR_CAT_BINARY || cat == IR_CAT_REDUCE ||
+                                 cat == IR_CAT_MATMUL || cat == IR_CAT_COMPOSITE);
         for (int r = 0; r < n->nout; r++) {
             const IrValue *v = val(g, n->out[r]);
             double *d = buf[n->out[r]];
             int64_t m = count(&v->shape);
+            double delta = perturb ? 2 * unit_roundoff(v->dtype) : 0;
+            if (delta > 0) {
+                uint64_t h = (*noise + 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1)) * 0xBF58476D1CE4E5B9ull;
+                double phase = (double)((h ^ (h >> 31)) % 1000) * 0.00631;
+                for (int64_t j = 0; j < m; j++) d[j] *= 1 + delta * sin(phase + 0.7548776662 * (double)j);
+            }
             FcDtype rt = keep_wide && is_narrow_float(v->dtype) ? FC_F32 : v->dtype;
             if (rt != FC_F64)
                 for (int64_t j = 0; j < m; j++) d[j] = rnd(rt, d[j]);

@@ -24,6 +24,15 @@ FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const 
 typedef enum RtRounding { RT_ROUND_EVERY_OP, RT_ROUND_AT_OUTPUTS } RtRounding;
 FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtRounding rounding, FcErr *err);
+/* rt_interp_run with rounding-level noise: the result of every computing node (unary, binary,
+ * reduction, matrix product, composite; not a cast, generator, comparison, select or shape op)
+ * is multiplied element j by 1 + 2u sin(phase + 0.7549 j) before it is rounded to its dtype (u:
+ * the dtype's unit roundoff, 2^-24 for f32; phase from `seed` and the node). Run on a
+ * decomposed graph, it perturbs the composites' inner steps too (a layernorm's mean, a
+ * log_softmax's log of the sum), which is how the random-graph tester tells an output that
+ * rounding alone moves from a wrong one (docs/difftest.md). */
+FcStatus rt_interp_run_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs, uint64_t seed,
+                             FcErr *err);
 /* Whether some computing op (not a cast, generator or shape op) of g has a 16- or 8-bit float
  * result: only then do the two roundings differ. */
 bool rt_interp_has_narrow_intermediates(const IrGraph *g);

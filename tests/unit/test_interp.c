@@ -888,7 +888,41 @@ static void test_memory(void) {
     free(ts);
 }
 
+/* rt_interp_run_noisy: every computing node's result moved by at most 2u relative (then
+ * rounded), deterministic for a seed, different for another; casts and shape ops untouched. */
+static void test_noisy(void) {
+    new_graph();
+    IrShape s = {1, {64}};
+    int x = input(FC_F64, s);
+    int e = add(IR_OP_EXP, INS(x), (IrAttrs){0});
+    int y = add(IR_OP_MUL, INS(e, x), (IrAttrs){0});
+    output(y);
+    double *xs = randn(64, 7);
+    void *in[1] = {xs};
+    double clean[64], n1[64], n1b[64], n2[64];
+    FcErr err = {0};
+    void *o0[1] = {clean}, *o1[1] = {n1}, *o1b[1] = {n1b}, *o2[1] = {n2};
+    REQUIRE(rt_interp_run(g, (const void *const *)in, o0, &err) == FC_OK);
+    REQUIRE(rt_interp_run_noisy(g, (const void *const *)in, o1, 5, &err) == FC_OK);
+    REQUIRE(rt_interp_run_noisy(g, (const void *const *)in, o1b, 5, &err) == FC_OK);
+    REQUIRE(rt_interp_run_noisy(g, (const void *const *)in, o2, 6, &err) == FC_OK);
+    double worst = 0;
+    int moved = 0, differ = 0;
+    for (int j = 0; j < 64; j++) {
+        double r = fabs(n1[j] - clean[j]) / fabs(clean[j]);
+        if (r > worst) worst = r;
+        moved += n1[j] != clean[j];
+        differ += n1[j] != n2[j];
+        EXPECT(n1[j] == n1b[j], "noisy run not deterministic at %d", j);
+    }
+    /* two perturbed ops (exp, mul), 2u each in f64 (1 + 2u sin rounds to 1 where |sin| < 1/2) */
+    EXPECT(worst <= 4.5 * ldexp(1, -53) && moved > 16, "noise: worst %g, %d moved", worst, moved);
+    EXPECT(differ > 16, "another seed, other noise: %d differ", differ);
+    free(xs);
+}
+
 int main(void) {
+    test_noisy();
     test_unary();
     test_binary();
     test_compare_where();
