@@ -25,15 +25,17 @@
 #                        gradient between the three and vs the reference backward (the
 #                        interpreter's own), within fc_block_check_grad_tolerances; every 4th
 #                        graph also the --mem-budget sweep; every 10th the backward's kernels
-#                        through NVRTC. Training programs are not emulated here (the runner's
-#                        training units predate the AOT unit's one saved buffer);
-#                        test_cuda_emu_train emulates every example's training unit.
+#                        through NVRTC; every 10th (not under sanitizers) through the CUDA
+#                        emulation: the AOT training unit, fused and eager, run as its forward
+#                        then its backward against the CPU's training programs
+#                        (emu_add_train_block, as test_cuda_emu_train does for the examples).
 #   difftest_selfcheck   the harness must fail: a corrupted fused result must be caught and
 #                        minimized to a reproducer, for every graph.
 #   difftest_train_selfcheck  the same for a training check: a corrupted fused gradient (2 graphs).
 #   difftest_emu_selfcheck  the same for the emulation: one element of each emulated fused
 #                        result corrupted (2 small graphs) must be caught as a CUDA emulation
 #                        mismatch and minimized to a reproducer.
+#   difftest_train_emu_selfcheck  the same for emulated training units (2 small graphs).
 #   difftest_stream      100 other graphs (20 in a sanitizer build) with FUSEC_CPU_LLC_BYTES=4096:
 #                        the CPU programs' non-temporal stores (docs/cpu.md).
 #   difftest_noisy       the noisy variants used by the conditioning check compile, for 1000
@@ -72,7 +74,7 @@ else()
   set(_dt_fresh_emu 25)
   set(_dt_stream 100)
   set(_dt_train 60)
-  set(_dt_train_emu 0)
+  set(_dt_train_emu 10)
 endif()
 set(_dt_env "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
 add_test(NAME difftest_cpu COMMAND difftest --seed 20240601 --count ${_dt_count} --nvrtc-every 10 --emu-every ${_dt_emu} --jobs 2)
@@ -83,7 +85,11 @@ set_tests_properties(difftest_train difftest_train_selfcheck PROPERTIES LABELS d
                      ENVIRONMENT "${_dt_env}")
 if(NOT FUSEC_SANITIZE)
   add_test(NAME difftest_emu_all COMMAND difftest --seed 20261125 --count 100 --nvrtc-every 0 --emu-every 1 --jobs 2)
-  set_tests_properties(difftest_emu_all PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
+  add_test(NAME difftest_train_emu_selfcheck
+           COMMAND difftest --train --self-check-emu --seed 7 --count 2 --max-stmts 8 --emu-every 1 --nvrtc-every 0 --jobs 2
+                   --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-train-emu)
+  set_tests_properties(difftest_emu_all difftest_train_emu_selfcheck PROPERTIES LABELS difftest TIMEOUT 600
+                       ENVIRONMENT "${_dt_env}")
 endif()
 add_test(NAME difftest_fresh COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/difftest/commit_seed.sh $<TARGET_FILE:difftest> ${PROJECT_SOURCE_DIR}
                                      --count ${_dt_fresh} --nvrtc-every 10 --emu-every ${_dt_fresh_emu} --jobs 2)

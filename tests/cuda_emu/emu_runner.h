@@ -147,21 +147,7 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
 bool emu_add_block_variants(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, uint64_t seed,
                             uint64_t seed_step, unsigned mask, int ids[EMU_NVARIANTS], char *why, size_t n);
 
-/* Training (difftest --train): the forward and backward units of src compiled for training, as a
- * CUDA device runs them (entry "emu"): the forward (`fusec --train --emit cuda`) maps the block's
- * inputs to its outputs and the saved buffers; the backward (pass_train, then pass_pipeline
- * GPU-shaped: the library has no emit kind for it) the saved values and the float outputs'
- * gradients to the float inputs' gradients. For each variant v of
- * mask (fused: --remat auto; eager: --no-fuse --remat none; their GPU-shaped units where a unit
- * calls cuBLASLt) the forward case is ids[2 v] and the backward ids[2 v + 1] (-1 if not made):
- * inputs and outputs' gradients from fc_block_random_input / fc_block_random_grad_output(seed),
- * references from the reference interpreter on each program's graph (the backward's inputs are
- * the forward's references), tolerances from rt_graph_check_tolerances. Returns false with why
- * (the first error) if something could not be made. */
-#define EMU_NTRAIN (2 * EMU_NVARIANTS)
 extern const char *const emu_train_part_names[2];   /* "forward", "backward" */
-bool emu_add_train_variants(EmuRunner *r, const char *name, const char *src, uint64_t seed, unsigned mask, int ids[EMU_NTRAIN],
-                            char *why, size_t n);
 /* The kernels (cg_cuda_kernels: what NVRTC compiles) of a training block's forward (part 0) or
  * backward (part 1) program, GPU-shaped with library matrix products as the CUDA device runs it
  * (fused with --remat remat, or eager). NULL with why. Free with free(). */

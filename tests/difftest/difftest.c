@@ -36,7 +36,7 @@
  * (FC_ERR_UNSUPPORTED: skipped, counted as "oracle backward unavailable"). Every
  * --budget-every'th training graph also sweeps --mem-budget from the floor to what --remat none
  * saves (budget_sweep). NVRTC compiles the backward's kernels too; the emulation runs the
- * forward and backward units (emu_add_train_variants).
+ * AOT training unit, fused and eager, run as its forward then its backward (emu_add_train_block).
  *
  * --self-check perturbs one element of the fused result (a training check: of its first
  * gradient) before comparing: every graph must then fail and be minimized to a reproducer,
@@ -953,8 +953,9 @@ typedef struct EmuJob {
     const char *const *noisy;   /* the two noisy variants, or NULL */
     uint64_t in_seed;
     unsigned mask;              /* EMU_V_* bits: the variants to emulate */
-    bool train;                 /* a training program: its forward and backward units */
-    int ids[EMU_NTRAIN];        /* the case of each unit (a training program: 2 per variant) */
+    bool train;                 /* a training program: one training unit per variant, run as its
+                                 * forward then its backward (emu_add_train_block) */
+    int ids[EMU_NVARIANTS];     /* the case of each variant's unit, -1 if none */
     Result *r;                  /* zeroed by the caller */
 } EmuJob;
 
@@ -964,7 +965,7 @@ typedef struct EmuJob {
 static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
     for (int k = 0; k < n; k++) {
         Result *r = jobs[k].r;
-        for (int v = 0; v < EMU_NTRAIN; v++) jobs[k].ids[v] = -1;
+        for (int v = 0; v < EMU_NVARIANTS; v++) jobs[k].ids[v] = -1;
         int st = emu_start();
         if (st == 2) { r->emu = 2; continue; }
         if (st != 1) {
@@ -975,29 +976,43 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
         }
         char name[32], why[2048];
         snprintf(name, sizeof name, "g%d", g_emu_names++);
-        bool made = jobs[k].train ? emu_add_train_variants(&g_emu, name, jobs[k].src, jobs[k].in_seed, jobs[k].mask, jobs[k].ids, why,
-                                                           sizeof why)
-                                  : emu_add_block_variants(&g_emu, name, jobs[k].src, NULL, jobs[k].in_seed, 0, jobs[k].mask, jobs[k].ids,
-                                                           why, sizeof why);
+        bool made = true;
+        if (jobs[k].train) {
+            /* the AOT training unit (fusec --train --emit cuda: forward, then backward from its
+             * saved buffer), fused and eager, against the CPU device's training programs; it
+             * calls cuBLASLt where the GPU does, so it is also the GPU-shaped variant */
+            static const int tv[2] = {EMU_V_FUSED, EMU_V_EAGER};
+            for (int t = 0; t < 2 && made; t++) {
+                if (!(jobs[k].mask & (3u << tv[t]))) continue;
+                char cname[48];
+                snprintf(cname, sizeof cname, "%s_%s", name, tv[t] == EMU_V_FUSED ? "fused" : "eager");
+                EmuCase *c = emu_add_train_block(&g_emu, cname, jobs[k].src, NULL, tv[t] == EMU_V_FUSED, jobs[k].in_seed, 1, why,
+                                                 sizeof why);
+                if (c) jobs[k].ids[tv[t]] = c->id;
+                else made = false;
+            }
+        } else {
+            made = emu_add_block_variants(&g_emu, name, jobs[k].src, NULL, jobs[k].in_seed, 0, jobs[k].mask, jobs[k].ids, why,
+                                          sizeof why);
+        }
         if (!made) {
             r->cls = DR_EMU_ERROR;
             r->which = -1;
             msgf(r, "making the CUDA units%s: %.2900s", jobs[k].train ? " (training)" : "", why);
         }
-        /* self-check: the fused unit (a training program's: the backward) */
-        int sc = jobs[k].ids[jobs[k].train ? 2 * EMU_V_FUSED + 1 : EMU_V_FUSED];
+        /* self-check: the fused unit */
+        int sc = jobs[k].ids[EMU_V_FUSED];
         if (o->self_check_emu && sc >= 0) g_emu.cases[sc].corrupt = true;
     }
     if (g_emu_state == 1) emu_build(&g_emu, DT_EMU_PER_BATCH, o->jobs < 2 ? 2 : o->jobs);
     for (int k = 0; k < n; k++) {
         Result *r = jobs[k].r;
         r->train = jobs[k].train;
-        for (int v = 0; v < (jobs[k].train ? EMU_NTRAIN : EMU_NVARIANTS); v++) {
+        for (int v = 0; v < EMU_NVARIANTS; v++) {
             int id = jobs[k].ids[v];
             if (id < 0) continue;
             char vn[64];
-            if (jobs[k].train) snprintf(vn, sizeof vn, "%s %s", emu_variant_names[v / 2], emu_train_part_names[v % 2]);
-            else snprintf(vn, sizeof vn, "%s", emu_variant_names[v]);
+            snprintf(vn, sizeof vn, "%s%s", emu_variant_names[v], jobs[k].train ? " training" : "");
             r->emu = 1;
             r->emu_units++;
             if (r->cls != DR_OK) continue;
@@ -1022,12 +1037,12 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
             bool vs_oracle = !rep.between_orders && rep.rel >= 0;
             r->sens = vs_oracle ? emu_sensitivity(&g_emu.cases[id], rep.output, jobs[k].noisy) : 0;
             /* a training program: the conditioning check only for the block's outputs (the
-             * forward unit's first ones); its saved values and gradients have none (0) */
+             * unit's first ones); its gradients have none (0) */
             bool none = jobs[k].train && vs_oracle && isnan(r->sens);
             if (none) r->sens = 0;
             if (vs_oracle && r->sens * 4 >= rep.rel) r->cls = DR_ILLCOND;
             msgf(r, "the %s unit, emulated, vs the reference: %.2800s; oracle change under rounding noise %.3g%s", vn, rep.why, r->sens,
-                 none ? " (none measured for a saved value or a gradient)" : "");
+                 none ? " (none measured for a training unit)" : "");
         }
     }
 }
@@ -1253,7 +1268,7 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
     }
     cm[k] = 0;
     while (k > 0 && cm[k - 1] == '\n') cm[--k] = 0;
-    int ev = emu && r->train && r->which >= 0 ? r->which / 2 : r->which;   /* the emulated variant */
+    int ev = r->which;   /* the emulated variant */
     bool eager = (r->cls == DR_MISMATCH && r->which == 1) ||
                  ((r->cls == DR_COMPILE || r->cls == DR_PROGRAM || r->cls == DR_RUN) && r->which == 1) ||
                  (emu && (ev == EMU_V_EAGER || ev == EMU_V_EAGER_GPU));
@@ -1275,10 +1290,9 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
         }
     } else if (emu && r->train)
         snprintf(how, sizeof how, "difftest --replay FILE --emu-every 1%s --input-seed %llu\n"
-                 "#  the unit: the %s program of fusec FILE --train%s (tests/cuda_emu/emu_runner.c emu_add_train_variants)%s",
-                 g_emu_contract ? " --emu-contract" : "", (unsigned long long)gseed, r->which >= 0 ? emu_train_part_names[r->which % 2] : "?",
-                 eager ? " --no-fuse --remat none" : "",
-                 ev == EMU_V_FUSED_GPU || ev == EMU_V_EAGER_GPU ? "; GPU-shaped: matrix products as generated kernels" : "");
+                 "#  the unit: fusec FILE --train --emit cuda%s, run as its forward then its backward "
+                 "(tests/cuda_emu/emu_runner.c emu_add_train_block)",
+                 g_emu_contract ? " --emu-contract" : "", (unsigned long long)gseed, eager ? " --no-fuse" : "");
     else if (emu)
         snprintf(how, sizeof how, "difftest --replay FILE --emu-every 1%s --input-seed %llu\n"
                  "#  the unit: fusec FILE --emit cuda%s%s (docs/cuda_emu.md)",
@@ -1324,7 +1338,7 @@ static bool report_failure(const Opts *o, const DtProg *p, const char *src, cons
         ck.nvrtc = r->cls == DR_NVRTC;
         ck.sweep = r->train && (r->cls == DR_BUDGET || r->budget >= 0);
         Min m = {o, r, gs, ck, 0, emu ? o->emu_min_checks : 250, *r, false, emu,
-                 emu && r->which >= 0 ? 1u << (r->train ? r->which / 2 : r->which) : EMU_ALL_VARIANTS};
+                 emu && r->which >= 0 ? 1u << r->which : EMU_ALL_VARIANTS};
         double tm = emu_now_s();
         minimize(mp, &m);
         fin = m.last;
@@ -1400,7 +1414,7 @@ static int replay(const Opts *o) {
     if (r.train)
         printf("%s: training check: reference backward %s, %d --mem-budget point(s)\n", o->replay,
                r.grad_oracle == 1 ? "compared" : "unavailable", r.budget_points);
-    if (o->emu_every > 0 && r.cls == DR_OK && !train) {
+    if (o->emu_every > 0 && r.cls == DR_OK) {
         Result er;
         memset(&er, 0, sizeof er);
         EmuJob j = {src, NULL, seed, EMU_ALL_VARIANTS, train, {0}, &er};
@@ -1583,9 +1597,7 @@ int main(int argc, char **argv) {
         if (r.nvrtc == 2) nvrtc_skipped++;
         if (o.verbose) printf("graph %d: %s\n%s", gi, cls_name[r.cls], srcs[slot]);
         if (r.cls == DR_ILLCOND && o.verbose) printf("graph %d: ill-conditioned, not counted: %s\n", gi, r.msg);
-        /* training programs are not emulated: the runner's training units predate the AOT
-         * training unit's one saved buffer (test_cuda_emu_train emulates that unit instead) */
-        if (r.cls == DR_OK && o.emu_every > 0 && gi % o.emu_every == 0 && !r.train) emu_gi[nemu++] = gi;
+        if (r.cls == DR_OK && o.emu_every > 0 && gi % o.emu_every == 0) emu_gi[nemu++] = gi;
         if (!is_failure(r.cls)) continue;
         if (report_failure(&o, p, srcs[slot], &r, gs, gi, &minimized)) self_written++;
     }
