@@ -814,9 +814,15 @@ FcStatus fc_device_open(FcDeviceKind kind, int ordinal, FcDevice **out) {
         if (d->nthreads < 0)
             return fc_err_set(&d->err, FC_ERR_USAGE, "FUSEC_NUM_THREADS='%s' is not an integer in 1..1024",
                               getenv("FUSEC_NUM_THREADS"));
+        const char *lname = NULL;
+        int level = rt_cpu_level(&lname);
+        if (level < 0)
+            return fc_err_set(&d->err, FC_ERR_USAGE,
+                              "FUSEC_CPU='%.64s' is not native, x86-64-v2, x86-64-v3 or x86-64-v4 that this machine runs", lname);
         char model[160];
         cpu_model(model, sizeof model);
-        snprintf(d->desc, sizeof d->desc, "cpu: %s, %d thread%s", model, d->nthreads, d->nthreads == 1 ? "" : "s");
+        snprintf(d->desc, sizeof d->desc, "cpu: %s, %d thread%s%s%s", model, d->nthreads, d->nthreads == 1 ? "" : "s",
+                 level > 0 ? ", kernels for " : "", level > 0 ? lname : "");
         return FC_OK;
     }
     case FC_DEVICE_REFERENCE:

@@ -74,7 +74,32 @@ static FcStatus llvm_error(FcErr *err, LLVMErrorRef e, const char *what) {
     return s;
 }
 
+int rt_cpu_level(const char **name) {
+    const char *e = getenv("FUSEC_CPU");
+    *name = e;
+    if (!e || !*e || strcmp(e, "native") == 0) return 0;
+    static const char *const lv[3] = {"x86-64-v2", "x86-64-v3", "x86-64-v4"};
+    for (int i = 0; i < 3; i++) {
+        if (strcmp(e, lv[i]) != 0) continue;
+#if defined(__x86_64__)
+        bool ok = i == 0 ? __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt")
+                : i == 1 ? __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                         : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        return ok ? i + 2 : -1;
+#else
+        return -1;
+#endif
+    }
+    return -1;
+}
+
 static FcStatus host_target_machine(LLVMTargetMachineRef *out, FcErr *err) {
+    const char *lname = NULL;
+    int level = rt_cpu_level(&lname);
+    if (level < 0)
+        return fc_err_set(err, FC_ERR_USAGE, "cpu: FUSEC_CPU=%.64s: expected native, x86-64-v2, x86-64-v3 or x86-64-v4, "
+                          "at most what this machine runs", lname);
     char *triple = LLVMGetDefaultTargetTriple();
     char *msg = NULL;
     LLVMTargetRef target;
@@ -84,12 +109,17 @@ static FcStatus host_target_machine(LLVMTargetMachineRef *out, FcErr *err) {
         LLVMDisposeMessage(triple);
         return s;
     }
-    char *cpu = LLVMGetHostCPUName();
-    char *features = LLVMGetHostCPUFeatures();
-    *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
-                                   LLVMRelocPIC, LLVMCodeModelJITDefault);
-    LLVMDisposeMessage(cpu);
-    LLVMDisposeMessage(features);
+    if (level > 0) {   /* the level's own features, none of the host's beyond them */
+        *out = LLVMCreateTargetMachine(target, triple, lname, "", LLVMCodeGenLevelAggressive, LLVMRelocPIC,
+                                       LLVMCodeModelJITDefault);
+    } else {
+        char *cpu = LLVMGetHostCPUName();
+        char *features = LLVMGetHostCPUFeatures();
+        *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
+                                       LLVMRelocPIC, LLVMCodeModelJITDefault);
+        LLVMDisposeMessage(cpu);
+        LLVMDisposeMessage(features);
+    }
     LLVMDisposeMessage(triple);
     if (!*out) return fc_err_set(err, FC_ERR_DEVICE, "cpu: cannot create an LLVM target machine for the host");
     return FC_OK;
@@ -571,6 +601,12 @@ static void host_init(void) {
     long long v = e ? strtoll(e, &end, 10) : 0;
     if (e && end && *end == '\0' && v > 0) host_cpu.llc_bytes = v;
     host_cpu.vector_bytes = 16;
+    const char *lname = NULL;
+    int level = rt_cpu_level(&lname);
+    if (level > 0) {   /* FUSEC_CPU: the level's vectors */
+        host_cpu.vector_bytes = level == 4 ? 64 : level == 3 ? 32 : 16;
+        return;
+    }
     char *f = LLVMGetHostCPUFeatures();   /* "+avx2,-avx512f,..." */
     if (f && strstr(f, "+avx512f")) host_cpu.vector_bytes = 64;
     else if (f && strstr(f, "+avx")) host_cpu.vector_bytes = 32;

@@ -35,6 +35,12 @@ double rt_cpu_peak_gflops(int nthreads, const char **isa);
 /* The host's caches (cpu0's, from sysfs) and vector width (LLVM's host features), the budgets
  * of CPU-shaped schedules (PassOptions.host); read once per process. */
 void rt_cpu_host(PassCpu *out);
+/* The x86 level the kernels are compiled for: FUSEC_CPU (docs/cpu.md) names x86-64-v2 (SSE4.2),
+ * x86-64-v3 (AVX2, FMA) or x86-64-v4 (AVX-512), to check a speed or a result on a lower level
+ * than the machine's; unset, empty or "native": the host's CPU and features. Returns the level
+ * (2-4), 0 for native, -1 for a value that is none of these or a level the host cannot run;
+ * *name: the variable's value (NULL when unset). */
+int rt_cpu_level(const char **name);
 /* How many stores of cp's module were made non-temporal (KirParam.stream; for tests). */
 int rt_cpu_stream_stores(const RtCpuProgram *cp);
 

@@ -25,5 +25,16 @@ case $rc in
     show_stderr
     ;;
 esac
+# FUSEC_CPU: a lower x86 level gives the same checked result; a bad value is exit 2, named.
+export FUSEC_CPU
+if grep -q ' avx2 ' /proc/cpuinfo 2>/dev/null; then
+    FUSEC_CPU=x86-64-v3
+    expect 0 run small.tf --random 3 --check --out-dir o
+fi
+FUSEC_CPU=x86-64-v2
+expect 0 run small.tf --random 3 --check --out-dir o
+FUSEC_CPU=x86-64-v9
+expect 2 run small.tf --random 3 --out-dir o && err_has "FUSEC_CPU='x86-64-v9' is not native"
+unset FUSEC_CPU
 no_temps "$W"
 finish

@@ -12,7 +12,7 @@ FAILS=$before
 if expect 0 --help; then
     for w in -o --emit --block -D --arch --no-fuse --precision --strict-rounding --train \
              --mem-budget --entry --device --input --random --out-dir --check --repeat --json \
-             --version 'Exit status' FUSEC_NUM_THREADS FUSEC_CACHE_DIR CUDA_HOME \
+             --version 'Exit status' FUSEC_NUM_THREADS FUSEC_CPU FUSEC_CACHE_DIR CUDA_HOME \
              FUSEC_CPU_GBPS FUSEC_CPU_GFLOPS roofline .svg \
              ' 0 ' ' 1 ' ' 2 ' ' 3 ' ' 4 ' ' 70 '; do
         out_has "$w"
