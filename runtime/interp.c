@@ -817,8 +817,7 @@ FcStatus rt_interp_run_noisy(const IrGraph *g, const void *const *inputs, void *
     return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, NULL, NULL, &seed, err);
 }
 
-/* The unit roundoff of a float dtype (0 for the others). */
-static double unit_roundoff(FcDtype t) {
+double rt_interp_unit_roundoff(FcDtype t) {
     switch (t) {
     case FC_F64: return ldexp(1, -53);
     case FC_F32: return ldexp(1, -24);
@@ -938,7 +937,7 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
             const IrValue *v = val(g, n->out[r]);
             double *d = buf[n->out[r]];
             int64_t m = count(&v->shape);
-            double delta = perturb ? 2 * unit_roundoff(v->dtype) : 0;
+            double delta = perturb ? 2 * rt_interp_unit_roundoff(v->dtype) : 0;
             if (delta > 0) {
                 uint64_t h = (*noise + 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1)) * 0xBF58476D1CE4E5B9ull;
                 double phase = (double)((h ^ (h >> 31)) % 1000) * 0.00631;

@@ -49,6 +49,14 @@ bool rt_interp_has_narrow_intermediates(const IrGraph *g);
  * not. Shares no code with the autodiff pass. */
 FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                         const double *const *grad_outputs, double *const *grad_inputs, FcErr *err);
+/* rt_interp_grad with rounding-level noise on the backward: the whole gradient of every node's
+ * result is multiplied element e by 1 + 2u sin(phase + 0.7549 e) (u: the unit roundoff of the
+ * value's dtype; phase from `seed` and the node) before it flows on, as a program that keeps a
+ * value's gradient in the value's dtype may round it. The random-graph tester's conditioning
+ * check of a gradient (docs/difftest.md). */
+FcStatus rt_interp_grad_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                              const double *const *grad_outputs, double *const *grad_inputs, uint64_t seed,
+                              FcErr *err);
 /* Philox-4x32-10 (Random123's philox4x32 with 10 rounds): the four output words for counter
  * ctr and key key. The interpreter's own implementation, which dropout's mask uses
  * (docs/language.md); exported for the known-answer tests. */

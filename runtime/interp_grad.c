@@ -712,8 +712,24 @@ static FcStatus node_bw(const IrGraph *g, const IrNode *n, double **val, double 
     return st;
 }
 
+static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                            const double *const *grad_outputs, double *const *grad_inputs, const uint64_t *noise,
+                            FcErr *err);
+
 FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                         const double *const *grad_outputs, double *const *grad_inputs, FcErr *err) {
+    return interp_grad(g, inputs, outputs, grad_outputs, grad_inputs, NULL, err);
+}
+
+FcStatus rt_interp_grad_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                              const double *const *grad_outputs, double *const *grad_inputs, uint64_t seed,
+                              FcErr *err) {
+    return interp_grad(g, inputs, outputs, grad_outputs, grad_inputs, &seed, err);
+}
+
+static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
+                            const double *const *grad_outputs, double *const *grad_inputs, const uint64_t *noise,
+                            FcErr *err) {
     FC_CHECK(err, g != NULL);
     int nv = g->values.len, nn = g->nodes.len, ni = g->inputs.len;
     for (int i = 0; grad_inputs && i < ni; i++) {
@@ -759,6 +775,17 @@ FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const
         bool flows = false, wanted = false;
         for (int r = 0; r < n->nout; r++) flows = flows || gr[n->out[r]] != NULL;
         for (int i = 0; i < n->nin; i++) wanted = wanted || need[n->in[i]];
+        /* noise: each result's whole gradient moved by one rounding's worth of its dtype, as a
+         * program that stores the gradient of a value in the value's dtype may round it */
+        for (int r = 0; noise && r < n->nout; r++) {
+            int v = n->out[r];
+            double delta = gr[v] ? 2 * rt_interp_unit_roundoff(ir_cval(g, v)->dtype) : 0;
+            if (!(delta > 0)) continue;
+            uint64_t h = (*noise + 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1) + (uint64_t)r) * 0xBF58476D1CE4E5B9ull;
+            double phase = (double)((h ^ (h >> 31)) % 1000) * 0.00631;
+            int64_t m = numel(vshape(g, v));
+            for (int64_t e = 0; e < m; e++) gr[v][e] *= 1 + delta * sin(phase + 0.7548776662 * (double)e);
+        }
         if (flows && wanted && (st = node_bw(g, n, val, gr, need, err)) != FC_OK) goto done;
         for (int r = 0; r < n->nout; r++) {
             fc_free(gr[n->out[r]]);

@@ -418,14 +418,74 @@ static double inner_sensitivity(Run *u, int j, uint64_t seed) {
     return st == FC_OK ? rel : NAN;
 }
 
+/* The relative change of input j's gradient when the oracle's backward runs with rounding-level
+ * noise on every value's gradient (rt_interp_grad_noisy): what keeping a gradient in its
+ * value's dtype (an f8 value's gradient in f8) may do, which the forward's noise cannot. NAN
+ * when it cannot be run. */
+static double grad_noise_sensitivity(Run *u, int j, uint64_t seed) {
+    IrGraph *g = NULL;
+    StrBuf diags = {0};
+    FcErr err = {0};
+    FeOptions fo = {0};
+    double a = NAN, rel = NAN;
+    FcTensor *t = NULL;
+    void **in = calloc((size_t)u->nin + 1, sizeof *in);
+    double **gout = calloc((size_t)u->nout + 1, sizeof *gout), **gin = calloc((size_t)u->nin + 1, sizeof *gin);
+    void *host = NULL;
+    FcStatus st = in && gout && gin ? fe_compile(u->src, strlen(u->src), "difftest.tf", &fo, &g, &diags, &err) : FC_ERR_NOMEM;
+    if (st == FC_OK && (g->inputs.len != u->nin || g->outputs.len != u->nout || !u->gin[P_REF] || !u->gin[P_REF][j]))
+        st = FC_ERR_INTERNAL;
+    for (int i = 0; i < u->nin && st == FC_OK; i++) {
+        size_t nb = fc_tensor_nbytes(u->in[i]);
+        if (!(in[i] = malloc(nb ? nb : 1))) st = FC_ERR_NOMEM;
+        else st = fc_tensor_copy_to_host(u->in[i], in[i], nb);
+    }
+    for (int k = 0; k < u->nout && st == FC_OK; k++) {
+        if (!u->gout || !u->gout[k]) continue;
+        const IrValue *v = ir_cval(g, g->outputs.data[k]);
+        int64_t m = 1;
+        ir_shape_numel(&v->shape, &m);
+        size_t nb = fc_tensor_nbytes(u->gout[k]);
+        void *b = malloc(nb ? nb : 1);
+        if (!b || !(gout[k] = malloc(sizeof(double) * (size_t)(m ? m : 1)))) { free(b); st = FC_ERR_NOMEM; break; }
+        st = fc_tensor_copy_to_host(u->gout[k], b, nb);
+        for (int64_t e = 0; st == FC_OK && e < m; e++) gout[k][e] = rt_host_load(v->dtype, b, e);
+        free(b);
+    }
+    const IrValue *x = st == FC_OK ? ir_cval(g, g->inputs.data[j]) : NULL;
+    int64_t mx = 1;
+    if (x) ir_shape_numel(&x->shape, &mx);
+    if (st == FC_OK && !(gin[j] = malloc(sizeof(double) * (size_t)(mx ? mx : 1)))) st = FC_ERR_NOMEM;
+    if (st == FC_OK)
+        st = rt_interp_grad_noisy(g, (const void *const *)in, NULL, (const double *const *)gout, gin, seed, &err);
+    size_t nbx = st == FC_OK ? fc_tensor_nbytes(u->gin[P_REF][j]) : 0;
+    if (st == FC_OK && !(host = malloc(nbx ? nbx : 1))) st = FC_ERR_NOMEM;
+    for (int64_t e = 0; st == FC_OK && e < mx; e++) rt_host_store(x->dtype, host, e, gin[j][e]);
+    if (st == FC_OK) {
+        FcTensorInfo ti;
+        fc_block_input_info(u->blk[P_FUSED], j, &ti);
+        st = fc_tensor_new(u->ref, ti.dtype, ti.rank, ti.dims, &t);
+    }
+    if (st == FC_OK) st = fc_tensor_copy_from_host(t, host, nbx);
+    if (st == FC_OK) fc_tensor_compare(t, u->gin[P_REF][j], &a, &rel);
+    fc_tensor_free(t);
+    free(host);
+    for (int i = 0; in && i < u->nin; i++) free(in[i]);
+    for (int k = 0; gout && k < u->nout; k++) free(gout[k]);
+    for (int i = 0; gin && i < u->nin; i++) free(gin[i]);
+    free(in);
+    free(gout);
+    free(gin);
+    ir_graph_free(g);
+    sb_free(&diags);
+    return st == FC_OK ? rel : NAN;
+}
+
 static double sensitivity(Run *u, bool grad, int j, const char *const *noisy) {
     double worst = 0;
     int base = !grad || u->ref_bwd ? P_REF : P_EAGER;
     for (int trial = 0; trial < 2; trial++) {
-        if (!noisy || !noisy[trial]) {   /* a replayed file has no noisy texts */
-            if (grad) return NAN;
-            break;
-        }
+        if (!noisy || !noisy[trial]) break;   /* a replayed file has no noisy texts */
         FcBlock *b = NULL;
         FcProgram *pr = NULL;
         FcTensor **gin = NULL;
@@ -446,6 +506,14 @@ static double sensitivity(Run *u, bool grad, int j, const char *const *noisy) {
      * graph, composites whole) */
     for (int trial = 0; !grad && trial < 2; trial++) {
         double r = inner_sensitivity(u, j, dt_mix(0xD1Bull + (uint64_t)trial));
+        if (isnan(r)) return NAN;
+        if (r > worst) worst = r;
+    }
+    /* a gradient: also the roundings of the gradients themselves (the oracle's backward with
+     * noise), where the reference backward ran */
+    for (int trial = 0; grad && trial < 2; trial++) {
+        if (!u->ref_bwd) return noisy && noisy[0] ? worst : NAN;
+        double r = grad_noise_sensitivity(u, j, dt_mix(0x6AD1ull + (uint64_t)trial));
         if (isnan(r)) return NAN;
         if (r > worst) worst = r;
     }

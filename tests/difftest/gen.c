@@ -1578,6 +1578,18 @@ static bool g_ties(Gen *g) {
         DtVal *Y = &p->v[y];
         Y->mag = Q.mag;
         Y->exact = true;
+        /* constant axes: an operand's (a superset is safe: it only keeps norms off them; seed
+         * 20261124 graph 2949, a layernorm over an axis of maximum(q, q') with q a broadcast) */
+        unsigned cm = 0;
+        for (int i = 0; i < o.rank; i++)
+            for (int j = 0; j < nops; j++) {
+                const DtVal *v = &p->v[ops[j]];
+                int ia = v->rank - o.rank + i;
+                if (ia >= 0 && (v->constax >> ia & 1) && o.d[i] > 1) cm |= 1u << i;
+            }
+        if (strstr(t, "transpose(") && (cm >> (o.rank - 1) & 1 || cm >> (o.rank - 2) & 1))
+            cm |= 3u << (o.rank - 2);
+        Y->constax = cm;
         add_stmt(g, bop, t, ops, nops, &y, 1);
     }
     if (y < 0) {
