@@ -43,22 +43,24 @@ fi
 
 # The roofline column, without timings: FUSEC_CPU_GBPS replaces the measured STREAM figure.
 # A tiny one makes every launch and total faster than it: each says "in cache" (never a
-# percentage over 100), and the footnote explains it; a huge one makes none.
-export FUSEC_CPU_GBPS=0.001
+# percentage over 100), and the footnote explains it; a huge one makes none. 1 KB/s: a launch
+# of these few hundred bytes would have to take over 0.1 s to miss it (0.001 GB/s did, once,
+# under ASan on a loaded CI machine: 1.4 ms for 356 bytes).
+export FUSEC_CPU_GBPS=0.000001
 if expect 0 bench small.tf --device cpu --repeat 2; then
-    out_has "STREAM 0.001 GB/s (given: FUSEC_CPU_GBPS)"
+    out_has "STREAM 1e-06 GB/s (given: FUSEC_CPU_GBPS)"
     rows=$(grep -c '^  [0-9 ][0-9 ]*  *k[0-9]*_\|^  *total ' "$T/stdout")
     cached=$(grep -c '^  [0-9 ][0-9 ]*  *k[0-9]*_.* in cache  \|^  *total .* in cache$' "$T/stdout")
-    [ "$rows" -ge 4 ] && [ "$rows" = "$cached" ] || fail "FUSEC_CPU_GBPS=0.001: $cached of $rows rows say 'in cache'"
-    grep -q '%' "$T/stdout" && fail "FUSEC_CPU_GBPS=0.001: a percentage: $(grep '%' "$T/stdout")"
+    [ "$rows" -ge 4 ] && [ "$rows" = "$cached" ] || fail "FUSEC_CPU_GBPS=1e-6: $cached of $rows rows say 'in cache'"
+    grep -q '%' "$T/stdout" && fail "FUSEC_CPU_GBPS=1e-6: a percentage: $(grep '%' "$T/stdout")"
     out_has "in cache: faster than the STREAM copy, so the bytes came from the caches"
 fi
 if expect 0 bench small.tf --device cpu --repeat 2 --json; then
     if [ "$HAVE_PYTHON" = 1 ]; then
-        python3 - "$T/stdout" <<'PY' || fail "FUSEC_CPU_GBPS=0.001 --json: in_cache / roofline_fraction"
+        python3 - "$T/stdout" <<'PY' || fail "FUSEC_CPU_GBPS=1e-6 --json: in_cache / roofline_fraction"
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["stream_gbps"] == 0.001
+assert d["stream_gbps"] == 0.000001
 for k in ("fused", "eager"):
     for e in d[k]["kernels"]:
         assert e["in_cache"] is True and e["roofline_fraction"] > 1, e
