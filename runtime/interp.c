@@ -817,7 +817,7 @@ FcStatus rt_interp_run_noisy(const IrGraph *g, const void *const *inputs, void *
     return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, NULL, NULL, &seed, err);
 }
 
-double rt_interp_unit_roundoff(FcDtype t) {
+static double unit_roundoff(FcDtype t) {
     switch (t) {
     case FC_F64: return ldexp(1, -53);
     case FC_F32: return ldexp(1, -24);
@@ -827,6 +827,14 @@ double rt_interp_unit_roundoff(FcDtype t) {
     case FC_F8E5M2: return ldexp(1, -3);
     default: return 0;
     }
+}
+
+void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node, int out) {
+    double delta = 2 * unit_roundoff(t);
+    if (!(delta > 0)) return;
+    uint64_t h = (seed + 0x9E3779B97F4A7C15ull * (uint64_t)(node + 1) + (uint64_t)out) * 0xBF58476D1CE4E5B9ull;
+    double phase = (double)((h ^ (h >> 31)) % 1000) * 0.00631;
+    for (int64_t j = 0; j < m; j++) d[j] *= 1 + delta * sin(phase + 0.7548776662 * (double)j);
 }
 
 FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, void *const *outputs,
@@ -937,12 +945,7 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
             const IrValue *v = val(g, n->out[r]);
             double *d = buf[n->out[r]];
             int64_t m = count(&v->shape);
-            double delta = perturb ? 2 * rt_interp_unit_roundoff(v->dtype) : 0;
-            if (delta > 0) {
-                uint64_t h = (*noise + 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1)) * 0xBF58476D1CE4E5B9ull;
-                double phase = (double)((h ^ (h >> 31)) % 1000) * 0.00631;
-                for (int64_t j = 0; j < m; j++) d[j] *= 1 + delta * sin(phase + 0.7548776662 * (double)j);
-            }
+            if (perturb) rt_interp_perturb(d, m, v->dtype, *noise, k, 0);
             FcDtype rt = keep_wide && is_narrow_float(v->dtype) ? FC_F32 : v->dtype;
             if (rt != FC_F64)
                 for (int64_t j = 0; j < m; j++) d[j] = rnd(rt, d[j]);

@@ -779,12 +779,7 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
          * program that stores the gradient of a value in the value's dtype may round it */
         for (int r = 0; noise && r < n->nout; r++) {
             int v = n->out[r];
-            double delta = gr[v] ? 2 * rt_interp_unit_roundoff(ir_cval(g, v)->dtype) : 0;
-            if (!(delta > 0)) continue;
-            uint64_t h = (*noise + 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1) + (uint64_t)r) * 0xBF58476D1CE4E5B9ull;
-            double phase = (double)((h ^ (h >> 31)) % 1000) * 0.00631;
-            int64_t m = numel(vshape(g, v));
-            for (int64_t e = 0; e < m; e++) gr[v][e] *= 1 + delta * sin(phase + 0.7548776662 * (double)e);
+            if (gr[v]) rt_interp_perturb(gr[v], numel(vshape(g, v)), ir_cval(g, v)->dtype, *noise, k, r);
         }
         if (flows && wanted && (st = node_bw(g, n, val, gr, need, err)) != FC_OK) goto done;
         for (int r = 0; r < n->nout; r++) {

@@ -16,9 +16,10 @@ typedef FcStatus (*RtInterpOpFn)(const IrGraph *g, const IrNode *n, const double
  * untouched and nothing is kept. outputs may be NULL (not stored). A node whose op interp.c
  * refuses with FC_ERR_UNSUPPORTED (the training ops, until interp.c runs them) is run by
  * `fallback` instead when it is not NULL. */
-/* The unit roundoff of a float dtype (2^-24 for f32), 0 for the others: the size of the noise
- * of rt_interp_run_noisy and rt_interp_grad_noisy. */
-double rt_interp_unit_roundoff(FcDtype t);
+/* The noise of rt_interp_run_noisy and rt_interp_grad_noisy: d[j] *= 1 + 2u sin(phase + 0.7549 j)
+ * for j < m (u: t's unit roundoff, 2^-24 for f32; nothing for a non-float t), the phase drawn
+ * from seed, the node's index and which of its results (out). */
+void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node, int out);
 FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtInterpOpFn fallback, double **keep, FcErr *err);
 

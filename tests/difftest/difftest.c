@@ -382,6 +382,17 @@ static double max_abs(FcBlock *b, int i, const FcTensor *t) {
  * the reference backward where it ran, else through the eager CPU program (--remat none), whose
  * own rounding then counts too. NAN when no noisy variant is available or one does not compile
  * (the conditioning is then unknown). */
+/* Host copies of the block's inputs, in[i] malloc'd (the caller frees them). */
+static FcStatus inputs_to_host(const Run *u, void **in) {
+    FcStatus st = FC_OK;
+    for (int i = 0; i < u->nin && st == FC_OK; i++) {
+        size_t nb = fc_tensor_nbytes(u->in[i]);
+        if (!(in[i] = malloc(nb ? nb : 1))) st = FC_ERR_NOMEM;
+        else st = fc_tensor_copy_to_host(u->in[i], in[i], nb);
+    }
+    return st;
+}
+
 /* The relative change of output j when the reference interpreter runs the program's
  * *decomposed* graph with rounding-level noise on every computing node (rt_interp_run_noisy):
  * the composites' inner steps (a layernorm's mean, a log_softmax's log of a sum near 1), which
@@ -396,11 +407,7 @@ static double inner_sensitivity(Run *u, int j, uint64_t seed) {
     FcStatus st = in && out ? fe_compile(u->src, strlen(u->src), "difftest.tf", &fo, &g, &diags, &err) : FC_ERR_NOMEM;
     if (st == FC_OK) st = pass_decompose(g, &dg, &err);
     if (st == FC_OK && (dg->inputs.len != u->nin || dg->outputs.len != u->nout)) st = FC_ERR_INTERNAL;
-    for (int i = 0; i < u->nin && st == FC_OK; i++) {
-        size_t nb = fc_tensor_nbytes(u->in[i]);
-        if (!(in[i] = malloc(nb ? nb : 1))) st = FC_ERR_NOMEM;
-        else st = fc_tensor_copy_to_host(u->in[i], in[i], nb);
-    }
+    if (st == FC_OK) st = inputs_to_host(u, in);
     for (int k = 0; k < u->nout && st == FC_OK; k++) {
         size_t nb = fc_tensor_nbytes(u->tmp[k]);
         if (!(out[k] = malloc(nb ? nb : 1))) st = FC_ERR_NOMEM;
@@ -435,11 +442,7 @@ static double grad_noise_sensitivity(Run *u, int j, uint64_t seed) {
     FcStatus st = in && gout && gin ? fe_compile(u->src, strlen(u->src), "difftest.tf", &fo, &g, &diags, &err) : FC_ERR_NOMEM;
     if (st == FC_OK && (g->inputs.len != u->nin || g->outputs.len != u->nout || !u->gin[P_REF] || !u->gin[P_REF][j]))
         st = FC_ERR_INTERNAL;
-    for (int i = 0; i < u->nin && st == FC_OK; i++) {
-        size_t nb = fc_tensor_nbytes(u->in[i]);
-        if (!(in[i] = malloc(nb ? nb : 1))) st = FC_ERR_NOMEM;
-        else st = fc_tensor_copy_to_host(u->in[i], in[i], nb);
-    }
+    if (st == FC_OK) st = inputs_to_host(u, in);
     for (int k = 0; k < u->nout && st == FC_OK; k++) {
         if (!u->gout || !u->gout[k]) continue;
         const IrValue *v = ir_cval(g, g->outputs.data[k]);
@@ -511,8 +514,8 @@ static double sensitivity(Run *u, bool grad, int j, const char *const *noisy) {
     }
     /* a gradient: also the roundings of the gradients themselves (the oracle's backward with
      * noise), where the reference backward ran */
+    if (grad && !u->ref_bwd) return noisy && noisy[0] ? worst : NAN;
     for (int trial = 0; grad && trial < 2; trial++) {
-        if (!u->ref_bwd) return noisy && noisy[0] ? worst : NAN;
         double r = grad_noise_sensitivity(u, j, dt_mix(0x6AD1ull + (uint64_t)trial));
         if (isnan(r)) return NAN;
         if (r > worst) worst = r;
@@ -828,6 +831,17 @@ done:
  * the program, and its check runs once more (finish_or_retry). */
 typedef struct Child { pid_t pid; int fd; } Child;
 
+static void write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
 static Child start_check(const char *src, const char *const *noisy, uint64_t in_seed, const Check *ck, const Opts *o) {
     Child c = {-1, -1};
     int fds[2];
@@ -839,31 +853,15 @@ static Child start_check(const char *src, const char *const *noisy, uint64_t in_
         alarm((unsigned)(ck->train ? 3 * o->timeout_s : o->timeout_s));   /* a training check compiles six programs */
         Result r;
         check_program(src, noisy, in_seed, ck, &r);
-        char buf[sizeof r + 1];
-        memcpy(buf, &r, sizeof r);
-        const char *p = buf;
-        size_t left = sizeof r;
-        for (int part = 0; part < 2; part++) {
-            while (left > 0) {
-                ssize_t w = write(fds[1], p, left);
-                if (w < 0 && errno == EINTR) continue;
-                if (w <= 0) break;
-                p += w;
-                left -= (size_t)w;
-            }
-            if (part == 0) {
-                fflush(NULL);
-#if DT_ASAN
-                buf[sizeof r] = __lsan_do_recoverable_leak_check() ? 'L' : 'K';
-#else
-                buf[sizeof r] = 'K';
-#endif
-                p = &buf[sizeof r];
-                left = 1;
-            }
-        }
-        close(fds[1]);
+        write_all(fds[1], &r, sizeof r);
         fflush(NULL);
+#if DT_ASAN
+        char trailer = __lsan_do_recoverable_leak_check() ? 'L' : 'K';
+#else
+        char trailer = 'K';
+#endif
+        write_all(fds[1], &trailer, 1);
+        close(fds[1]);
         _exit(0);
     }
     close(fds[1]);
