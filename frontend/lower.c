@@ -528,7 +528,7 @@ static LVal matmul(Lower *L, LVal a, LVal b, FeLoc loc) {
 typedef enum OpKind {
     K_UNARY, K_BINARY, K_MATMUL, K_WHERE, K_CAST, K_REDUCE, K_SOFTMAX, K_LAYERNORM, K_RMSNORM,
     K_CAUSAL, K_ATTENTION, K_GELU, K_RESHAPE, K_TRANSPOSE, K_BROADCAST, K_CONCAT, K_SPLIT, K_SLICE,
-    K_IOTA, K_FULL, K_GATHER, K_DROPOUT, K_DROPOUT_MASK, K_CROSS_ENTROPY
+    K_IOTA, K_FULL, K_GATHER, K_SCATTER_ADD, K_DROPOUT, K_DROPOUT_MASK, K_CROSS_ENTROPY
 } OpKind;
 
 #define MAX_ARGS 6
@@ -934,6 +934,14 @@ static LVal lower_op(Lower *L, Scope *S, FeExpr *call, const OpSpec *spec) {
         ok = want_tensor(L, &av[1], an[1], &ins[1]) && ok;
         if (!ok) return poison(loc);
         int r = add_node(L, op, ins, 2, NULL, loc, -1, op);
+        return r < 0 ? poison(loc) : tensor(r, loc);
+    }
+    case K_SCATTER_ADD: {   /* two tensors and the result's row count */
+        bool ok = want_tensor(L, &av[0], an[0], &ins[0]);
+        ok = want_tensor(L, &av[1], an[1], &ins[1]) && ok;
+        ok = want_int(L, &av[2], an[2], &at.i[0]) && ok;
+        if (!ok) return poison(loc);
+        int r = add_node(L, op, ins, 2, &at, loc, -1, op);
         return r < 0 ? poison(loc) : tensor(r, loc);
     }
     case K_DROPOUT: case K_DROPOUT_MASK: {

@@ -203,8 +203,9 @@ int64_t ir_node_flops(const IrGraph *g, const IrNode *n) {
         return f;
     }
     int64_t total = 0;
-    for (int r = 0; r < (c == IR_CAT_REDUCE ? 1 : n->nout); r++) {
-        int v = c == IR_CAT_REDUCE ? n->in[0] : n->out[r];
+    bool per_in = c == IR_CAT_REDUCE || c == IR_CAT_SCATTER;   /* an add per input element */
+    for (int r = 0; r < (per_in ? 1 : n->nout); r++) {
+        int v = per_in ? n->in[0] : n->out[r];
         if (!ir_shape_numel(&ir_cval(g, v)->shape, &e) || !fc_mul64(e, ir_ops[n->op].flops, &f) ||
             !fc_add64(total, f, &total))
             return INT64_MAX;

@@ -489,6 +489,34 @@ RULE(gather) {
     return FC_OK;
 }
 
+/* scatter_add(src, ids, rows): src is ids.shape + a row shape; the result is [rows] + the row
+ * shape, row r the sum of the src rows whose id is r (gather's adjoint). */
+RULE(scatter_add) {
+    (void)nout;
+    const IrValue *x = in(g, n, 0), *ids = in(g, n, 1);
+    char sx[256], si[256];
+    tstr(x, sx, sizeof sx);
+    tstr(ids, si, sizeof si);
+    if (!ir_dtype_is_int(ids->dtype))
+        return fc_err_set(err, FC_ERR_INPUT, "'scatter_add' ids must be integer; got %s", fc_dtype_name(ids->dtype));
+    if (x->dtype == FC_BOOL) return fc_err_set(err, FC_ERR_INPUT, "'scatter_add' expects a numeric src; got bool");
+    bool lead = x->shape.rank >= ids->shape.rank;
+    for (int d = 0; lead && d < ids->shape.rank; d++) lead = x->shape.dims[d] == ids->shape.dims[d];
+    if (!lead)
+        return fc_err_set(err, FC_ERR_INPUT, "'scatter_add' src %s must begin with the ids' shape (ids %s)", sx, si);
+    if (n->a.i[0] < 1 || n->a.i[0] > INT32_MAX)
+        return fc_err_set(err, FC_ERR_INPUT, "'scatter_add' rows must be in 1..%d; got %lld", INT32_MAX,
+                          (long long)n->a.i[0]);
+    if (x->shape.rank - ids->shape.rank + 1 > IR_MAX_RANK)
+        return fc_err_set(err, FC_ERR_INPUT, "'scatter_add' result would have rank %d; at most %d is supported",
+                          x->shape.rank - ids->shape.rank + 1, IR_MAX_RANK);
+    IrShape o = {.rank = 1, .dims = {n->a.i[0]}};
+    for (int d = ids->shape.rank; d < x->shape.rank; d++) o.dims[o.rank++] = x->shape.dims[d];
+    osh[0] = o;
+    odt[0] = x->dtype;
+    return FC_OK;
+}
+
 RULE(matmul) {
     (void)nout;
     const IrValue *a = in(g, n, 0), *b = in(g, n, 1);

@@ -23,7 +23,7 @@
  *   where: to the selected input, none to the condition | cast float->float: cast back |
  *   sum/mean: broadcast back | max/min: split equally among the tied maxima |
  *   reshape, transpose, broadcast, concat, slice (any step): their adjoint index maps |
- *   gather: scatter-add into the table, as a one-hot matrix product | matmul: g @ b^T, a^T @ g
+ *   gather: scatter_add into the table | scatter_add: gather | matmul: g @ b^T, a^T @ g
  *   (b's batch dims all 1 and a not broadcast: a[P*M, K]^T @ g[P*M, N], one product over the
  *   whole batch instead of P products summed).
  * Comparisons, integer and bool values, iota, full and dropout masks get no gradient.
@@ -536,28 +536,21 @@ static FcStatus rule_shape(Ad *d, const IrNode *n, int g) {
     }
 }
 
-/* gather(table [N, ...], ids): the table's gradient is the scatter-add of g's rows at ids,
- * computed as onehot(ids)^T @ g (M = ids' elements, R = a row's elements). */
+/* gather(table [N, ...], ids): the table's gradient is the scatter-add of g's rows at ids
+ * (scatter_add: per table row, the rows of g whose id it is, in the ids' order; lower.c's
+ * index kernels make that O(ids + rows) work, no one-hot matrix). */
 static FcStatus rule_gather(Ad *d, const IrNode *n, int g) {
-    int tab = n->in[0], ids = n->in[1];
-    const IrShape tcopy = V(d, tab)->shape, *ts = &tcopy;   /* a copy: emitting moves the values */
-    int64_t M = 1, R = 1, N = ts->dims[0];
-    ir_shape_numel(&V(d, ids)->shape, &M);
-    for (int i = 1; i < ts->rank; i++) R *= ts->dims[i];
-    FcDtype it = DT(d, ids);
-    IrShape m1 = {.rank = 2, .dims = {M, 1}}, mr = {.rank = 2, .dims = {M, R}};
-    int64_t mn[2] = {M, N};
-    IrAttrs ia = {.nlist = 2, .list = mn, .i = {1}, .dtype = it};
-    int col, io, eq, oh, oht, g2, p, c;
-    FC_TRY(reshape(d, ids, &m1, &col));
-    FC_TRY(emit(d, IR_OP_IOTA, NULL, 0, &ia, &io));
-    FC_TRY(bin(d, IR_OP_EQ, col, io, &eq));
-    FC_TRY(cast(d, eq, DT(d, tab), &oh));
-    FC_TRY(transpose_last2(d, oh, &oht));
-    FC_TRY(reshape(d, g, &mr, &g2));
-    FC_TRY(bin(d, IR_OP_MATMUL, oht, g2, &p));
-    FC_TRY(reshape(d, p, ts, &c));
+    int tab = n->in[0], ins[2] = {g, n->in[1]}, c;
+    IrAttrs a = {.i = {V(d, tab)->shape.dims[0]}};
+    FC_TRY(emit(d, IR_OP_SCATTER_ADD, ins, 2, &a, &c));
     return accumulate(d, tab, c);
+}
+
+/* scatter_add(src, ids, rows): src row p gets g's row ids[p], a gather. */
+static FcStatus rule_scatter_add(Ad *d, const IrNode *n, int g) {
+    int ins[2] = {g, n->in[1]}, c;
+    FC_TRY(emit(d, IR_OP_GATHER, ins, 2, NULL, &c));
+    return accumulate(d, n->in[0], c);
 }
 
 /* b's batch dims are all 1 (a weight [K, N] under activations [.., M, K]) and a is not
@@ -627,6 +620,7 @@ static FcStatus backward_node(Ad *d, const IrNode *n) {
     case IR_CAT_REDUCE: return rule_reduce(d, n, g);
     case IR_CAT_SHAPE: return rule_shape(d, n, g);
     case IR_CAT_GATHER: return rule_gather(d, n, g);
+    case IR_CAT_SCATTER: return rule_scatter_add(d, n, g);
     case IR_CAT_MATMUL: return rule_matmul(d, n, g);
     case IR_CAT_COMPOSITE:
         if (n->op == IR_OP_SOFTMAX || n->op == IR_OP_LOG_SOFTMAX) return rule_softmax(d, n, g);

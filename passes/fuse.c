@@ -10,7 +10,9 @@
  * merge (sibling fusion, a multi-output kernel), each merge taken only when
  *   - the merged group is schedulable by one of lower.c's schedules:
  *       pointwise  elementwise ops, broadcasts and index maps (reshape, transpose, slice,
- *                  concat, gather, iota, full) of any shapes;
+ *                  concat, gather, iota, full) of any shapes; and scatter_add, whose src and
+ *                  ids come from memory (lower.c builds its row index in kernels of their
+ *                  own first) and which shares no kernel with a reduction or a product;
  *       row        reductions of one shape X over the same trailing axes; what is computed
  *                  from a reduction is elementwise, and combines reduced values with keepdim
  *                  shape (per row) with X-shaped ones; outputs are X-shaped or per-row.
@@ -112,13 +114,23 @@ static bool feeds_library_product(const Fuse *f, int i) {
  * else the reason. */
 static const char *schedulable(Fuse *f, int a, int b) {
     const IrGraph *g = f->g;
-    int nmm = 0, nred = 0, mm = -1, red0 = -1;
+    int nmm = 0, nred = 0, nsc = 0, mm = -1, red0 = -1;
     for (int i = 0; i < f->n; i++) {
         if (!in_cand(f, i, a, b)) continue;
         IrCategory c = ir_ops[g->nodes.data[i].op].cat;
         if (c == IR_CAT_MATMUL) { nmm++; mm = i; }
         if (c == IR_CAT_REDUCE) { nred++; if (red0 < 0) red0 = i; }
+        if (c == IR_CAT_SCATTER) {
+            nsc++;
+            const IrNode *n = &g->nodes.data[i];
+            for (int j = 0; j < n->nin; j++) {
+                int p = V(f, n->in[j])->node;
+                if (p >= 0 && in_cand(f, p, a, b) && !generated(f, n->in[j]))
+                    return "a scatter-add reads its operands from memory (its index kernels read the ids first)";
+            }
+        }
     }
+    if (nsc && (nmm || nred)) return "a scatter-add fuses only with elementwise work";
     if (nmm > 1) return "two matrix products cannot share a kernel";
     if (nmm && f->opt->library_gemm) {
         /* a product through the BLAS / cuBLASLt writes its result to memory anyway: its

@@ -126,6 +126,7 @@ typedef struct Lower {
                               * product of a library matmul, read by its epilogue) */
     int *row_shared;         /* [values] shared array holding this row of the value, or -1 */
     bool *tail_node;         /* [nodes] runs in the row kernel's tail (row_shape; fuse.c's mark 2) */
+    int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
     int row_lead;            /* rank of the row index (leading dims) while row_shared is used */
     IrShape row_red;         /* the reduced dims */
     bool in_rows;            /* a row kernel is being built: row_shared and the reductions' bound
@@ -606,6 +607,33 @@ static int emit_dropout_mask(Lower *L, const IrNode *n, const IrShape *s, const 
     return kir_bin(L->k, KB_GE, r0, ci(L, (int64_t)floor(n->a.f * 4294967296.0)));
 }
 
+/* scatter_add(src, ids, rows) at idx: row idx[0] of the result walks its list in the index
+ * buffer (scatter_index_kernels: count, first position, next position), adding the src rows
+ * it names in the ids' order, the same order on every backend and for every element. */
+static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
+    int nd = (int)(n - L->g->nodes.data), buf = L->scatter_index[nd];
+    LCHECK(L, buf >= 0);
+    const IrValue *x = val(L, n->in[0]);
+    const IrShape *is = &val(L, n->in[1])->shape;
+    int64_t rows = n->a.i[0];
+    int prm = param_for_buf(L, buf, false);
+    KirType at = acc_type(x->dtype);
+    int acc = kir_var(L->k, at), j = kir_var(L->k, KT_I64), cnt = kir_var(L->k, KT_I64), k = kir_var(L->k, KT_I64);
+    kir_let(L->k, cnt, kir_load(L->k, prm, idx[0]));
+    kir_let(L->k, j, kir_load(L->k, prm, ib(L, KB_ADD, ci(L, rows), idx[0])));
+    kir_let(L->k, acc, zero_of(L, at));
+    k_for(L, KIR_LOOP_SERIAL, k, ci(L, 0), vref(L, cnt));
+    int sidx[IR_MAX_RANK];
+    delinearize(L, is, vref(L, j), sidx);
+    for (int d = 1; d < val(L, v)->shape.rank; d++) sidx[is->rank + d - 1] = idx[d];
+    int xv = kir_cast(L->k, at, emit(L, n->in[0], sidx));
+    kir_assign(L->k, acc, kir_bin(L->k, KB_ADD, vref(L, acc), xv));
+    kir_assign(L->k, j, kir_load(L->k, prm, ib(L, KB_ADD, ci(L, 2 * rows), vref(L, j))));
+    k_end(L);
+    hc_reset(L);
+    return kir_cast(L->k, ctype(val(L, v)->dtype), vref(L, acc));
+}
+
 static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
     const IrValue *o = val(L, v);
     KirType t = ctype(o->dtype);
@@ -689,6 +717,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
         for (int d = 1; d < tab->shape.rank; d++) ii[d] = idx[ids->shape.rank + d - 1];
         return emit(L, n->in[0], ii);
     }
+    case IR_CAT_SCATTER: return emit_scatter_add(L, n, v, idx);
     default: break;
     }
     fail_internal(L, "op cannot be computed inline in this kernel kind", __LINE__);
@@ -1532,6 +1561,80 @@ static void group_ops(Lower *L, int group, char *buf, size_t len) {
     }
 }
 
+/* The index of scatter_add node nd, in a workspace temporary of 2 rows + M i64 (M the ids'
+ * elements): [0, rows) how many ids name each row, [rows, 2 rows) the first position that
+ * names it, [2 rows, +M) for each position the next one with the same id (M after the last).
+ * Two kernels before the group's: scatter_init zeroes the counts; scatter_index gives each
+ * position its next and its id's count by a serial scan of the ids (M^2 compares, in
+ * parallel over the positions: no atomics, no sort, one writer per word: the first position
+ * of an id writes that row's count and first position), and flags an id outside [0, rows)
+ * as a data error. The kernel that computes the sums then reads ids and src once each. */
+static void scatter_index_kernels(Lower *L, int group, int nd) {
+    const IrNode *n = &L->g->nodes.data[nd];
+    int ids = n->in[1];
+    const IrShape *is = &val(L, ids)->shape;
+    int64_t rows = n->a.i[0], M = numel_of(L, ids), len;
+    if (!fc_mul64(rows, 2, &len) || !fc_add64(len, M, &len)) {
+        if (L->st == FC_OK) L->st = fc_err_set(L->err, FC_ERR_INPUT, "a scatter_add index overflows a 64-bit count");
+        return;
+    }
+    int buf = add_temp(L, FC_I64, len);
+    if (failed(L)) return;
+    L->scatter_index[nd] = buf;
+    int64_t chunk = pw_chunk(L->opt);
+    kernel_begin(L, group, "scatter_index", (rows + chunk - 1) / chunk, rows < PW_BLOCK ? (int)((rows + 31) / 32 * 32) : PW_BLOCK);
+    if (failed(L)) return;
+    rename_kernel(L, "scatter_init");
+    int prm = param_for_buf(L, buf, true);
+    int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
+    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
+    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, rows)));
+    k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
+    kir_store(L->k, prm, vref(L, it), ci(L, 0));
+    k_end(L);
+    kernel_end(L, "scatter_add index: zero the counts");
+    if (failed(L)) return;
+
+    enum { SC_CHUNK = 128 };   /* positions a block: M^2 / 128 compares each */
+    kernel_begin(L, group, "scatter_index", (M + SC_CHUNK - 1) / SC_CHUNK, SC_CHUNK);
+    if (failed(L)) return;
+    rename_kernel(L, "scatter_index");
+    prm = param_for_buf(L, buf, true);
+    int m = kir_var(L->k, KT_I64), id = kir_var(L->k, KT_I64), cnt = kir_var(L->k, KT_I64),
+        prev = kir_var(L->k, KT_I64), nx = kir_var(L->k, KT_I64), m2 = kir_var(L->k, KT_I64);
+    lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64);
+    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, SC_CHUNK)));
+    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, SC_CHUNK)), ci(L, M)));
+    k_for(L, KIR_LOOP_THREADS, m, vref(L, lo), vref(L, hi));
+    int ii[IR_MAX_RANK];
+    delinearize(L, is, vref(L, m), ii);
+    kir_let(L->k, id, kir_cast(L->k, KT_I64, emit(L, ids, ii)));
+    int bad = kir_bin(L->k, KB_OR, kir_bin(L->k, KB_LT, vref(L, id), ci(L, 0)), kir_bin(L->k, KB_GE, vref(L, id), ci(L, rows)));
+    kir_error_if(L->k, bad, FC_ERR_RUNTIME_DATA);
+    kir_let(L->k, cnt, ci(L, 0));
+    kir_let(L->k, prev, ci(L, 0));
+    kir_let(L->k, nx, ci(L, M));
+    k_for(L, KIR_LOOP_SERIAL, m2, ci(L, 0), ci(L, M));
+    delinearize(L, is, vref(L, m2), ii);
+    int same = kir_bin(L->k, KB_EQ, kir_cast(L->k, KT_I64, emit(L, ids, ii)), vref(L, id));
+    int one = kir_select(L->k, same, ci(L, 1), ci(L, 0));
+    kir_assign(L->k, cnt, ib(L, KB_ADD, vref(L, cnt), one));
+    kir_assign(L->k, prev, ib(L, KB_ADD, vref(L, prev),
+                              kir_select(L->k, kir_bin(L->k, KB_LT, vref(L, m2), vref(L, m)), one, ci(L, 0))));
+    int later = kir_bin(L->k, KB_AND, same, kir_bin(L->k, KB_GT, vref(L, m2), vref(L, m)));
+    kir_assign(L->k, nx, kir_bin(L->k, KB_MIN, vref(L, nx), kir_select(L->k, later, vref(L, m2), ci(L, M))));
+    k_end(L);
+    hc_reset(L);
+    kir_store(L->k, prm, ib(L, KB_ADD, ci(L, 2 * rows), vref(L, m)), vref(L, nx));
+    k_if(L, kir_bin(L->k, KB_AND, kir_un(L->k, KU_NOT, bad), kir_bin(L->k, KB_EQ, vref(L, prev), ci(L, 0))));
+    kir_store(L->k, prm, vref(L, id), vref(L, cnt));
+    kir_store(L->k, prm, ib(L, KB_ADD, ci(L, rows), vref(L, id)), vref(L, m));
+    k_end(L);
+    k_end(L);
+    hc_reset(L);
+    kernel_end(L, "scatter_add index: counts, first and next positions");
+}
+
 static void lower_group(Lower *L, int group) {
     L->cur_group = group;
     int outs[64];
@@ -1553,6 +1656,10 @@ static void lower_group(Lower *L, int group) {
         has_reduce |= c == IR_CAT_REDUCE;
         flops += ir_node_flops(L->g, n);
     }
+    for (int i = 0; i < L->g->nodes.len && !failed(L); i++)
+        if (L->group_of_node[i] == group && ir_ops[L->g->nodes.data[i].op].cat == IR_CAT_SCATTER)
+            scatter_index_kernels(L, group, i);
+    if (failed(L)) return;
     IrShape X;
     int nred = 0;
     if (mm) {
@@ -1614,11 +1721,13 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     L.force_load = fc_calloc((size_t)nv + 1, sizeof(bool));
     L.row_shared = fc_calloc((size_t)nv + 1, sizeof(int));
     L.tail_node = fc_calloc((size_t)nn + 1, sizeof(bool));
+    L.scatter_index = fc_calloc((size_t)nn + 1, sizeof(int));
     if (!L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
-        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.tail_node) {
+        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.tail_node || !L.scatter_index) {
         fail_oom(&L);
         goto done;
     }
+    for (int i = 0; i < nn; i++) L.scatter_index[i] = -1;
 
     /* 1. groups, numbered in a topological order of the group graph: a group comes after
      * every group it reads (Kahn's algorithm over groups, smallest first node first) */
@@ -1764,6 +1873,8 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
         if (L.group_is_view[gr]) continue;
         int before = L.p->kernels.len;
         lower_group(&L, gr);
+        /* the group's kernel: after a scatter_add's index kernels */
+        while (before < L.p->kernels.len - 1 && !strcmp(L.p->kernels.data[before]->kind, "scatter_index")) before++;
         if (node_kernel && L.p->kernels.len > before)
             for (int i = 0; i < nn; i++)
                 if (L.group_of_node[i] == gr) node_kernel[i] = before;
@@ -1784,6 +1895,7 @@ done:
     fc_free(L.force_load);
     fc_free(L.row_shared);
     fc_free(L.tail_node);
+    fc_free(L.scatter_index);
     fc_free(L.param_of_buf);
     FC_VEC_FREE(&L.memo);
     FC_VEC_FREE(&L.hc_keys);

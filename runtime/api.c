@@ -1118,7 +1118,7 @@ FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcT
     return s;
 }
 
-/* ids of a gather: the rows of its table bound the random values */
+/* ids of a gather or a scatter_add: the rows bound the random values */
 FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
     if (!b || !b->src || !t || i < 0 || i >= b->src->inputs.len) return FC_ERR_USAGE;
     const IrGraph *g = b->src;
@@ -1136,10 +1136,13 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
         int64_t hi = 16;
         for (int k = 0; k < g->nodes.len; k++) {
             const IrNode *nd = &g->nodes.data[k];
-            /* ids and labels in range: gather's rows, cross_entropy's classes */
+            /* ids and labels in range: gather's and scatter_add's rows, cross_entropy's classes */
             if (nd->nin != 2 || nd->in[1] != v) continue;
             const IrShape *ts = &ir_cval(g, nd->in[0])->shape;
-            int64_t lim = nd->op == IR_OP_GATHER ? ts->dims[0] : nd->op == IR_OP_CROSS_ENTROPY ? ts->dims[ts->rank - 1] : hi;
+            int64_t lim = nd->op == IR_OP_GATHER          ? ts->dims[0]
+                          : nd->op == IR_OP_SCATTER_ADD   ? nd->a.i[0]
+                          : nd->op == IR_OP_CROSS_ENTROPY ? ts->dims[ts->rank - 1]
+                                                          : hi;
             if (lim < hi) hi = lim;
         }
         rt_host_fill_uniform_int(x->dtype, h, n, 0, hi, s);

@@ -675,20 +675,40 @@ static void data_error_place(const IrGraph *g, const IrNode *n, const IrShape *s
         snprintf(loc, nloc, "%.256s:%d:%d: ", g->file ? g->file : "<input>", n->loc.line, n->loc.col);
 }
 
+/* ids[p] (of shape is) of gather or scatter_add node n must be in [0, rows): else a data error */
+static FcStatus check_id(const IrGraph *g, const IrNode *n, const IrShape *is, int64_t p, double id, int64_t rows,
+                         FcErr *err) {
+    if (id >= 0 && id < (double)rows) return FC_OK;
+    char pos[32 * IR_MAX_RANK + 4], loc[320];
+    data_error_place(g, n, is, p, loc, sizeof loc, pos, sizeof pos);
+    return fc_err_set(err, FC_ERR_RUNTIME_DATA, "%s%s: id %.0f at ids[%s] is out of range [0, %lld)", loc,
+                      ir_ops[n->op].name, id, pos, (long long)rows);
+}
+
 EX(GATHER) {
     const IrShape *ts = in_shape(g, n, 0), *is = in_shape(g, n, 1);
     FC_CHECK(err, ts->rank >= 1);
     int64_t rows = ts->dims[0], row = count_range(ts, 1, ts->rank), m = count(is);
     for (int64_t p = 0; p < m; p++) {
         double id = in[1][p];
-        if (!(id >= 0 && id < (double)rows)) {
-            char pos[32 * IR_MAX_RANK + 4], loc[320];
-            data_error_place(g, n, is, p, loc, sizeof loc, pos, sizeof pos);
-            return fc_err_set(err, FC_ERR_RUNTIME_DATA,
-                              "%sgather: id %.0f at ids[%s] is out of range [0, %lld)", loc, id, pos,
-                              (long long)rows);
-        }
+        FC_TRY(check_id(g, n, is, p, id, rows, err));
         memcpy(out[0] + p * row, in[0] + (int64_t)id * row, sizeof(double) * (size_t)row);
+    }
+    return FC_OK;
+}
+
+/* scatter_add(src, ids, rows): out[id] += src row p, in p's order; an id outside [0, rows) is a
+ * data error (as a gather id is) */
+EX(SCATTER_ADD) {
+    const IrShape *is = in_shape(g, n, 1), *os = out_shape(g, n, 0);
+    int64_t rows = os->dims[0], row = count_range(os, 1, os->rank), m = count(is);
+    memset(out[0], 0, sizeof(double) * (size_t)(rows * row));
+    for (int64_t p = 0; p < m; p++) {
+        double id = in[1][p];
+        FC_TRY(check_id(g, n, is, p, id, rows, err));
+        double *o = out[0] + (int64_t)id * row;
+        const double *x = in[0] + p * row;
+        for (int64_t j = 0; j < row; j++) o[j] += x[j];
     }
     return FC_OK;
 }
@@ -838,9 +858,21 @@ void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node,
 }
 
 FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, void *const *outputs,
-                                RtInterpOpFn fallback, double **keep, FcErr *err) {
+                                RtInterpOpFn fallback, double **keep, const uint64_t *noise, FcErr *err) {
     FC_CHECK(err, keep != NULL);
-    return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, fallback, keep, NULL, err);
+    return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, fallback, keep, noise, err);
+}
+
+/* Does op round its result on some backend (noise applies)? Not the exact ones: sign changes,
+ * selections and the max/min family compute the same bits everywhere (and keep ties tied). */
+static bool rounds(IrOp op) {
+    switch (ir_ops[op].cat) {
+    case IR_CAT_UNARY: case IR_CAT_BINARY: case IR_CAT_REDUCE: case IR_CAT_MATMUL: case IR_CAT_COMPOSITE:
+    case IR_CAT_SCATTER:
+        return op != IR_OP_NEG && op != IR_OP_ABS && op != IR_OP_RELU && op != IR_OP_MAXIMUM &&
+               op != IR_OP_MINIMUM && op != IR_OP_MAX && op != IR_OP_MIN;
+    default: return false;
+    }
 }
 
 /* The driver. keep == NULL: rt_interp_run_rounding. Else (interp_priv.h) every buffer is kept
@@ -939,8 +971,7 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
          * rounds them) */
         IrCategory cat = ir_ops[n->op].cat;
         bool keep_wide = rounding == RT_ROUND_AT_OUTPUTS && cat != IR_CAT_CAST && cat != IR_CAT_GENERATOR;
-        bool perturb = noise && (cat == IR_CAT_UNARY || cat == IR_CAT_BINARY || cat == IR_CAT_REDUCE ||
-                                 cat == IR_CAT_MATMUL || cat == IR_CAT_COMPOSITE);
+        bool perturb = noise && rounds(n->op);
         for (int r = 0; r < n->nout; r++) {
             const IrValue *v = val(g, n->out[r]);
             double *d = buf[n->out[r]];

@@ -24,9 +24,10 @@ FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const 
 typedef enum RtRounding { RT_ROUND_EVERY_OP, RT_ROUND_AT_OUTPUTS } RtRounding;
 FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtRounding rounding, FcErr *err);
-/* rt_interp_run with rounding-level noise: the result of every computing node (unary, binary,
- * reduction, matrix product, composite; not a cast, generator, comparison, select or shape op)
- * is multiplied element j by 1 + 2u sin(phase + 0.7549 j) before it is rounded to its dtype (u:
+/* rt_interp_run with rounding-level noise: the result of every rounding node (unary, binary,
+ * reduction, matrix product, composite, scatter_add; not a cast, generator, comparison, select
+ * or shape op, nor neg, abs, relu, maximum, minimum, max or min, which are exact everywhere and
+ * keep ties tied) is multiplied element j by 1 + 2u sin(phase + 0.7549 j) before it is rounded to its dtype (u:
  * the dtype's unit roundoff, 2^-24 for f32; phase from `seed` and the node). Run on a
  * decomposed graph, it perturbs the composites' inner steps too (a layernorm's mean, a
  * log_softmax's log of the sum), which is how the random-graph tester tells an output that
@@ -49,11 +50,12 @@ bool rt_interp_has_narrow_intermediates(const IrGraph *g);
  * not. Shares no code with the autodiff pass. */
 FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                         const double *const *grad_outputs, double *const *grad_inputs, FcErr *err);
-/* rt_interp_grad with rounding-level noise on the backward: the whole gradient of every node's
- * result is multiplied element e by 1 + 2u sin(phase + 0.7549 e) (u: the unit roundoff of the
- * value's dtype; phase from `seed` and the node) before it flows on, as a program that keeps a
- * value's gradient in the value's dtype may round it. The random-graph tester's conditioning
- * check of a gradient (docs/difftest.md). */
+/* rt_interp_grad with rounding-level noise: the forward as rt_interp_run_noisy runs it (the
+ * backward reads forward values that a program computes with roundings of its own), and on the
+ * backward the whole gradient of every node's result multiplied element e by 1 + 2u sin(phase +
+ * 0.7549 e) (u: the unit roundoff of the value's dtype; phase from `seed` and the node) before it
+ * flows on, as a program that keeps a value's gradient in the value's dtype may round it. The
+ * random-graph tester's conditioning check of a gradient (docs/difftest.md). */
 FcStatus rt_interp_grad_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs,
                               const double *const *grad_outputs, double *const *grad_inputs, uint64_t seed,
                               FcErr *err);

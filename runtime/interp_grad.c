@@ -152,6 +152,8 @@ typedef struct Bw {
     const double *const *x;
     const double *const *gy;
     double *const *gx;
+    const uint64_t *noise;   /* rt_interp_grad_noisy's seed, or NULL */
+    int node;                /* n's index (the noise's phase) */
 } Bw;
 typedef FcStatus (*BwFn)(const Bw *b, FcErr *err);
 #define BW(ID) static FcStatus bw_##ID(const Bw *b, FcErr *err)
@@ -394,10 +396,11 @@ static FcStatus softmax_bw(const Bw *b, bool log_form, FcErr *err) {
             double *gx = b->gx[0] + at;
             for (int64_t k = 0; k < len; k++) row[k] = x[k * inner];
             double lse = logsumexp(row, len), dot = 0;
-            for (int64_t k = 0; k < len; k++) {
-                row[k] = exp(row[k] - lse); /* softmax */
-                dot += log_form ? gy[k * inner] : gy[k * inner] * row[k];
-            }
+            for (int64_t k = 0; k < len; k++) row[k] = exp(row[k] - lse); /* softmax */
+            /* noise: a program's backward reads the softmax it rounded to the result's dtype
+             * (near one-hot, y (g - sum(g y)) then moves by far more than the rounding of x) */
+            if (b->noise) rt_interp_perturb(row, len, ir_cval(b->g, b->n->out[0])->dtype, *b->noise, b->node, (int)(o * inner + j) + 1);
+            for (int64_t k = 0; k < len; k++) dot += log_form ? gy[k * inner] : gy[k * inner] * row[k];
             for (int64_t k = 0; k < len; k++)
                 gx[k * inner] += log_form ? gy[k * inner] - row[k] * dot : row[k] * (gy[k * inner] - dot);
         }
@@ -617,6 +620,20 @@ BW(GATHER) {
     return FC_OK;
 }
 
+/* scatter_add(src, ids, rows): src row p gets the gradient's row ids[p] (a gather); none to
+ * the ids */
+BW(SCATTER_ADD) {
+    const IrShape *os = bout_shape(b, 0);
+    if (!b->gx[0]) return FC_OK;
+    int64_t rows = os->dims[0], row = numel_range(os, 1, os->rank), m = numel(bin_shape(b, 1));
+    for (int64_t p = 0; p < m; p++) {
+        double id = b->x[1][p];
+        FC_CHECK(err, id >= 0 && id < (double)rows);
+        for (int64_t j = 0; j < row; j++) b->gx[0][p * row + j] += b->gy[0][(int64_t)id * row + j];
+    }
+    return FC_OK;
+}
+
 /* c = a b per batch (batch dims broadcast): da += gc b^T, db += a^T gc, summed over the batches
  * that a broadcast operand served. */
 BW(MATMUL) {
@@ -677,7 +694,7 @@ static FcStatus grad_buf(const IrGraph *g, int v, double **out, FcErr *err) {
 /* The backward of node n: gradient buffers for its inputs that need one, zeros for results
  * without a gradient, then its rule. */
 static FcStatus node_bw(const IrGraph *g, const IrNode *n, double **val, double **gr, const bool *need,
-                        FcErr *err) {
+                        const uint64_t *noise, FcErr *err) {
     enum { FAST = 16 };
     const double *gy_fast[FAST];
     double *gx_fast[FAST];
@@ -698,7 +715,7 @@ static FcStatus node_bw(const IrGraph *g, const IrNode *n, double **val, double 
         if (need[n->in[i]] && (st = grad_buf(g, n->in[i], &gr[n->in[i]], err)) == FC_OK) gx[i] = gr[n->in[i]];
     }
     if (st == FC_OK) {
-        Bw b = {g, n, (const double *const *)val, gy, gx};
+        Bw b = {g, n, (const double *const *)val, gy, gx, noise, (int)(n - g->nodes.data)};
         const double *xs_fast[FAST];
         const double **xs = n->nin > FAST ? fc_calloc((size_t)n->nin, sizeof *xs) : xs_fast;
         if (!xs) st = FC_OOM(err);
@@ -747,7 +764,10 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
         st = FC_OOM(err);
         goto done;
     }
-    if ((st = rt_interp_forward_keep(g, inputs, outputs, training_forward, val, err)) != FC_OK) goto done;
+    /* noise: the forward too (rt_interp_run_noisy's), since the backward reads forward values
+     * that a program computes with roundings of its own (a softmax near one-hot: y (g - sum(g y))
+     * cancels, and one rounding of y moves the gradient by far more than rounding g does) */
+    if ((st = rt_interp_forward_keep(g, inputs, outputs, training_forward, val, noise, err)) != FC_OK) goto done;
 
     /* which values need a gradient: float values on a path from a requested input */
     for (int i = 0; grad_inputs && i < ni; i++) {
@@ -781,7 +801,7 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
             int v = n->out[r];
             if (gr[v]) rt_interp_perturb(gr[v], numel(vshape(g, v)), ir_cval(g, v)->dtype, *noise, k, r);
         }
-        if (flows && wanted && (st = node_bw(g, n, val, gr, need, err)) != FC_OK) goto done;
+        if (flows && wanted && (st = node_bw(g, n, val, gr, need, noise, err)) != FC_OK) goto done;
         for (int r = 0; r < n->nout; r++) {
             fc_free(gr[n->out[r]]);
             gr[n->out[r]] = NULL;

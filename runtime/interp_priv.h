@@ -15,13 +15,14 @@ typedef FcStatus (*RtInterpOpFn)(const IrGraph *g, const IrNode *n, const double
  * caller frees each), or NULL for a block input that no node reads; on failure keep[] is left
  * untouched and nothing is kept. outputs may be NULL (not stored). A node whose op interp.c
  * refuses with FC_ERR_UNSUPPORTED (the training ops, until interp.c runs them) is run by
- * `fallback` instead when it is not NULL. */
+ * `fallback` instead when it is not NULL. noise (may be NULL): rt_interp_run_noisy's noise on
+ * every rounding result, with that seed. */
 /* The noise of rt_interp_run_noisy and rt_interp_grad_noisy: d[j] *= 1 + 2u sin(phase + 0.7549 j)
  * for j < m (u: t's unit roundoff, 2^-24 for f32; nothing for a non-float t), the phase drawn
  * from seed, the node's index and which of its results (out). */
 void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node, int out);
 FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, void *const *outputs,
-                                RtInterpOpFn fallback, double **keep, FcErr *err);
+                                RtInterpOpFn fallback, double **keep, const uint64_t *noise, FcErr *err);
 
 /* interp_grad.c's own Philox-4x32-10 (Random123's philox4x32, 10 rounds): out = the block for
  * counter ctr and key key. Exposed for its known-answer test only. */

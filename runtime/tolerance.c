@@ -41,6 +41,10 @@ FcStatus rt_graph_tolerances(const IrGraph *g, double *tol, FcErr *err) {
             for (int j = 0; j < n->a.nlist; j++) len *= x->shape.dims[n->a.list[j]];
             break;
         case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: len = x->shape.dims[n->a.i[0]]; break;
+        case IR_OP_SCATTER_ADD:   /* a row sums at most every position's row (all ids alike) */
+            len = 1;
+            ir_shape_numel(&ir_cval(g, n->in[1])->shape, &len);
+            break;
         case IR_OP_CROSS_ENTROPY: {   /* a softmax over C per row, then the mean over the rows */
             int64_t rows = 1;
             ir_shape_numel(&ir_cval(g, n->in[1])->shape, &rows);

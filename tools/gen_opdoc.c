@@ -125,6 +125,7 @@ static const struct { const char *cat, *title, *note; } sections[] = {
     {"IR_CAT_SHAPE", "Shape ops", "Index maps over their input: they move no data when fused."},
     {"IR_CAT_GENERATOR", "Generators", "No tensor input; `shape` is a list of sizes or one integer."},
     {"IR_CAT_GATHER", "Data-dependent reads", ""},
+    {"IR_CAT_SCATTER", "Data-dependent writes", ""},
     {"IR_CAT_MATMUL", "Matrix product", ""},
 };
 
@@ -180,7 +181,7 @@ static void print_page(FILE *f) {
     fprintf(f, "\n## In the graph IR\n\n"
                "How each op appears in `--emit ir`: its tensor inputs, its results, the attributes it\n"
                "carries (slot:name, see docs/ir.md), the shape rule that checks it (ir/shape.c) and the\n"
-               "flops the cost model counts per output element (reductions: per input element).\n\n"
+               "flops the cost model counts per output element (reductions and scatter_add: per input element).\n\n"
                "| op | inputs | results | attributes | shape rule | flops |\n| --- | --- | --- | --- | --- | --- |\n");
     for (int i = 0; i < IR_OP_COUNT; i++) {
         const Op *o = &ops[i];

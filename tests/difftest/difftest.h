@@ -79,7 +79,7 @@ typedef struct DtProg {
     X(RMSNORM, "rmsnorm") X(CAUSAL_MASK, "causal_mask") X(ATTENTION, "attention")             \
     X(RESHAPE, "reshape") X(TRANSPOSE, "transpose") X(BROADCAST, "broadcast")                  \
     X(CONCAT, "concat") X(SPLIT, "split") X(SLICE, "slice") X(IOTA, "iota") X(FULL, "full")     \
-    X(GATHER, "gather") X(MATMUL, "matmul") X(DROPOUT, "dropout") X(DROPOUT_MASK, "dropout_mask")   \
+    X(GATHER, "gather") X(SCATTER_ADD, "scatter_add") X(MATMUL, "matmul") X(DROPOUT, "dropout") X(DROPOUT_MASK, "dropout_mask")   \
     X(CROSS_ENTROPY, "cross_entropy")
 
 typedef enum DtOp {

@@ -17,10 +17,11 @@
  * - log/sqrt/rsqrt/recip/div/pow work on abs(x) + 0.5;
  * - values are marked `exact` when every path computes the same bits (inputs, iota, full,
  *   neg/abs/relu/maximum/minimum/where/casts/shape ops/gather/max/min reductions of exact
- *   values, integer arithmetic, scaling of f32/f64 by a power of two). Comparisons and
+ *   values, integer arithmetic (scatter_add of integers included), scaling of f32/f64 by a power of two). Comparisons and
  *   float-to-int casts take exact operands only, so no path can flip a bool or an integer by a
  *   rounding difference;
- * - integer ranges are tracked exactly so that nothing overflows and gather ids stay in range;
+ * - integer ranges are tracked exactly so that nothing overflows and gather and scatter_add ids
+ *   stay in range;
  * - layernorm is not applied over axes along which a value is known to be constant (its
  *   variance would be rounding noise).
  *
@@ -1136,6 +1137,22 @@ static bool g_full(Gen *g) {
     return true;
 }
 
+/* The ids operand {1} for integer value id that must index n rows: an input (fc_block_random_input
+ * keeps an input that feeds a gather, scatter_add or cross_entropy below its rows), a value in
+ * range already, or one clamped into [0, n). */
+static void ids_operand(Gen *g, int id, int64_t n, char *l, size_t len) {
+    DtVal *I = &g->p->v[id];
+    if (I->input) {
+        int64_t hi = (n < 16 ? n : 16) - 1;
+        if (I->hi > hi) set_int_range(I, 0, hi);
+        snprintf(l, len, "{1}");
+    } else if (I->lo >= 0 && I->hi <= n - 1) {
+        snprintf(l, len, "{1}");
+    } else {
+        snprintf(l, len, "minimum(maximum({1}, 0), %lld)", (long long)(n - 1));
+    }
+}
+
 static bool g_gather(Gen *g) {
     int tb = pick(g, p_rank1, NULL);
     if (tb < 0) return false;
@@ -1148,14 +1165,6 @@ static bool g_gather(Gen *g) {
     if (id >= 0 && chance(g, 0.85)) {
         I = g->p->v[id];
         if (I.rank + T.rank - 1 > DT_MAXRANK) return false;
-        if (I.input) {
-            /* fc_block_random_input keeps an id input that feeds a gather below its rows */
-            snprintf(t, sizeof t, "gather({0}, {1})");
-        } else if (I.lo >= 0 && I.hi <= N - 1) {
-            snprintf(t, sizeof t, "gather({0}, {1})");
-        } else {
-            snprintf(t, sizeof t, "gather({0}, minimum(maximum({1}, 0), %lld))", (long long)(N - 1));
-        }
     } else {
         int64_t d[DT_MAXRANK];
         int r = (int)ri(g, 1, DT_MAXRANK - T.rank + 1);
@@ -1174,10 +1183,10 @@ static bool g_gather(Gen *g) {
     for (int i = 0; i < I.rank; i++) o.d[i] = I.d[i];
     for (int i = 1; i < T.rank; i++) o.d[I.rank + i - 1] = T.d[i];
     if (too_big(&o)) return false;
-    if (id >= 0 && ops[1] >= 0 && g->p->v[id].input) {
-        DtVal *IV = &g->p->v[id];
-        int64_t hi = (N < 16 ? N : 16) - 1;
-        if (IV->hi > hi) set_int_range(IV, 0, hi);
+    if (ops[1] >= 0) {   /* only now: ids_operand may narrow an input's range */
+        char l[96];
+        ids_operand(g, id, N, l, sizeof l);
+        snprintf(t, sizeof t, "gather({0}, %s)", l);
     }
     int y = new_val(g, T.dt, o.rank, o.d);
     DtVal *Y = &g->p->v[y];
@@ -1260,16 +1269,7 @@ static bool g_cross_entropy(Gen *g) {
     operand(g, x, 0, 1.0, a, sizeof a, &m, &dt, NULL);
     int ops[2] = {x, lab};
     if (lab >= 0) {
-        DtVal *L = &g->p->v[lab];
-        if (L->input) {
-            int64_t hi = (C < 16 ? C : 16) - 1;
-            if (L->hi > hi) set_int_range(L, 0, hi);
-            snprintf(l, sizeof l, "{1}");
-        } else if (L->lo >= 0 && L->hi <= C - 1) {
-            snprintf(l, sizeof l, "{1}");
-        } else {
-            snprintf(l, sizeof l, "minimum(maximum({1}, 0), %lld)", (long long)(C - 1));
-        }
+        ids_operand(g, lab, C, l, sizeof l);
     } else if (X.rank == 1) {
         snprintf(l, sizeof l, "cast(%lld, %s)", (long long)ri(g, 0, C - 1), chance(g, 0.5) ? "i32" : "i64");
     } else {
@@ -1283,6 +1283,44 @@ static bool g_cross_entropy(Gen *g) {
     int y = new_val(g, dt, 0, X.d);
     g->p->v[y].mag = 2 * m + log((double)C) + 1;
     add_stmt(g, DT_OP_CROSS_ENTROPY, t, ops, lab >= 0 ? 2 : 1, &y, 1);
+    return true;
+}
+
+/* scatter_add(src, ids, rows): ids of src's leading shape (an integer value of that shape: an
+ * input, kept below rows by fc_block_random_input; in range already; or clamped), else an iota
+ * clamped to rows - 1; few rows, so that ids repeat and rows are left empty. A src whose sums
+ * are constant over a leading axis (centax) is not taken: the rows redistribute those sums. */
+static bool g_scatter_add(Gen *g) {
+    int x = pick(g, p_num_rank1, NULL);
+    if (x < 0) return false;
+    const DtVal S = g->p->v[x];
+    int k = (int)ri(g, 1, S.rank);
+    if (S.centax & ((1u << k) - 1)) return false;
+    int64_t N = ri(g, 1, 6), M = 1;
+    for (int i = 0; i < k; i++) M *= S.d[i];
+    ShapeCtx lead = {k, S.d};
+    int id = chance(g, 0.7) ? pick(g, p_int_shape, &lead) : -1;
+    char t[DT_TMPL], l[160];
+    int ops[2] = {x, id};
+    if (id >= 0) {
+        ids_operand(g, id, N, l, sizeof l);
+    } else {
+        char sh[96];
+        fmt_shape(sh, sizeof sh, k, S.d);
+        snprintf(l, sizeof l, "minimum(iota(%s, %d%s), %lld)", sh, (int)ri(g, 0, k - 1),
+                 chance(g, 0.3) ? ", dtype=i64" : "", (long long)(N - 1));
+    }
+    snprintf(t, sizeof t, "scatter_add({0}, %s, %lld)", l, (long long)N);
+    int64_t d[DT_MAXRANK] = {N};
+    for (int i = k; i < S.rank; i++) d[i - k + 1] = S.d[i];
+    int y = new_val(g, S.dt, S.rank - k + 1, d);
+    DtVal *Y = &g->p->v[y];
+    Y->mag = S.mag * (double)M;
+    if (isint(S.dt)) set_int_range(Y, S.lo < 0 ? S.lo * M : 0, S.hi > 0 ? S.hi * M : 0);
+    Y->exact = isint(S.dt) && S.exact;
+    Y->constax = (S.constax >> k) << 1;
+    Y->centax = (S.centax >> k) << 1;
+    add_stmt(g, DT_OP_SCATTER_ADD, t, ops, id >= 0 ? 2 : 1, &y, 1);
     return true;
 }
 
@@ -1692,7 +1730,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         {DT_OP_MIN, 2}, {DT_OP_SOFTMAX, 3}, {DT_OP_LOG_SOFTMAX, 2}, {DT_OP_LAYERNORM, 3}, {DT_OP_RMSNORM, 3},
         {DT_OP_CAUSAL_MASK, 2}, {DT_OP_ATTENTION, 2}, {DT_OP_RESHAPE, 4}, {DT_OP_TRANSPOSE, 4},
         {DT_OP_BROADCAST, 3}, {DT_OP_CONCAT, 3}, {DT_OP_SPLIT, 3}, {DT_OP_SLICE, 4}, {DT_OP_IOTA, 2},
-        {DT_OP_FULL, 1}, {DT_OP_GATHER, 3}, {DT_OP_MATMUL, 5}, {DT_OP_DROPOUT, 2}, {DT_OP_DROPOUT_MASK, 1},
+        {DT_OP_FULL, 1}, {DT_OP_GATHER, 3}, {DT_OP_SCATTER_ADD, 2}, {DT_OP_MATMUL, 5}, {DT_OP_DROPOUT, 2}, {DT_OP_DROPOUT_MASK, 1},
         {DT_OP_CROSS_ENTROPY, 2},
         {DT_OP_COUNT, 14},  /* g_rowview: a row reduction with a view returned beside it */
         {DT_TIES, 8},       /* g_ties, training programs only */
@@ -1735,6 +1773,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         case DT_OP_IOTA: ok = g_iota(&g); break;
         case DT_OP_FULL: ok = g_full(&g); break;
         case DT_OP_GATHER: ok = g_gather(&g); break;
+        case DT_OP_SCATTER_ADD: ok = g_scatter_add(&g); break;
         case DT_OP_MATMUL: ok = g_matmul(&g); break;
         case DT_OP_DROPOUT: ok = g_dropout(&g); break;
         case DT_OP_DROPOUT_MASK: ok = g_dropout_mask(&g); break;

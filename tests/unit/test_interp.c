@@ -556,6 +556,31 @@ static void test_gather(void) {
            "message: %s", err.msg);
 }
 
+static void test_scatter_add(void) {
+    /* rows 0 and 2 named twice (summed in the ids' order), row 1 never (0) */
+    double src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    new_graph();
+    int x = input(FC_F32, SH(2, 2, 2)), ids = input(FC_I32, SH(2, 2));
+    output(add(IR_OP_SCATTER_ADD, INS(x, ids), (IrAttrs){.i = {4}}));
+    check1("scatter_add", (const double *const[]){src, (const double[]){2, 0, 2, 3}},
+           (const double[]){3, 4, 0, 0, 6, 8, 7, 8}, 0);
+    FcErr err = {0};
+    FcStatus st = run((const double *const[]){src, (const double[]){2, 0, 4, 3}}, NULL, &err);
+    EXPECT(st == FC_ERR_RUNTIME_DATA, "status %d", st);
+    EXPECT(strcmp(err.msg, "t.tf:3:7: scatter_add: id 4 at ids[1, 0] is out of range [0, 4)") == 0, "message: %s",
+           err.msg);
+    /* rank-1 src, i64 ids, a negative id */
+    new_graph();
+    x = input(FC_F64, SH(3));
+    ids = input(FC_I64, SH(3));
+    output(add(IR_OP_SCATTER_ADD, INS(x, ids), (IrAttrs){.i = {2}}));
+    check1("scatter_add rank 1", (const double *const[]){src, (const double[]){1, 1, 0}}, (const double[]){3, 3}, 0);
+    st = run((const double *const[]){src, (const double[]){0, -1, 1}}, NULL, &err);
+    EXPECT(st == FC_ERR_RUNTIME_DATA &&
+               strcmp(err.msg, "t.tf:3:7: scatter_add: id -1 at ids[1] is out of range [0, 2)") == 0,
+           "message: %s", err.msg);
+}
+
 static void test_matmul(void) {
     /* a [2, 2, 3] @ b [3, 2]: b broadcast over the batch */
     double a[12], b[6], w[8];
@@ -933,6 +958,7 @@ int main(void) {
     test_shape_ops();
     test_generators();
     test_gather();
+    test_scatter_add();
     test_matmul();
     test_philox();
     test_training();

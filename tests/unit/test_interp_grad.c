@@ -621,6 +621,14 @@ static void test_generators_gather_matmul(void) {
         output(add1(IR_OP_SIN, add2(IR_OP_GATHER, tab, ids)));
         check_grad("gather");
     }
+    /* scatter_add: rows named several times, rows never named; its src gets a gather */
+    for (int t = 0; t < 2; t++) {
+        new_graph();
+        int src = input(t ? SH(2, 4) : SH(2, 4, 3), G_SIGNED);
+        int ids = input_gen(t ? FC_I64 : FC_I32, SH(2, 4), G_IDS, 5);
+        output(add1(IR_OP_SIN, add(IR_OP_SCATTER_ADD, INS(src, ids), (IrAttrs){.i = {6}})));
+        check_grad("scatter_add");
+    }
     /* matmul: plain, one side batched, both batched with broadcast batch dims */
     const struct { IrShape a, b; } mm[] = {
         {SH(3, 4), SH(4, 5)}, {SH(2, 3, 4), SH(4, 5)}, {SH(3, 4), SH(2, 4, 2)},

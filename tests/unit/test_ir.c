@@ -176,6 +176,7 @@ static IrGraph *all_ops_graph(void) {
     output(g, N0(g, IR_OP_FULL, ((IrAttrs){.f = 1.7976931348623157e308, .dtype = FC_F64})), "fmax");
     output(g, N0(g, IR_OP_FULL, ((IrAttrs){.f = 3, .dtype = FC_BOOL})), "fb");
     output(g, N(g, IR_OP_GATHER, NOATTR, tab, ids), "ga");
+    output(g, N(g, IR_OP_SCATTER_ADD, ((IrAttrs){.i = {9}}), N(g, IR_OP_GATHER, NOATTR, tab, ids), ids), "sc");
     int yt = N(g, IR_OP_TRANSPOSE, ((IrAttrs){LIST(0, 2, 1)}), y);
     output(g, N(g, IR_OP_MATMUL, NOATTR, x, yt), "mm");
     output(g, N(g, IR_OP_DROPOUT, ((IrAttrs){.f = 0.1, .i = {42}}), x), "dr");

@@ -59,6 +59,9 @@ static const Case cases[] = {
      "  return reshape(x, [B, -1]), transpose(x, [2, 0, 1]), transpose(x), broadcast(y, [2, A, 2, C]), concat([x, y], axis=1), a, c, q, slice(x, -1, 1, -1), slice(x, 2, 6, 0, -2), slice(x, 0, -1, -100, -1)\n}\n"},
     {"generators", "iota full", HDR "block f(x: f32[B, C]) { return x + cast(iota([B, C], axis=1), f32), full([C], 2.5) * x, iota([A, B], 0, i64) }\n"},
     {"gather", "gather", HDR "block f(t: f32[C, A], i: i32[B, 2]) { return gather(t, i) }\n"},
+    {"scatter_add", "scatter_add",
+     HDR "block f(x: f32[B, 2, C], i: i32[B, 2], y: bf16[A, C], j: i64[A], z: f64[B, 2], k: i32[A, 3], l: i64[A]) {\n"
+     "  return scatter_add(x, i, 4), scatter_add(y, j, 1), scatter_add(z, i, C) * 2.0, scatter_add(k, l, B), scatter_add(exp(x), i, C)\n}\n"},
     {"dropout", "dropout dropout_mask",
      HDR "block f(x: f32[A, B, C], y: bf16[B, C], z: f64[C], s: f32[]) {\n"
      "  m = where(dropout_mask([A, B, C], 0.9, seed=0), x, 0.0)\n"
