@@ -1562,19 +1562,55 @@ static void group_ops(Lower *L, int group, char *buf, size_t len) {
 }
 
 /* The index of scatter_add node nd, in a workspace temporary of 2 rows + M i64 (M the ids'
- * elements): [0, rows) how many ids name each row, [rows, 2 rows) the first position that
- * names it, [2 rows, +M) for each position the next one with the same id (M after the last).
- * Two kernels before the group's: scatter_init zeroes the counts; scatter_index gives each
- * position its next and its id's count by a serial scan of the ids (M^2 compares, in
- * parallel over the positions: no atomics, no sort, one writer per word: the first position
- * of an id writes that row's count and first position), and flags an id outside [0, rows)
- * as a data error. The kernel that computes the sums then reads ids and src once each. */
+ * elements; on the CPU rows more): [0, rows) how many ids name each row, [rows, 2 rows) the
+ * first position that names it, [2 rows, +M) for each position the next one with the same id
+ * (M after the last). Two kernels before the group's: scatter_init zeroes the counts;
+ * scatter_index flags an id outside [0, rows) as a data error (and stores nothing for it) and
+ * fills the rest. On a GPU each position is a thread that scans the ids (M^2 compares in all,
+ * in parallel: no atomics, no sort, one writer per word: the first position of an id writes
+ * that row's count and first position). On the CPU one task walks the positions in order,
+ * appending each to its row's list through a last-position array ([2 rows + M, +rows)): O(M),
+ * where the scan would be M^2 / cores. The kernel that computes the sums then reads ids and
+ * src once each. */
+/* scatter_index on the CPU: one block, one thread, the positions in order (see below). */
+static void scatter_index_serial(Lower *L, int group, int ids, const IrShape *is, int64_t rows, int64_t M, int buf) {
+    kernel_begin(L, group, "scatter_index", 1, 32);
+    if (failed(L)) return;
+    rename_kernel(L, "scatter_index");
+    int prm = param_for_buf(L, buf, true);
+    int one = kir_var(L->k, KT_I64), m = kir_var(L->k, KT_I64), id = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
+    int64_t nxt = 2 * rows, last = 2 * rows + M;
+    k_for(L, KIR_LOOP_THREADS, one, ci(L, 0), ci(L, 1));
+    k_for(L, KIR_LOOP_SERIAL, m, ci(L, 0), ci(L, M));
+    int ii[IR_MAX_RANK];
+    delinearize(L, is, vref(L, m), ii);
+    kir_let(L->k, id, kir_cast(L->k, KT_I64, emit(L, ids, ii)));
+    int bad = kir_bin(L->k, KB_OR, kir_bin(L->k, KB_LT, vref(L, id), ci(L, 0)), kir_bin(L->k, KB_GE, vref(L, id), ci(L, rows)));
+    kir_error_if(L->k, bad, FC_ERR_RUNTIME_DATA);
+    kir_store(L->k, prm, ib(L, KB_ADD, ci(L, nxt), vref(L, m)), ci(L, M));
+    k_if(L, kir_un(L->k, KU_NOT, bad));
+    kir_let(L->k, c, kir_load(L->k, prm, vref(L, id)));
+    kir_if(L->k, kir_bin(L->k, KB_EQ, vref(L, c), ci(L, 0)));   /* the row's first: its head */
+    kir_store(L->k, prm, ib(L, KB_ADD, ci(L, rows), vref(L, id)), vref(L, m));
+    kir_else(L->k);                                               /* else after its last */
+    kir_store(L->k, prm, ib(L, KB_ADD, ci(L, nxt), kir_load(L->k, prm, ib(L, KB_ADD, ci(L, last), vref(L, id)))),
+              vref(L, m));
+    kir_end(L->k);
+    kir_store(L->k, prm, ib(L, KB_ADD, ci(L, last), vref(L, id)), vref(L, m));
+    kir_store(L->k, prm, vref(L, id), ib(L, KB_ADD, vref(L, c), ci(L, 1)));
+    k_end(L);
+    k_end(L);
+    k_end(L);
+    hc_reset(L);
+    kernel_end(L, "scatter_add index: counts, first and next positions");
+}
+
 static void scatter_index_kernels(Lower *L, int group, int nd) {
     const IrNode *n = &L->g->nodes.data[nd];
     int ids = n->in[1];
     const IrShape *is = &val(L, ids)->shape;
     int64_t rows = n->a.i[0], M = numel_of(L, ids), len;
-    if (!fc_mul64(rows, 2, &len) || !fc_add64(len, M, &len)) {
+    if (!fc_mul64(rows, L->opt->cpu ? 3 : 2, &len) || !fc_add64(len, M, &len)) {
         if (L->st == FC_OK) L->st = fc_err_set(L->err, FC_ERR_INPUT, "a scatter_add index overflows a 64-bit count");
         return;
     }
@@ -1595,6 +1631,10 @@ static void scatter_index_kernels(Lower *L, int group, int nd) {
     kernel_end(L, "scatter_add index: zero the counts");
     if (failed(L)) return;
 
+    if (L->opt->cpu) {
+        scatter_index_serial(L, group, ids, is, rows, M, buf);
+        return;
+    }
     enum { SC_CHUNK = 128 };   /* positions a block: M^2 / 128 compares each */
     kernel_begin(L, group, "scatter_index", (M + SC_CHUNK - 1) / SC_CHUNK, SC_CHUNK);
     if (failed(L)) return;
