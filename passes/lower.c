@@ -1561,18 +1561,7 @@ static void group_ops(Lower *L, int group, char *buf, size_t len) {
     }
 }
 
-/* The index of scatter_add node nd, in a workspace temporary of 2 rows + M i64 (M the ids'
- * elements; on the CPU rows more): [0, rows) how many ids name each row, [rows, 2 rows) the
- * first position that names it, [2 rows, +M) for each position the next one with the same id
- * (M after the last). Two kernels before the group's: scatter_init zeroes the counts;
- * scatter_index flags an id outside [0, rows) as a data error (and stores nothing for it) and
- * fills the rest. On a GPU each position is a thread that scans the ids (M^2 compares in all,
- * in parallel: no atomics, no sort, one writer per word: the first position of an id writes
- * that row's count and first position). On the CPU one task walks the positions in order,
- * appending each to its row's list through a last-position array ([2 rows + M, +rows)): O(M),
- * where the scan would be M^2 / cores. The kernel that computes the sums then reads ids and
- * src once each. */
-/* scatter_index on the CPU: one block, one thread, the positions in order (see below). */
+/* scatter_index on the CPU: one block, one thread, the positions in order (scatter_index_kernels). */
 static void scatter_index_serial(Lower *L, int group, int ids, const IrShape *is, int64_t rows, int64_t M, int buf) {
     kernel_begin(L, group, "scatter_index", 1, 32);
     if (failed(L)) return;
@@ -1605,6 +1594,17 @@ static void scatter_index_serial(Lower *L, int group, int ids, const IrShape *is
     kernel_end(L, "scatter_add index: counts, first and next positions");
 }
 
+/* The index of scatter_add node nd, in a workspace temporary of 2 rows + M i64 (M the ids'
+ * elements; on the CPU rows more): [0, rows) how many ids name each row, [rows, 2 rows) the
+ * first position that names it, [2 rows, +M) for each position the next one with the same id
+ * (M after the last). Two kernels before the group's: scatter_init zeroes the counts;
+ * scatter_index flags an id outside [0, rows) as a data error (and stores nothing for it) and
+ * fills the rest. On a GPU each position is a thread that scans the ids (M^2 compares in all,
+ * in parallel: no atomics, no sort, one writer per word: the first position of an id writes
+ * that row's count and first position). On the CPU one task walks the positions in order,
+ * appending each to its row's list through a last-position array ([2 rows + M, +rows)): O(M),
+ * where the scan would be M^2 / cores. The kernel that computes the sums then reads ids and
+ * src once each. */
 static void scatter_index_kernels(Lower *L, int group, int nd) {
     const IrNode *n = &L->g->nodes.data[nd];
     int ids = n->in[1];
