@@ -309,6 +309,18 @@ static void hc_reset(Lower *L) {
     L->hc_keys.len = 0;
     L->hc_ids.len = 0;
 }
+/* After a loop opened when the table had `mark` entries closes: drops only what was made
+ * inside it (what came before cannot refer to its variables), so the caller's index
+ * expressions keep their ids and the value cache (keyed by them) still finds what was
+ * computed before the loop. hc_reset instead would make every later use of a value computed
+ * with an inner loop (a serial reduction, a scatter_add's row walk) compute it again, and a
+ * value read several times by what reads it several times (gelu's x) again and again. */
+static void hc_trunc(Lower *L, int mark) {
+    if (mark < L->hc_keys.len) {
+        L->hc_keys.len = mark;
+        L->hc_ids.len = mark;
+    }
+}
 
 static int memo_find(Lower *L, int v, int n, const int *idx) {
     for (int i = L->memo.len - 1; i >= 0; i--) {
@@ -392,15 +404,15 @@ static int emit_reduce_serial(Lower *L, const IrNode *n, int v, const int *idx) 
     KirType at = acc_type(x->dtype);
     int acc = kir_var(L->k, at);
     kir_let(L->k, acc, reduce_identity(L, n->op, at));
-    int r = kir_var(L->k, KT_I64);
-    k_for(L, KIR_LOOP_SERIAL, r, ci(L, 0), ci(L, count));
+    int r = kir_var(L->k, KT_I64), lim = ci(L, count), mark = L->hc_keys.len;
+    k_for(L, KIR_LOOP_SERIAL, r, ci(L, 0), lim);
     int ridx[IR_MAX_RANK], iidx[IR_MAX_RANK];
     delinearize(L, &rs, vref(L, r), ridx);
     reduce_in_index(n, &x->shape, idx, ridx, iidx);
     int xv = kir_cast(L->k, at, emit(L, n->in[0], iidx));
     kir_assign(L->k, acc, kir_bin(L->k, reduce_binop(n->op), vref(L, acc), xv));
     k_end(L);
-    hc_reset(L);
+    hc_trunc(L, mark);
     int res = vref(L, acc);
     if (n->op == IR_OP_MEAN) res = kir_bin(L->k, KB_DIV, res, fconst(L, at, (double)count));
     (void)v;
@@ -622,7 +634,8 @@ static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
     kir_let(L->k, cnt, kir_load(L->k, prm, idx[0]));
     kir_let(L->k, j, kir_load(L->k, prm, ib(L, KB_ADD, ci(L, rows), idx[0])));
     kir_let(L->k, acc, zero_of(L, at));
-    k_for(L, KIR_LOOP_SERIAL, k, ci(L, 0), vref(L, cnt));
+    int lim = vref(L, cnt), mark = L->hc_keys.len;
+    k_for(L, KIR_LOOP_SERIAL, k, ci(L, 0), lim);
     int sidx[IR_MAX_RANK];
     delinearize(L, is, vref(L, j), sidx);
     for (int d = 1; d < val(L, v)->shape.rank; d++) sidx[is->rank + d - 1] = idx[d];
@@ -630,7 +643,7 @@ static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
     kir_assign(L->k, acc, kir_bin(L->k, KB_ADD, vref(L, acc), xv));
     kir_assign(L->k, j, kir_load(L->k, prm, ib(L, KB_ADD, ci(L, 2 * rows), vref(L, j))));
     k_end(L);
-    hc_reset(L);
+    hc_trunc(L, mark);
     return kir_cast(L->k, ctype(val(L, v)->dtype), vref(L, acc));
 }
 
@@ -1097,7 +1110,8 @@ static void bind_reduction(Lower *L, const IrNode *n, int res, KirType at, int64
  * reduces the R per-row values its operand's buffer got from the rows, in row order; then the
  * tail's outputs (scalars) are computed from the results and stored. Nothing of the body is
  * visible here: its variables, bound values and staged rows are dropped. */
-static void schedule_tail(Lower *L, int group, const int *outs, int nouts, int64_t R) {
+/* Opens the kernel's tail (kir_begin_tail): nothing of the body stays visible. */
+static void begin_tail(Lower *L) {
     kir_begin_tail(L->k);
     L->in_rows = false;
     L->memo.len = 0;
@@ -1105,6 +1119,10 @@ static void schedule_tail(Lower *L, int group, const int *outs, int nouts, int64
     L->fold_rank = 0;
     for (int v = 0; v < L->g->values.len; v++) L->bound[v] = L->row_shared[v] = -1;
     hc_reset(L);
+}
+
+static void schedule_tail(Lower *L, int group, const int *outs, int nouts, int64_t R) {
+    begin_tail(L);
     for (int i = 0; i < L->g->nodes.len && !failed(L); i++) {
         const IrNode *n = &L->g->nodes.data[i];
         if (L->group_of_node[i] != group || !L->tail_node[i] || ir_ops[n->op].cat != IR_CAT_REDUCE) continue;
@@ -1128,6 +1146,130 @@ static void schedule_tail(Lower *L, int group, const int *outs, int nouts, int64
         for (int d = 0; d < val(L, outs[i])->shape.rank; d++) idx[d] = ci(L, 0);
         store_value(L, outs[i], ci(L, 0), idx);
     }
+    k_end(L);
+    hc_reset(L);
+}
+
+/* Column reduction: a group that is one reduction over the leading axes [0, k) of its input
+ * X (fuse.c gives such a reduction a kernel of its own: a bias's or a norm gain's gradient,
+ * the sum over the rows of [B*T, C]). X is R rows of C columns. Returns false if the group is
+ * not that. */
+static bool col_shape(Lower *L, int group, const IrNode **red, int64_t *R, int64_t *C) {
+    const IrNode *n = NULL;
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        if (n) return false;
+        n = &L->g->nodes.data[i];
+    }
+    if (!n || ir_ops[n->op].cat != IR_CAT_REDUCE) return false;
+    const IrShape *x = &val(L, n->in[0])->shape;
+    int k = n->a.nlist;
+    if (k >= x->rank) return false;
+    for (int j = 0; j < k; j++)
+        if (n->a.list[j] != j) return false;
+    *R = 1;
+    *C = 1;
+    for (int d = 0; d < x->rank; d++) *(d < k ? R : C) *= x->dims[d];
+    *red = n;
+    return true;
+}
+
+/* X's element at row r and column c of a column reduction (lead: X's first k dims, trail the
+ * rest), converted to the accumulator type. */
+static int col_element(Lower *L, const IrNode *n, const IrShape *lead, const IrShape *trail, int r, int c, KirType at) {
+    int idx[IR_MAX_RANK];
+    delinearize(L, lead, r, idx);
+    delinearize(L, trail, c, idx + lead->rank);
+    return kir_cast(L->k, at, emit(L, n->in[0], idx));
+}
+
+/* Stores the column reduction's result for column c from its accumulated value res. */
+static void col_store(Lower *L, const IrNode *n, int c, int res, KirType at, int64_t R) {
+    if (n->op == IR_OP_MEAN) res = kir_bin(L->k, KB_DIV, res, fconst(L, at, (double)R));
+    kir_store(L->k, param_for_buf(L, L->buf_of_val[n->out[0]], true), c,
+              kir_cast(L->k, ctype(val(L, n->out[0])->dtype), res));
+}
+
+/* The column reduction's kernel (col_reduce): blocks of TC columns by RC rows; each block
+ * reduces its rows of its columns and stores the partial to a workspace temporary [P, C] (P
+ * row chunks); the tail reduces each column's P partials in chunk order and stores the
+ * result. One launch, deterministic (the order is the kernel's, not the blocks' finishing
+ * order), P * Q blocks instead of the one block of C threads that walked all R rows
+ * (serial_reduce). A GPU block is a thread a column with a serial loop over its rows (loads
+ * coalesced along the columns, the accumulator in a register; P = 1: no tail, the block
+ * stores the result); on the CPU the rows are the outer loop and a vector loop over the
+ * columns adds each row into the block's partial row (in cache), so the loads stream. */
+static void schedule_cols(Lower *L, int group, const IrNode *n, int64_t R, int64_t C) {
+    const IrValue *x = val(L, n->in[0]);
+    int k = n->a.nlist;
+    bool cpu = L->opt->cpu;
+    IrShape lead = {.rank = k}, trail = {.rank = x->shape.rank - k};
+    for (int d = 0; d < x->shape.rank; d++) {
+        if (d < k) lead.dims[d] = x->shape.dims[d];
+        else trail.dims[d - k] = x->shape.dims[d];
+    }
+    int64_t TC = cpu ? C : C < 256 ? (C + 31) / 32 * 32 : 256;
+    int64_t Q = (C + TC - 1) / TC, minrows = 16;
+    int64_t P = ((cpu ? 64 : 512) + Q - 1) / Q;
+    if (P > (R + minrows - 1) / minrows) P = (R + minrows - 1) / minrows;
+    if (P < 1 || (cpu && P < 2)) P = cpu && R > 1 ? 2 : 1;   /* the CPU accumulates in the partials */
+    int64_t RC = (R + P - 1) / P;
+    P = (R + RC - 1) / RC;
+    KirType at = acc_type(x->dtype);
+    FcDtype adt = at == KT_F64 ? FC_F64 : at == KT_I64 ? FC_I64 : at == KT_I32 ? FC_I32 : FC_F32;
+    int part = -1;
+    if (P > 1 && (part = add_temp(L, adt, P * C)) < 0) return;
+    kernel_begin(L, group, P > 1 ? "col_reduce_tail" : "col_reduce", P * Q, (int)TC < 1024 ? (int)TC : 1024);
+    if (failed(L)) return;
+    int blk = kir_var(L->k, KT_I64), r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64),
+        c0 = kir_var(L->k, KT_I64), c1 = kir_var(L->k, KT_I64), base = kir_var(L->k, KT_I64),
+        c = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64);
+    kir_let(L->k, blk, kir_block_idx(L->k));
+    kir_let(L->k, r0, ib(L, KB_MUL, ib(L, KB_DIV, vref(L, blk), ci(L, Q)), ci(L, RC)));
+    kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, RC)), ci(L, R)));
+    kir_let(L->k, c0, ib(L, KB_MUL, ib(L, KB_REM, vref(L, blk), ci(L, Q)), ci(L, TC)));
+    kir_let(L->k, c1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, c0), ci(L, TC)), ci(L, C)));
+    if (P > 1) kir_let(L->k, base, ib(L, KB_MUL, ib(L, KB_DIV, vref(L, blk), ci(L, Q)), ci(L, C)));   /* the partial row */
+    int prm = part >= 0 ? param_for_buf(L, part, true) : -1;
+    if (cpu && P > 1) {
+        k_for(L, KIR_LOOP_THREADS, c, vref(L, c0), vref(L, c1));
+        kir_store(L->k, prm, ib(L, KB_ADD, vref(L, base), vref(L, c)), reduce_identity(L, n->op, at));
+        k_end(L);
+        hc_reset(L);
+        int c2 = kir_var(L->k, KT_I64);
+        k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
+        k_for(L, KIR_LOOP_THREADS, c2, vref(L, c0), vref(L, c1));
+        int xv = col_element(L, n, &lead, &trail, vref(L, r), vref(L, c2), at);
+        int e = ib(L, KB_ADD, vref(L, base), vref(L, c2));
+        kir_store(L->k, prm, e, kir_bin(L->k, reduce_binop(n->op), kir_load(L->k, prm, e), xv));
+        k_end(L);
+        k_end(L);
+        hc_reset(L);
+    } else {
+        int acc = kir_var(L->k, at);
+        k_for(L, KIR_LOOP_THREADS, c, vref(L, c0), vref(L, c1));
+        kir_let(L->k, acc, reduce_identity(L, n->op, at));
+        k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
+        int xv = col_element(L, n, &lead, &trail, vref(L, r), vref(L, c), at);
+        kir_assign(L->k, acc, kir_bin(L->k, reduce_binop(n->op), vref(L, acc), xv));
+        k_end(L);
+        hc_reset(L);
+        if (P > 1) kir_store(L->k, prm, ib(L, KB_ADD, vref(L, base), vref(L, c)), vref(L, acc));
+        else col_store(L, n, vref(L, c), vref(L, acc), at, R);
+        k_end(L);
+        hc_reset(L);
+    }
+    if (P == 1) return;
+    begin_tail(L);
+    int tc = kir_var(L->k, KT_I64), p = kir_var(L->k, KT_I64), tacc = kir_var(L->k, at);
+    k_for(L, KIR_LOOP_THREADS, tc, ci(L, 0), ci(L, C));
+    kir_let(L->k, tacc, reduce_identity(L, n->op, at));
+    k_for(L, KIR_LOOP_SERIAL, p, ci(L, 0), ci(L, P));
+    int pv = kir_load(L->k, prm, ib(L, KB_ADD, ib(L, KB_MUL, vref(L, p), ci(L, C)), vref(L, tc)));
+    kir_assign(L->k, tacc, kir_bin(L->k, reduce_binop(n->op), vref(L, tacc), pv));
+    k_end(L);
+    hc_reset(L);
+    col_store(L, n, vref(L, tc), vref(L, tacc), at, R);
     k_end(L);
     hc_reset(L);
 }
@@ -1702,12 +1844,16 @@ static void lower_group(Lower *L, int group) {
     if (failed(L)) return;
     IrShape X;
     int nred = 0;
+    const IrNode *cred = NULL;
+    int64_t cR = 0, cC = 0;
     if (mm) {
         if (has_reduce) { fail_internal(L, "reduction in a matmul group", __LINE__); return; }
         if (L->opt->library_gemm && schedule_matmul_library(L, group, mm, outs, nouts, flops - mm_flops)) return;
         schedule_matmul(L, group, mm, outs, nouts);
     } else if (has_reduce && row_shape(L, group, outs, nouts, &X, &nred)) {
         schedule_rows(L, group, outs, nouts, &X, nred);
+    } else if (has_reduce && col_shape(L, group, &cred, &cR, &cC)) {
+        schedule_cols(L, group, cred, cR, cC);
     } else {
         schedule_pointwise(L, group, outs, nouts, has_reduce ? "serial_reduce" : "pointwise");
     }
