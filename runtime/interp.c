@@ -863,14 +863,16 @@ FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, voi
     return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, fallback, keep, noise, err);
 }
 
-/* Does op round its result on some backend (noise applies)? Not the exact ones: sign changes,
- * selections and the max/min family compute the same bits everywhere (and keep ties tied). */
+/* Does op get noise? Not abs, relu and the max/min family: exact everywhere, and noise on
+ * them would untie ties (whose gradient split the check must see). neg is exact too but keeps
+ * its noise: it stands for the rounding of the sum that adds it (x + (-x) summed in another
+ * order is not 0), which output noise on that sum (0 times anything) cannot show. */
 static bool rounds(IrOp op) {
     switch (ir_ops[op].cat) {
     case IR_CAT_UNARY: case IR_CAT_BINARY: case IR_CAT_REDUCE: case IR_CAT_MATMUL: case IR_CAT_COMPOSITE:
     case IR_CAT_SCATTER:
-        return op != IR_OP_NEG && op != IR_OP_ABS && op != IR_OP_RELU && op != IR_OP_MAXIMUM &&
-               op != IR_OP_MINIMUM && op != IR_OP_MAX && op != IR_OP_MIN;
+        return op != IR_OP_ABS && op != IR_OP_RELU && op != IR_OP_MAXIMUM && op != IR_OP_MINIMUM &&
+               op != IR_OP_MAX && op != IR_OP_MIN;
     default: return false;
     }
 }

@@ -26,7 +26,7 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
                                 RtRounding rounding, FcErr *err);
 /* rt_interp_run with rounding-level noise: the result of every rounding node (unary, binary,
  * reduction, matrix product, composite, scatter_add; not a cast, generator, comparison, select
- * or shape op, nor neg, abs, relu, maximum, minimum, max or min, which are exact everywhere and
+ * or shape op, nor abs, relu, maximum, minimum, max or min, which are exact everywhere and
  * keep ties tied) is multiplied element j by 1 + 2u sin(phase + 0.7549 j) before it is rounded to its dtype (u:
  * the dtype's unit roundoff, 2^-24 for f32; phase from `seed` and the node). Run on a
  * decomposed graph, it perturbs the composites' inner steps too (a layernorm's mean, a

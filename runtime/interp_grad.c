@@ -435,8 +435,11 @@ static FcStatus norm_bw(const Bw *b, bool rms, FcErr *err) {
         }
         for (int64_t j = 0; j < inner; j++) var += (x[j] - mean) * (x[j] - mean);
         double r = 1.0 / sqrt(var / (double)inner + n->a.f);
+        for (int64_t j = 0; j < inner; j++) xhat[j] = (x[j] - mean) * r;
+        /* noise: a program's backward reads the normalized row it rounded to f32 (the sum of
+         * dx over a row that is one scalar times a fixed pattern cancels to eps's effect) */
+        if (b->noise) rt_interp_perturb(xhat, inner, ir_cval(b->g, b->n->out[0])->dtype, *b->noise, b->node, (int)o + 1);
         for (int64_t j = 0; j < inner; j++) {
-            xhat[j] = (x[j] - mean) * r;
             h[j] = gi >= 0 ? gy[j] * b->x[gi][j] : gy[j];
             if (gi >= 0 && b->gx[gi]) b->gx[gi][j] += gy[j] * xhat[j];
             if (bi >= 0 && b->gx[bi]) b->gx[bi][j] += gy[j];

@@ -1882,7 +1882,7 @@ static void noise_line(Buf *b, const DtProg *p, int v, uint64_t seed, const char
 static bool accumulates(int op) {
     return op == DT_OP_SUM || op == DT_OP_MEAN || op == DT_OP_MATMUL || op == DT_OP_SOFTMAX || op == DT_OP_LOG_SOFTMAX ||
            op == DT_OP_LAYERNORM || op == DT_OP_RMSNORM || op == DT_OP_ATTENTION || op == DT_OP_CAUSAL_MASK ||
-           op == DT_OP_CROSS_ENTROPY;
+           op == DT_OP_CROSS_ENTROPY || op == DT_OP_SCATTER_ADD;
 }
 
 static char *render(const DtProg *p, const char *header, bool noisy, uint64_t seed);
