@@ -127,6 +127,8 @@ typedef struct Lower {
     int *row_shared;         /* [values] shared array holding this row of the value, or -1 */
     bool *tail_node;         /* [nodes] runs in the row kernel's tail (row_shape; fuse.c's mark 2) */
     int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
+    int group_kernel;        /* the kernel lower_group built for the group's nodes (the first of
+                              * a library product's, after any scatter_add index kernels) */
     int row_lead;            /* rank of the row index (leading dims) while row_shared is used */
     IrShape row_red;         /* the reduced dims */
     bool in_rows;            /* a row kernel is being built: row_shared and the reductions' bound
@@ -341,6 +343,23 @@ static int memo_put(Lower *L, int v, int n, const int *idx, int e) {
     memcpy(m.idx, idx, sizeof(int) * (size_t)n);
     if (!FC_VEC_PUSH(&L->memo, m)) { fail_oom(L); return -1; }
     return vref(L, var);
+}
+
+/* lo, hi: new variables holding this block's part [block * chunk, min(block * chunk + chunk, n))
+ * of a 1-D range of n (the grid of a chunked kernel). */
+static void block_range(Lower *L, int64_t chunk, int64_t n, int *lo, int *hi) {
+    *lo = kir_var(L->k, KT_I64);
+    *hi = kir_var(L->k, KT_I64);
+    kir_let(L->k, *lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
+    kir_let(L->k, *hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, *lo), ci(L, chunk)), ci(L, n)));
+}
+
+/* An id read for `rows` rows (gather, scatter_add): fails the run with a data error when it
+ * is outside [0, rows); returns that condition. */
+static int check_id(Lower *L, int id, int64_t rows) {
+    int bad = kir_bin(L->k, KB_OR, kir_bin(L->k, KB_LT, id, ci(L, 0)), kir_bin(L->k, KB_GE, id, ci(L, rows)));
+    kir_error_if(L->k, bad, FC_ERR_RUNTIME_DATA);
+    return bad;
 }
 
 /* ---- buffers as kernel parameters ---------------------------------------------------------- */
@@ -724,8 +743,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
         const IrValue *tab = val(L, n->in[0]), *ids = val(L, n->in[1]);
         int id = kir_cast(L->k, KT_I64, emit(L, n->in[1], idx));
         int64_t rows = tab->shape.dims[0];
-        int bad = kir_bin(L->k, KB_OR, kir_bin(L->k, KB_LT, id, ci(L, 0)), kir_bin(L->k, KB_GE, id, ci(L, rows)));
-        kir_error_if(L->k, bad, FC_ERR_RUNTIME_DATA);
+        check_id(L, id, rows);
         ii[0] = kir_bin(L->k, KB_MIN, kir_bin(L->k, KB_MAX, id, ci(L, 0)), ci(L, rows - 1));
         for (int d = 1; d < tab->shape.rank; d++) ii[d] = idx[ids->shape.rank + d - 1];
         return emit(L, n->in[0], ii);
@@ -921,9 +939,8 @@ static void schedule_pointwise(Lower *L, int group, const int *outs, int nouts, 
     for (int i = 0; i < nouts && !failed(L); i++) {
         if (done[i]) continue;
         int64_t n = numel_of(L, outs[i]);
-        int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64);
-        kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
-        kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, n)));
+        int lo, hi;
+        block_range(L, chunk, n, &lo, &hi);
         int it = kir_var(L->k, KT_I64);
         /* GPU: W consecutive elements a thread (chunk starts are multiples of W) */
         int w = chunk % 16 == 0 ? vec_width(L, group, outs, nouts, n) : 0;
@@ -1598,9 +1615,9 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
     kernel_begin(L, group, "pointwise", (n + chunk - 1) / chunk, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
     if (failed(L)) return false;
     rename_kernel(L, "operand");
-    int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
-    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
-    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, n)));
+    int lo, hi;
+    block_range(L, chunk, n, &lo, &hi);
+    int it = kir_var(L->k, KT_I64);
     k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
     int idx[IR_MAX_RANK], xi[IR_MAX_RANK];
     delinearize(L, &P, vref(L, it), idx);
@@ -1716,8 +1733,7 @@ static void scatter_index_serial(Lower *L, int group, int ids, const IrShape *is
     int ii[IR_MAX_RANK];
     delinearize(L, is, vref(L, m), ii);
     kir_let(L->k, id, kir_cast(L->k, KT_I64, emit(L, ids, ii)));
-    int bad = kir_bin(L->k, KB_OR, kir_bin(L->k, KB_LT, vref(L, id), ci(L, 0)), kir_bin(L->k, KB_GE, vref(L, id), ci(L, rows)));
-    kir_error_if(L->k, bad, FC_ERR_RUNTIME_DATA);
+    int bad = check_id(L, vref(L, id), rows);
     kir_store(L->k, prm, ib(L, KB_ADD, ci(L, nxt), vref(L, m)), ci(L, M));
     k_if(L, kir_un(L->k, KU_NOT, bad));
     kir_let(L->k, c, kir_load(L->k, prm, vref(L, id)));
@@ -1764,9 +1780,9 @@ static void scatter_index_kernels(Lower *L, int group, int nd) {
     if (failed(L)) return;
     rename_kernel(L, "scatter_init");
     int prm = param_for_buf(L, buf, true);
-    int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
-    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
-    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, rows)));
+    int lo, hi;
+    block_range(L, chunk, rows, &lo, &hi);
+    int it = kir_var(L->k, KT_I64);
     k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
     kir_store(L->k, prm, vref(L, it), ci(L, 0));
     k_end(L);
@@ -1784,15 +1800,12 @@ static void scatter_index_kernels(Lower *L, int group, int nd) {
     prm = param_for_buf(L, buf, true);
     int m = kir_var(L->k, KT_I64), id = kir_var(L->k, KT_I64), cnt = kir_var(L->k, KT_I64),
         prev = kir_var(L->k, KT_I64), nx = kir_var(L->k, KT_I64), m2 = kir_var(L->k, KT_I64);
-    lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64);
-    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, SC_CHUNK)));
-    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, SC_CHUNK)), ci(L, M)));
+    block_range(L, SC_CHUNK, M, &lo, &hi);
     k_for(L, KIR_LOOP_THREADS, m, vref(L, lo), vref(L, hi));
     int ii[IR_MAX_RANK];
     delinearize(L, is, vref(L, m), ii);
     kir_let(L->k, id, kir_cast(L->k, KT_I64, emit(L, ids, ii)));
-    int bad = kir_bin(L->k, KB_OR, kir_bin(L->k, KB_LT, vref(L, id), ci(L, 0)), kir_bin(L->k, KB_GE, vref(L, id), ci(L, rows)));
-    kir_error_if(L->k, bad, FC_ERR_RUNTIME_DATA);
+    int bad = check_id(L, vref(L, id), rows);
     kir_let(L->k, cnt, ci(L, 0));
     kir_let(L->k, prev, ci(L, 0));
     kir_let(L->k, nx, ci(L, M));
@@ -1842,6 +1855,7 @@ static void lower_group(Lower *L, int group) {
         if (L->group_of_node[i] == group && ir_ops[L->g->nodes.data[i].op].cat == IR_CAT_SCATTER)
             scatter_index_kernels(L, group, i);
     if (failed(L)) return;
+    L->group_kernel = L->p->kernels.len;   /* the group's own kernel, after those index kernels */
     IrShape X;
     int nred = 0;
     const IrNode *cred = NULL;
@@ -1872,9 +1886,9 @@ static void lower_output_copy(Lower *L, int v, int outbuf) {
     int64_t chunk = pw_chunk(L->opt);
     kernel_begin(L, -1, "copy", (n + chunk - 1) / chunk, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
     if (failed(L)) return;
-    int lo = kir_var(L->k, KT_I64), hi = kir_var(L->k, KT_I64), it = kir_var(L->k, KT_I64);
-    kir_let(L->k, lo, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, chunk)));
-    kir_let(L->k, hi, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, lo), ci(L, chunk)), ci(L, n)));
+    int lo, hi;
+    block_range(L, chunk, n, &lo, &hi);
+    int it = kir_var(L->k, KT_I64);
     k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
     int idx[IR_MAX_RANK];
     delinearize(L, &x->shape, vref(L, it), idx);
@@ -2059,11 +2073,9 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
         if (L.group_is_view[gr]) continue;
         int before = L.p->kernels.len;
         lower_group(&L, gr);
-        /* the group's kernel: after a scatter_add's index kernels */
-        while (before < L.p->kernels.len - 1 && !strcmp(L.p->kernels.data[before]->kind, "scatter_index")) before++;
         if (node_kernel && L.p->kernels.len > before)
             for (int i = 0; i < nn; i++)
-                if (L.group_of_node[i] == gr) node_kernel[i] = before;
+                if (L.group_of_node[i] == gr) node_kernel[i] = L.group_kernel;
     }
     for (int j = 0; j < g->outputs.len && !failed(&L); j++)
         if (out_copy[j]) lower_output_copy(&L, g->outputs.data[j], out_buf[j]);

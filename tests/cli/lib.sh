@@ -87,19 +87,36 @@ no_temps() {
     [ -z "$left" ] || fail "temporary files left in $1: $left"
 }
 
-# make_npy_f32 FILE R C: a little-endian f32 .npy of shape (R, C) filled with 1.0, written
-# without NumPy (format 1.0: magic, header length, header padded to 64 bytes, data).
-make_npy_f32() {
-    hdr="{'descr': '<f4', 'fortran_order': False, 'shape': ($2, $3), }"
+# npy_header DESCR SHAPE: the header of a .npy file (format 1.0: magic, header length, header
+# padded to 64 bytes) for dtype DESCR ('<f4') and SHAPE ('2, 3' or '2,'), on standard output.
+npy_header() {
+    hdr="{'descr': '$1', 'fortran_order': False, 'shape': ($2), }"
     while [ $(( (10 + ${#hdr} + 1) % 64 )) -ne 0 ]; do hdr="$hdr "; done
     hlen=$(( ${#hdr} + 1 ))
+    printf '\223NUMPY\001\000'
+    printf "\\$(printf '%03o' $((hlen % 256)))\\$(printf '%03o' $((hlen / 256)))"
+    printf '%s\n' "$hdr"
+}
+
+# make_npy_f32 FILE R C: a little-endian f32 .npy of shape (R, C) filled with 1.0, written
+# without NumPy.
+make_npy_f32() {
     {
-        printf '\223NUMPY\001\000'
-        printf "\\$(printf '%03o' $((hlen % 256)))\\$(printf '%03o' $((hlen / 256)))"
-        printf '%s\n' "$hdr"
+        npy_header '<f4' "$2, $3"
         n=$(( $2 * $3 ))
         while [ "$n" -gt 0 ]; do printf '\000\000\200\077'; n=$((n - 1)); done
     } >"$1"
+}
+
+# make_npy_i32 FILE V...: a little-endian i32 .npy of shape (number of Vs,) holding the Vs
+# (each in 0..255), written without NumPy.
+make_npy_i32() {
+    f=$1
+    shift
+    {
+        npy_header '<i4' "$#,"
+        for v in "$@"; do printf "\\$(printf '%03o' "$v")\\000\\000\\000"; done
+    } >"$f"
 }
 
 finish() {

@@ -81,17 +81,13 @@ expect 1 run small.tf --input x=junk.npy --out-dir o2 && err_has "junk.npy"
 # ... where the library's message names the file, the error line names it once.
 [ "$(grep -o 'junk\.npy' "$T/stderr" | wc -l)" -eq 1 ] || fail "junk.npy named twice: $(cat "$T/stderr")"
 # A data error: scatter_add with an id outside [0, rows) fails the run (exit 1) naming the
-# kernel whose check failed, and writes no output (ids = [0, 7], rows 4; an i32 .npy written
-# by hand as make_npy_f32 does).
+# kernel whose check failed, and writes no output (ids = [0, 7], rows 4).
 cat >scat.tf <<'EOF'
 block s(x: f32[2, 3], ids: i32[2]) -> f32[4, 3] {
     return scatter_add(x, ids, 4)
 }
 EOF
-hdr="{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }"
-while [ $(( (10 + ${#hdr} + 1) % 64 )) -ne 0 ]; do hdr="$hdr "; done
-{ printf '\223NUMPY\001\000'; printf "\\$(printf '%03o' $(( ${#hdr} + 1 )))\\000"; printf '%s\n' "$hdr"
-  printf '\000\000\000\000\007\000\000\000'; } >ids.npy
+make_npy_i32 ids.npy 0 7
 expect 1 run scat.tf --input ids=ids.npy --out-dir o8 &&
     err_has "kernel k1_scatter_index: a run-time check failed (run-time data error)"
 [ ! -e o8/out0.npy ] || fail "a failed run wrote o8/out0.npy"
