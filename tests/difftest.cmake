@@ -61,7 +61,7 @@ if(FUSEC_SANITIZE)
   set(_dt_count 40)
   set(_dt_fresh 20)
   set(_dt_emu 0)
-  set(_dt_found_emu 0 --no-fork)   # as tests/views.cmake: LeakSanitizer in forked children
+  set(_dt_found_emu 0)
   set(_dt_fresh_emu 0)
   set(_dt_stream 20)
   set(_dt_train 20)
