@@ -158,9 +158,11 @@ char *emu_train_kernels(const char *src, const char *file, bool fuse, const char
  * with 0xFF bytes in between: nothing may survive in it) its backward. Inputs: the block's, from
  * fc_block_random_input(blk, i, seed + i * seed_step), then the float outputs' gradients from
  * fc_block_random_grad_output(blk, j, seed), as `fusec run --train --random SEED` makes them
- * with seed_step 1; outputs: the block's, then the float inputs' gradients, compared with the
- * CPU device's fc_program_run and fc_program_backward within fc_block_output_tolerance and
- * fc_block_grad_tolerance. NULL with why on failure. */
+ * with seed_step 0; outputs: the block's, then the float inputs' gradients, compared with the
+ * reference device's fc_program_run and fc_program_backward (the interpreter's f64 backward)
+ * within fc_block_check_tolerances and fc_block_check_grad_tolerances; where the reference has
+ * no backward (FC_ERR_UNSUPPORTED), with the CPU device's, within twice those. NULL with why on
+ * failure. */
 EmuCase *emu_add_train_block(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, bool fuse, uint64_t seed,
                              uint64_t seed_step, char *why, size_t n);
 

@@ -186,6 +186,8 @@ typedef struct Check {
     bool nvrtc;            /* also compile to PTX through NVRTC */
     bool sweep;            /* training: the --mem-budget sweep */
     bool self_check;       /* corrupt one fused result: the forward's output 0, or the first gradient */
+    int grad_sens;         /* training: j + 1 measures only how much rounding noise moves the gradient
+                            * of input j (into Result.sens; an emulated unit's mismatch), 0 checks */
 } Check;
 
 static bool is_float(FcDtype t) { return t <= FC_F8E5M2; }
@@ -205,7 +207,7 @@ static Check check_of(const Opts *o, int gi) {
     bool t = is_train(o, gi);
     int ti = o->train ? gi : gi / (o->train_every > 0 ? o->train_every : 1);
     return (Check){t, o->nvrtc_every > 0 && gi % o->nvrtc_every == 0, t && o->budget_every > 0 && ti % o->budget_every == 0,
-                   o->self_check};
+                   o->self_check, 0};
 }
 
 static void poison(FcTensor *t, FcDtype dt, size_t nbytes) {
@@ -775,6 +777,10 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         msgf(r, "tolerances: %s: %s", fc_status_name(s), fc_block_last_error(b0));
         goto done;
     }
+    if (c->grad_sens > 0) {
+        r->sens = sensitivity(&u, true, c->grad_sens - 1, noisy);
+        goto done;
+    }
     const int *pl = c->train ? train_pairs : fwd_pairs;
     int npl = c->train ? (int)(sizeof train_pairs / sizeof train_pairs[0]) : (int)(sizeof fwd_pairs / sizeof fwd_pairs[0]);
     for (int i = 0; i < npl && r->cls == DR_OK; i++) {
@@ -1018,6 +1024,22 @@ typedef struct EmuJob {
     Result *r;                  /* zeroed by the caller */
 } EmuJob;
 
+/* How much rounding noise moves the gradient that output `output` of training case c is (its
+ * outputs: the block's, then the float inputs' gradients in order), measured as the CPU check
+ * measures it (sensitivity) on the same inputs, in a child; NAN when it is not a gradient or
+ * cannot be measured. */
+static double emu_grad_sensitivity(const Opts *o, const EmuJob *job, const EmuCase *c, int output) {
+    int k = output - c->train_nout;
+    for (int i = 0; k >= 0 && i < c->train_nin; i++) {
+        if (!is_float(c->in_dt[i]) || k-- > 0) continue;
+        Check ck = {true, false, false, false, i + 1};
+        Result rr;
+        run_check(job->src, job->noisy, job->in_seed, &ck, o, &rr);
+        return rr.cls == DR_OK ? rr.sens : NAN;
+    }
+    return NAN;
+}
+
 /* Emulates the n programs (their units compiled together) and fills each job's result:
  * r->emu 1 emulated, 2 skipped (no C++ compiler); a failure's class, variant (which) and
  * message. An emulation mismatch with the oracle that rounding noise explains is DR_ILLCOND. */
@@ -1045,7 +1067,7 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
                 if (!(jobs[k].mask & (3u << tv[t]))) continue;
                 char cname[48];
                 snprintf(cname, sizeof cname, "%s_%s", name, tv[t] == EMU_V_FUSED ? "fused" : "eager");
-                EmuCase *c = emu_add_train_block(&g_emu, cname, jobs[k].src, NULL, tv[t] == EMU_V_FUSED, jobs[k].in_seed, 1, why,
+                EmuCase *c = emu_add_train_block(&g_emu, cname, jobs[k].src, NULL, tv[t] == EMU_V_FUSED, jobs[k].in_seed, 0, why,
                                                  sizeof why);
                 if (c) jobs[k].ids[tv[t]] = c->id;
                 else made = false;
@@ -1095,8 +1117,9 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
             r->want = rep.want;
             bool vs_oracle = !rep.between_orders && rep.rel >= 0;
             r->sens = vs_oracle ? emu_sensitivity(&g_emu.cases[id], rep.output, jobs[k].noisy) : 0;
-            /* a training program: the conditioning check only for the block's outputs (the
-             * unit's first ones); its gradients have none (0) */
+            /* a training unit's gradient: as the CPU check measures it (its inputs are the
+             * same: seed step 0), in a child */
+            if (jobs[k].train && vs_oracle && isnan(r->sens)) r->sens = emu_grad_sensitivity(o, &jobs[k], &g_emu.cases[id], rep.output);
             bool none = jobs[k].train && vs_oracle && isnan(r->sens);
             if (none) r->sens = 0;
             if (vs_oracle && r->sens * 4 >= rep.rel) r->cls = DR_ILLCOND;
@@ -1467,7 +1490,7 @@ static int replay(const Opts *o) {
     /* a reproducer of a training check says so in its header (every training check of a
      * replay sweeps --mem-budget too) */
     bool train = o->train || strstr(src, "# mode=train") != NULL;
-    Check ck = {train, o->nvrtc_every > 0, train && o->budget_every > 0, o->self_check};
+    Check ck = {train, o->nvrtc_every > 0, train && o->budget_every > 0, o->self_check, 0};
     Result r;
     run_check(src, NULL, seed, &ck, o, &r);
     if (r.train)
