@@ -261,8 +261,9 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     b->popt.sm = opts ? opts->sm : 90;
     b->popt.library_gemm = true;   /* f32/f64 products through cuBLASLt (AOT) and the BLAS (CPU) */
     strcpy(b->arch, opts ? opts->arch : "sm_90");
-    if (opts && strcmp(opts->precision, "keep") != 0)
-        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--precision %s is not supported yet (only keep)", opts->precision);
+    if (opts && strcmp(opts->precision, "f8") == 0)
+        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--precision f8 is not supported yet: f8 storage needs per-tensor "
+                          "scales, which fusec does not make (bf16 and f16 are supported)");
     FeOptions fo = {0};
     if (opts) {
         fo.block = opts->block;
@@ -274,6 +275,13 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     b->diags = sb_take(&diags);
     if (!b->diags) b->diags = fc_strdup("");
     if (s != FC_OK) return block_fail(b, s);
+    if (opts && strcmp(opts->precision, "keep") != 0) {
+        IrGraph *low = NULL;
+        s = pass_precision(b->src, strcmp(opts->precision, "bf16") == 0 ? FC_BF16 : FC_F16, &low, &b->err);
+        if (s != FC_OK) return block_fail(b, s);
+        ir_graph_free(b->src);
+        b->src = low;
+    }
     const char *entry = opts && opts->entry ? opts->entry : b->src->name;
     b->entry = fc_strdup(valid_ident(entry) ? entry : "block");
     if (!b->entry) return FC_OOM(&b->err);

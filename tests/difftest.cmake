@@ -38,6 +38,9 @@
 #   difftest_train_emu_selfcheck  the same for emulated training units (2 small graphs).
 #   difftest_stream      100 other graphs (20 in a sanitizer build) with FUSEC_CPU_LLC_BYTES=4096:
 #                        the CPU programs' non-temporal stores (docs/cpu.md).
+#   difftest_bf16, difftest_f16  100 other graphs each (seed 20261127; 20 in a sanitizer build)
+#                        compiled at --precision bf16 / f16 (docs/precision.md): as difftest_cpu,
+#                        every 20th also emulated (none in a sanitizer build).
 #   difftest_noisy       the noisy variants used by the conditioning check compile, for 1000
 #                        graphs of seed 20240601 (a check of the generator; seconds).
 #   difftest_found_<f>   every reproducer in tests/difftest/found/ (bugs difftest found, since
@@ -66,6 +69,8 @@ if(FUSEC_SANITIZE)
   set(_dt_stream 20)
   set(_dt_train 20)
   set(_dt_train_emu 0)
+  set(_dt_prec 20)
+  set(_dt_prec_emu 0)
 else()
   set(_dt_count 300)
   set(_dt_fresh 200)
@@ -75,6 +80,8 @@ else()
   set(_dt_stream 100)
   set(_dt_train 60)
   set(_dt_train_emu 10)
+  set(_dt_prec 100)
+  set(_dt_prec_emu 20)
 endif()
 set(_dt_env "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
 add_test(NAME difftest_cpu COMMAND difftest --seed 20240601 --count ${_dt_count} --nvrtc-every 10 --emu-every ${_dt_emu} --jobs 2)
@@ -100,6 +107,14 @@ add_test(NAME difftest_emu_selfcheck
                  --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-emu)
 add_test(NAME difftest_noisy COMMAND difftest --verify-noisy --seed 20240601 --count 1000)
 set_tests_properties(difftest_cpu difftest_fresh difftest_selfcheck difftest_emu_selfcheck difftest_noisy PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
+# difftest_bf16, difftest_f16: other graphs compiled at --precision bf16 and f16 (pass_precision,
+# docs/precision.md), every 10th a training program, every 10th through NVRTC, every 20th through
+# the CUDA emulation: the lowered program against the reference run of the same lowered block.
+foreach(_p bf16 f16)
+  add_test(NAME difftest_${_p} COMMAND difftest --precision ${_p} --seed 20261127 --count ${_dt_prec} --nvrtc-every 10
+           --emu-every ${_dt_prec_emu} --jobs 2)
+  set_tests_properties(difftest_${_p} PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
+endforeach()
 # difftest_stream: other graphs with a 4 KiB last-level cache (FUSEC_CPU_LLC_BYTES), so that every
 # CPU kernel writing more than 2 KiB uses non-temporal stores (docs/cpu.md).
 add_test(NAME difftest_stream COMMAND difftest --seed 20261121 --count ${_dt_stream} --nvrtc-every 0 --jobs 2)

@@ -115,5 +115,20 @@ for kind in ptx cubin; do
     *) fail "--emit $kind: exit status $rc, expected 0 or 3"; show_stderr ;;
     esac
 done
+# --precision (docs/precision.md): bf16 and f16 store the float inputs, params and activations
+# in the type and keep a sum f32; f8 is refused (exit 1, the reason, no output); the default and
+# `keep` give the declared dtypes.
+for p in bf16 f16; do
+    if expect 0 small.tf --precision $p --emit ir -o -; then
+        out_has "input %0 \"x\": $p[5, 7]"
+        out_has "param %1 \"g\": $p[7]"
+        out_has "sum(%40) {axes=[1], keepdim=0} : f32[5]"
+    fi
+done
+expect 0 small.tf --precision keep --emit ir -o - && cmp -s "$T/stdout" "$T/ir_last" || fail "--precision keep changes the IR"
+rm -f small.cu
+expect 1 small.tf --precision f8 -o small.cu &&
+    { err_has "--precision f8 is not supported yet: f8 storage needs per-tensor scales"
+      [ -e small.cu ] && fail "--precision f8 failed but wrote small.cu"; }
 no_temps "$W"
 finish

@@ -62,6 +62,40 @@ ey = np.abs(y - want_y).max() / np.abs(want_y).max(); es = np.abs(s - want_s).ma
 assert ey < 1e-4 and es < 1e-4, (ey, es)
 PY
     fi
+    # --precision bf16 and f16 (docs/precision.md), fused and eager: the f32 .npy inputs are
+    # rounded to the type (to nearest even), y is stored in it (an f16 .npy; bf16, which NumPy
+    # lacks, written as f32) and the sum stays f32; both within the --check bound a(t) u(t) =
+    # 8 u(t) (docs/tolerances.md) of NumPy's evaluation from the rounded inputs.
+    for p in bf16 f16; do
+        for fuse in "" --no-fuse; do
+            rm -rf "o_$p"; mkdir "o_$p"
+            expect 0 run small.tf --precision $p $fuse --input x=x.npy --input g=g.npy --input b=b.npy \
+                --out-dir "o_$p" --check || continue
+            python3 - "$p" <<'PY' || fail "--precision $p $fuse: run's outputs are not NumPy's evaluation within 8 u"
+import sys, numpy as np
+p = sys.argv[1]
+def rnd(a):
+    a = np.asarray(a, dtype=np.float32)
+    if p == "f16":
+        return a.astype(np.float16).astype(np.float64)
+    b = a.view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16           # bf16, to nearest even
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+u = 2.0 ** -8 if p == "bf16" else 2.0 ** -11
+x = rnd(np.load("x.npy")); g = rnd(np.load("g.npy")); b = rnd(np.load("b.npy").astype(np.float32))
+m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+h = (x - m) / np.sqrt(v + 1e-5) * g + b
+gl = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+want_y = gl + x; want_s = (h * x).sum(-1)
+y = np.load("o_%s/y.npy" % p); s = np.load("o_%s/out1.npy" % p)
+assert y.dtype == (np.float16 if p == "f16" else np.float32) and s.dtype == np.float32, (y.dtype, s.dtype)
+ey = np.abs(y.astype(np.float64) - want_y).max() / np.abs(want_y).max()
+es = np.abs(s - want_s).max() / np.abs(want_s).max()
+assert ey <= 8 * u and es <= 8 * u, (ey, es, 8 * u)
+assert ey > 0.01 * u, ("suspiciously exact: was it computed in f32?", ey)
+PY
+        done
+    done
 else
     echo "note: NumPy not available: skipping the .npy content checks"
 fi

@@ -293,16 +293,38 @@ const char *emu_ctype(FcDtype t) {
 }
 
 /* ---- blocks: compile, emit the AOT unit, random inputs, reference outputs ------------------------ */
+const char *emu_precision;
+
+/* An options object as every unit is compiled: dims, fused or eager, entry "emu", emu_precision. */
+static FcOptions *unit_options(const EmuDim *dims, bool fuse) {
+    FcOptions *opt = NULL;
+    if (fc_options_new(&opt) != FC_OK) return NULL;
+    for (int d = 0; dims && dims[d].name; d++) fc_options_set_dim(opt, dims[d].name, dims[d].v);
+    fc_options_set_fuse(opt, fuse);
+    fc_options_set_entry(opt, "emu");
+    if (emu_precision) fc_options_set_precision(opt, emu_precision);
+    return opt;
+}
+
+/* The frontend's graph of src, at emu_precision (pass_precision), as the library compiles it. */
+static FcStatus unit_graph(const char *src, const char *file, const FeOptions *fo, IrGraph **g, FcErr *err) {
+    StrBuf diags = {0};
+    FcStatus st = fe_compile(src, strlen(src), file, fo, g, &diags, err);
+    sb_free(&diags);
+    if (st != FC_OK || !emu_precision || !strcmp(emu_precision, "keep")) return st;
+    IrGraph *low = NULL;
+    st = pass_precision(*g, !strcmp(emu_precision, "bf16") ? FC_BF16 : FC_F16, &low, err);
+    ir_graph_free(*g);
+    *g = low;
+    return st;
+}
 char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, FcBlock **blk_out, char *why, size_t n) {
     FcOptions *opt = NULL;
     FcBlock *blk = NULL;
     char *data = NULL;
     size_t len = 0;
     *blk_out = NULL;
-    if (fc_options_new(&opt) != FC_OK) { snprintf(why, n, "%s: out of memory", file); return NULL; }
-    for (int d = 0; dims && dims[d].name; d++) fc_options_set_dim(opt, dims[d].name, dims[d].v);
-    fc_options_set_fuse(opt, fuse);
-    fc_options_set_entry(opt, "emu");
+    if (!(opt = unit_options(dims, fuse))) { snprintf(why, n, "%s: out of memory", file); return NULL; }
     FcStatus st = fc_compile_string(src, file, opt, &blk);
     if (st != FC_OK)
         snprintf(why, n, "%s: compile: %s %s", file, blk ? fc_block_last_error(blk) : "", blk ? fc_block_diagnostics(blk) : "");
@@ -345,17 +367,15 @@ char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool f
     for (; dims && dims[nd].name && nd < 8; nd++) fd[nd] = (FeDimBinding){dims[nd].name, dims[nd].v};
     FeOptions fo = {.block = NULL, .dims = fd, .ndims = nd};
     IrGraph *g = NULL;
-    StrBuf diags = {0};
     FcErr err = {0};
     PassResult res;
     memset(&res, 0, sizeof res);
     char *out = NULL;
-    FcStatus st = fe_compile(src, strlen(src), file, &fo, &g, &diags, &err);
+    FcStatus st = unit_graph(src, file, &fo, &g, &err);
     PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = false};
     if (st == FC_OK) st = pass_pipeline(g, &po, &res, &err);
     if (st == FC_OK) out = aot_unit(g, &res, &err);
     if (!out) snprintf(why, n, "%s: the GPU-shaped unit: %s", file, err.msg);
-    sb_free(&diags);
     pass_result_free(&res);
     ir_graph_free(g);
     return out;
@@ -490,11 +510,9 @@ static void train_prog_free(TrainProg *t) {
 static bool train_prog(const char *src, const char *file, bool fuse, const char *remat, bool lib, TrainProg *t, char *why, size_t n) {
     memset(t, 0, sizeof *t);
     FeOptions fo = {0};
-    StrBuf diags = {0};
     FcErr err = {0};
     PassRemat mode = !strcmp(remat, "none") ? PASS_REMAT_NONE : !strcmp(remat, "full") ? PASS_REMAT_FULL : PASS_REMAT_AUTO;
-    FcStatus st = fe_compile(src, strlen(src), file, &fo, &t->src, &diags, &err);
-    sb_free(&diags);
+    FcStatus st = unit_graph(src, file, &fo, &t->src, &err);
     if (st == FC_OK) st = pass_train(t->src, mode, -1, &t->joint, &t->plan, &err);
     PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = lib};
     if (st == FC_OK) st = pass_pipeline(t->plan.fwd, &po, &t->res[0], &err);
@@ -530,10 +548,7 @@ EmuCase *emu_add_train_block(EmuRunner *r, const char *name, const char *src, co
     char *data = NULL;
     size_t len = 0;
     why[0] = 0;
-    if (fc_options_new(&opt) != FC_OK) { snprintf(why, n, "%s: out of memory", name); return NULL; }
-    for (int d = 0; dims && dims[d].name; d++) fc_options_set_dim(opt, dims[d].name, dims[d].v);
-    fc_options_set_fuse(opt, fuse);
-    fc_options_set_entry(opt, "emu");
+    if (!(opt = unit_options(dims, fuse))) { snprintf(why, n, "%s: out of memory", name); return NULL; }
     fc_options_set_train(opt, 1);
     FcStatus st = fc_compile_string(src, name, opt, &blk);
     fc_options_free(opt);

@@ -130,6 +130,10 @@ EmuCase *emu_clone_case(EmuRunner *r, int from, const char *name, char *cu);
 
 /* The AOT unit of src (entry "emu", dims overridden), fused or eager; *blk receives the block
  * (caller frees). NULL with why on failure. Free the text with free(). */
+/* The storage precision every unit is compiled at (as fc_options_set_precision: "bf16", "f16";
+ * NULL keeps the declared dtypes), for all the builders below. */
+extern const char *emu_precision;
+
 char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, FcBlock **blk, char *why, size_t n);
 /* The unit of the GPU-shaped program, as the CUDA device runs it (pass_pipeline with
  * cpu = false, library_gemm = false: matrix products as generated tiled kernels). */

@@ -271,10 +271,15 @@ static void out_desc(FcBlock *b, int j, bool grad, Result *r) {
 
 /* Compiles src: fused or eager, for arch (NULL: the default), with training when remat is not
  * NULL (that --remat mode; budget >= 0: that --mem-budget). */
+/* --precision (NULL: keep): every program of a run, its noisy variants and its emulated units are
+ * compiled at it, and the reference runs the block as the library lowered it (pass_precision) */
+static const char *g_precision;
+
 static FcStatus compile_opts(const char *src, int fuse, const char *arch, const char *remat, long long budget, FcBlock **b) {
     FcOptions *o = NULL;
     FcStatus s = fc_options_new(&o);
     if (s == FC_OK) s = fc_options_set_fuse(o, fuse);
+    if (s == FC_OK && g_precision) s = fc_options_set_precision(o, g_precision);
     if (s == FC_OK && arch) s = fc_options_set_arch(o, arch);
     if (s == FC_OK && remat) s = fc_options_set_train(o, 1);
     if (s == FC_OK && remat) s = fc_options_set_remat(o, remat);
@@ -384,6 +389,20 @@ static double max_abs(FcBlock *b, int i, const FcTensor *t) {
  * the reference backward where it ran, else through the eager CPU program (--remat none), whose
  * own rounding then counts too. NAN when no noisy variant is available or one does not compile
  * (the conditioning is then unknown). */
+/* The graph of src as the library compiles it: the frontend's, then at --precision. */
+static FcStatus source_graph(const char *src, IrGraph **g, FcErr *err) {
+    StrBuf diags = {0};
+    FeOptions fo = {0};
+    FcStatus st = fe_compile(src, strlen(src), "difftest.tf", &fo, g, &diags, err);
+    sb_free(&diags);
+    if (st != FC_OK || !g_precision) return st;
+    IrGraph *low = NULL;
+    st = pass_precision(*g, !strcmp(g_precision, "bf16") ? FC_BF16 : FC_F16, &low, err);
+    ir_graph_free(*g);
+    *g = low;
+    return st;
+}
+
 /* Host copies of the block's inputs, in[i] malloc'd (the caller frees them). */
 static FcStatus inputs_to_host(const Run *u, void **in) {
     FcStatus st = FC_OK;
@@ -401,12 +420,10 @@ static FcStatus inputs_to_host(const Run *u, void **in) {
  * the noisy texts cannot reach (their noise is per statement). NAN when it cannot be run. */
 static double inner_sensitivity(Run *u, int j, uint64_t seed) {
     IrGraph *g = NULL, *dg = NULL;
-    StrBuf diags = {0};
     FcErr err = {0};
-    FeOptions fo = {0};
     double a = NAN, rel = NAN;
     void **in = calloc((size_t)u->nin + 1, sizeof *in), **out = calloc((size_t)u->nout + 1, sizeof *out);
-    FcStatus st = in && out ? fe_compile(u->src, strlen(u->src), "difftest.tf", &fo, &g, &diags, &err) : FC_ERR_NOMEM;
+    FcStatus st = in && out ? source_graph(u->src, &g, &err) : FC_ERR_NOMEM;
     if (st == FC_OK) st = pass_decompose(g, &dg, &err);
     if (st == FC_OK && (dg->inputs.len != u->nin || dg->outputs.len != u->nout)) st = FC_ERR_INTERNAL;
     if (st == FC_OK) st = inputs_to_host(u, in);
@@ -423,7 +440,6 @@ static double inner_sensitivity(Run *u, int j, uint64_t seed) {
     free(out);
     ir_graph_free(dg);
     ir_graph_free(g);
-    sb_free(&diags);
     return st == FC_OK ? rel : NAN;
 }
 
@@ -433,15 +449,13 @@ static double inner_sensitivity(Run *u, int j, uint64_t seed) {
  * when it cannot be run. */
 static double grad_noise_sensitivity(Run *u, int j, uint64_t seed) {
     IrGraph *g = NULL;
-    StrBuf diags = {0};
     FcErr err = {0};
-    FeOptions fo = {0};
     double a = NAN, rel = NAN;
     FcTensor *t = NULL;
     void **in = calloc((size_t)u->nin + 1, sizeof *in);
     double **gout = calloc((size_t)u->nout + 1, sizeof *gout), **gin = calloc((size_t)u->nin + 1, sizeof *gin);
     void *host = NULL;
-    FcStatus st = in && gout && gin ? fe_compile(u->src, strlen(u->src), "difftest.tf", &fo, &g, &diags, &err) : FC_ERR_NOMEM;
+    FcStatus st = in && gout && gin ? source_graph(u->src, &g, &err) : FC_ERR_NOMEM;
     if (st == FC_OK && (g->inputs.len != u->nin || g->outputs.len != u->nout || !u->gin[P_REF] || !u->gin[P_REF][j]))
         st = FC_ERR_INTERNAL;
     if (st == FC_OK) st = inputs_to_host(u, in);
@@ -482,7 +496,6 @@ static double grad_noise_sensitivity(Run *u, int j, uint64_t seed) {
     free(gout);
     free(gin);
     ir_graph_free(g);
-    sb_free(&diags);
     return st == FC_OK ? rel : NAN;
 }
 
@@ -923,6 +936,7 @@ static void finish_check(Child c, Result *r) {
 static void run_check(const char *src, const char *const *noisy, uint64_t in_seed, const Check *ck, const Opts *o, Result *r) {
     if (!o->fork) { check_program(src, noisy, in_seed, ck, r); return; }
     finish_check(start_check(src, noisy, in_seed, ck, o), r);
+    r->train = ck->train;   /* also for a crash or a timeout (the child said nothing): a reproducer says so */
 }
 
 /* the two noisy variants of p (freed with free_noisy) */
@@ -1389,12 +1403,13 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
              "# difftest reproducer (tests/difftest, docs/difftest.md)\n"
              "# graph %d of --seed %llu; %d statements minimized to %d%s\n"
              "# %s\n"
-             "# input-seed=%llu\n%s"
+             "# input-seed=%llu\n%s%s%s%s"
              "# reproduce: %s\n",
              gi, (unsigned long long)o->seed, orig_stmts, p->ns,
              o->self_check && !emu ? " (--self-check: the fused result was corrupted on purpose)"
              : o->self_check_emu && emu ? " (--self-check-emu: the emulated fused result was corrupted on purpose)" : "",
-             cm, (unsigned long long)gseed, r->train ? "# mode=train (a training check: fusec --train, docs/difftest.md)\n" : "", how);
+             cm, (unsigned long long)gseed, r->train ? "# mode=train (a training check: fusec --train, docs/difftest.md)\n" : "",
+             g_precision ? "# precision=" : "", g_precision ? g_precision : "", g_precision ? " (add --precision to every command below; a replay reads it here)\n" : "", how);
     char *src = dt_render(p, hdr);
     FILE *f = src ? fopen(path, "w") : NULL;
     if (!f) { free(src); fprintf(stderr, "difftest: cannot write %s\n", path); return NULL; }
@@ -1444,7 +1459,7 @@ static int usage(void) {
             "usage: difftest [--seed S | --seed-from STRING] [--count N] [--first G] [--nvrtc-every K] [--emu-every K] [--out DIR] [--jobs J]\n"
             "                [--exclude OP,OP...] [--min-stmts N] [--max-stmts N] [--timeout S]\n"
             "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--emu-contract] [--no-fork]\n"
-            "                [--self-check] [--self-check-emu] [--verbose]\n"
+            "                [--self-check] [--self-check-emu] [--verbose] [--precision bf16|f16]\n"
             "                [--train | --train-every K] [--budget-every K]\n"
             "                [--print] [--replay FILE.tf [--input-seed S]]\n"
             "ops for --exclude:");
@@ -1490,6 +1505,9 @@ static int replay(const Opts *o) {
     /* a reproducer of a training check says so in its header (every training check of a
      * replay sweeps --mem-budget too) */
     bool train = o->train || strstr(src, "# mode=train") != NULL;
+    /* and one checked at a --precision, which (unless given) the replay uses too */
+    const char *hp = strstr(src, "# precision=");
+    if (hp && !g_precision) g_precision = emu_precision = !strncmp(hp + 12, "bf16", 4) ? "bf16" : !strncmp(hp + 12, "f16", 3) ? "f16" : NULL;
     Check ck = {train, o->nvrtc_every > 0, train && o->budget_every > 0, o->self_check, 0};
     Result r;
     run_check(src, NULL, seed, &ck, o, &r);
@@ -1565,6 +1583,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-minimize")) o.minimize = false;
         else if (!strcmp(a, "--no-fork")) o.fork = false;
         else if (!strcmp(a, "--emu-contract")) g_emu_contract = true;
+        else if (!strcmp(a, "--precision")) {
+            NEEDV();
+            if (strcmp(v, "bf16") && strcmp(v, "f16") && strcmp(v, "keep")) return usage();
+            g_precision = emu_precision = strcmp(v, "keep") ? v : NULL;
+        }
         else if (!strcmp(a, "--self-check")) o.self_check = true;
         else if (!strcmp(a, "--self-check-emu")) o.self_check_emu = true;
         else if (!strcmp(a, "--verbose")) o.verbose = true;
@@ -1625,8 +1648,9 @@ int main(int argc, char **argv) {
     if (o.train) snprintf(trainw, sizeof trainw, ", TRAINING programs (--mem-budget sweep every %d)", o.budget_every);
     else if (o.train_every) snprintf(trainw, sizeof trainw, ", every %d a training program (--mem-budget sweep every %d)", o.train_every,
                                      o.budget_every);
-    printf("difftest: seed %llu, %d graphs%s, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
-           (unsigned long long)o.seed, o.count, trainw, o.nvrtc_every, o.emu_every, o.jobs, o.out,
+    printf("difftest: seed %llu, %d graphs%s%s%s, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
+           (unsigned long long)o.seed, o.count, trainw, g_precision ? ", --precision " : "", g_precision ? g_precision : "",
+           o.nvrtc_every, o.emu_every, o.jobs, o.out,
            o.self_check ? ", SELF-CHECK (fused results corrupted on purpose)" : "",
            o.self_check_emu ? ", SELF-CHECK-EMU (emulated fused results corrupted on purpose)" : "");
     fflush(stdout);
