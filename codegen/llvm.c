@@ -95,14 +95,20 @@ static const char *const helper_ir[] = {
     "  %h = trunc i32 %r4 to i16\n",
     "  ret i16 %h\n",
     "}\n",
-    /* f32 -> bf16: RNE, overflow to inf, NaN stays NaN (quiet bit set) */
+    /* f32 -> bf16: RNE, overflow to inf, NaN stays NaN (quiet bit set). Adding 0x7FFF plus the
+     * kept part's lowest bit rounds to nearest even in one add: a tie (low half 0x8000) carries
+     * only when the kept part is odd; a carry out of the significand bumps the exponent, up to
+     * inf. Only constant shifts, so it vectorizes on every x86 level. */
     "define internal i16 @fc_f32_to_bf16(float %f) #0 {\n",
     "  %b = bitcast float %f to i32\n",
-    "  %a = and i32 %b, 2147483647\n",
-    "  %r = call i32 @fc_rne_shr(i32 %b, i32 16)\n",
     "  %q = lshr i32 %b, 16\n",
+    "  %odd = and i32 %q, 1\n",
+    "  %bias = add i32 %odd, 32767\n",
+    "  %sum = add i32 %b, %bias\n",
+    "  %r = lshr i32 %sum, 16\n",
+    "  %a = and i32 %b, 2147483647\n",
     "  %qn = or i32 %q, 64\n",
-    "  %nan = icmp ugt i32 %a, 2139095040\n",
+    "  %nan = icmp sgt i32 %a, 2139095040\n",   /* a >= 0: signed, which AVX2 compares directly */
     "  %r2 = select i1 %nan, i32 %qn, i32 %r\n",
     "  %h = trunc i32 %r2 to i16\n",
     "  ret i16 %h\n",

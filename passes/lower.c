@@ -845,7 +845,19 @@ static int64_t numel_of(const Lower *L, int v) {
 
 /* Stores value v at linear index lin of its buffer (computed at multi-index idx). */
 static void store_value(Lower *L, int v, int lin, const int *idx) {
-    int e = emit(L, v, idx);
+    /* v = cast(x) to the buffer's own narrow float type, x computed in f32: store x, which the
+     * store converts to that type exactly as the cast would round it (to nearest even), rather
+     * than round it, widen it and convert it again (pass_precision puts such a cast at every
+     * lowered kernel output) */
+    int src = v;
+    if (in_group(L, v) && !L->force_load[v] && L->bound[v] < 0 && L->row_shared[v] < 0) {
+        const IrNode *n = node_of(L, v);
+        FcDtype to = val(L, v)->dtype;
+        if (n->op == IR_OP_CAST && to != FC_F32 && to != FC_F64 && ir_dtype_is_float(to) &&
+            ctype(val(L, n->in[0])->dtype) == KT_F32 && ir_dtype_is_float(val(L, n->in[0])->dtype))
+            src = n->in[0];
+    }
+    int e = emit(L, src, idx);
     int prm = param_for_buf(L, L->buf_of_val[v], true);
     if (vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype))) kir_store_vec(L->k, prm, lin, e);
     else kir_store(L->k, prm, lin, e);

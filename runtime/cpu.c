@@ -202,6 +202,57 @@ static bool has_feature(const char *features, const char *name) {
     return false;
 }
 
+/* The target machine's features as a feature string: its own, or for an x86-64-vN level (whose
+ * string is empty: the CPU name implies them) the ones this file asks about. Free with
+ * LLVMDisposeMessage. */
+static char *target_features(LLVMTargetMachineRef tm) {
+    char *f = LLVMGetTargetMachineFeatureString(tm);
+    if (f && *f) return f;
+    LLVMDisposeMessage(f);
+    char *cpu = LLVMGetTargetMachineCPU(tm);
+    const char *implied = !strcmp(cpu, "x86-64-v4")   ? "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq"
+                          : !strcmp(cpu, "x86-64-v3") ? "+avx2,+fma,+f16c"
+                                                      : "";
+    LLVMDisposeMessage(cpu);
+    return LLVMCreateMessage(implied);
+}
+
+/* With F16C, the f16 storage conversions (codegen/llvm.c's helpers fc_f16_to_f32 and
+ * fc_f32_to_f16: integer code that works everywhere, the store's with variable shifts, some
+ * thirty instructions a lane) become fpext and fptrunc, which the backend makes vcvtph2ps and
+ * vcvtps2ph: the same value for every finite and infinite input, rounded to nearest even
+ * (MXCSR's default, which fusec never changes); a NaN stays a NaN (its payload may differ).
+ * The load's result goes through llvm.arithmetic.fence (no code): without it the optimizer
+ * moves a NaN test of the loaded value onto the `half` (fcmp uno of the fpext), which the
+ * vectorizer prices as scalar work and answers with 4 lanes instead of 16 (exp of an f16 value
+ * ran 6 times slower). Without F16C the backend would call a scalar library routine per
+ * element, so the helpers stay. Done before optimization, so that the inliner and the
+ * vectorizers see the new bodies. */
+static void native_f16(LLVMModuleRef mod, const char *features) {
+    if (!has_feature(features, "f16c")) return;
+    LLVMContextRef ctx = LLVMGetModuleContext(mod);
+    LLVMTypeRef th = LLVMHalfTypeInContext(ctx), tf = LLVMFloatTypeInContext(ctx), t16 = LLVMInt16TypeInContext(ctx);
+    static const char *const names[2] = {"fc_f16_to_f32", "fc_f32_to_f16"};
+    for (int k = 1; k < 2; k++) {
+        LLVMValueRef fn = LLVMGetNamedFunction(mod, names[k]);
+        if (!fn || !LLVMGetFirstBasicBlock(fn)) continue;
+        for (LLVMBasicBlockRef bb; (bb = LLVMGetFirstBasicBlock(fn));) LLVMDeleteBasicBlock(bb);
+        LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+        LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+        LLVMValueRef x = LLVMGetParam(fn, 0), r;
+        if (k == 0) {
+            r = LLVMBuildFPExt(b, LLVMBuildBitCast(b, x, th, ""), tf, "");
+            unsigned id = LLVMLookupIntrinsicID("llvm.arithmetic.fence", 21);
+            LLVMValueRef fence = LLVMGetIntrinsicDeclaration(mod, id, &tf, 1);
+            r = LLVMBuildCall2(b, LLVMIntrinsicGetType(ctx, id, &tf, 1), fence, &r, 1, "");
+        } else {
+            r = LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, x, th, ""), t16, "");
+        }
+        LLVMBuildRet(b, r);
+        LLVMDisposeBuilder(b);
+    }
+}
+
 static LLVMValueRef call_x86(LLVMModuleRef mod, LLVMBuilderRef b, const char *name, LLVMValueRef *args, unsigned n) {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     if (id == 0) return NULL;
@@ -322,6 +373,8 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     LLVMSetModuleDataLayout(mod, dl);
     LLVMDisposeTargetData(dl);
 
+    char *features = target_features(tm);
+    native_f16(mod, features);
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
@@ -329,7 +382,6 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
     e = LLVMRunPasses(mod, "default<O3>", tm, opts);
     LLVMDisposePassBuilderOptions(opts);
-    char *features = LLVMGetTargetMachineFeatureString(tm);
     LLVMDisposeTargetMachine(tm);
     tm = NULL;
     if (e) { LLVMDisposeMessage(features); st = llvm_error(err, e, "optimizing the module"); goto fail; }
