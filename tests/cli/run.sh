@@ -100,6 +100,17 @@ else
     echo "note: NumPy not available: skipping the .npy content checks"
 fi
 
+# --strict-rounding at a --precision: the fused program rounds every intermediate as the eager
+# one does, so their outputs are the same bits (docs/precision.md).
+for p in bf16 f16; do
+    rm -rf "s_$p" "e_$p"
+    expect 0 run small.tf --precision $p --strict-rounding --random 5 --out-dir "s_$p" &&
+        expect 0 run small.tf --precision $p --no-fuse --random 5 --out-dir "e_$p" &&
+        for o in y out1; do
+            cmp -s "s_$p/$o.npy" "e_$p/$o.npy" || fail "--precision $p --strict-rounding: $o differs from --no-fuse's"
+        done
+done
+
 # A wrong-shape .npy: exit 1 naming the file; a missing .npy: exit 1.
 make_npy_f32 wrong.npy 3 3
 expect 1 run small.tf --input x=wrong.npy --out-dir o2 && err_has "wrong.npy"
