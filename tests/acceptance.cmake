@@ -4,6 +4,9 @@
 #   acceptance_numpy_<example>   tests/acceptance/check_numpy.py --only <example>: `fusec run`
 #                                on the CPU, fused and --no-fuse, with --check, against float64
 #                                NumPy (rel error <= 1e-4), at the file's dims and odd/size-1 dims
+#   acceptance_numpy_bf16/_f16   every example at --precision bf16 / f16, fused and eager,
+#                                against float64 NumPy from the inputs rounded to the type,
+#                                within 8 u of the type (docs/precision.md)
 #   acceptance_numpy_selftest    the NumPy side alone (ops against known values and loops)
 #   acceptance_numpy_mutation    the harness must catch a reference wrong in one element
 #   acceptance_emit_<example>    --emit ir/kir/llvm/ptx/report/roofline, and the .cu through
@@ -33,6 +36,13 @@ else()
     set_tests_properties(acceptance_numpy_${ex} acceptance_emit_${ex} PROPERTIES
                          SKIP_RETURN_CODE 77 TIMEOUT 240 LABELS acceptance
                          ENVIRONMENT "${_acc_env}")
+  endforeach()
+  foreach(_p bf16 f16)
+    add_test(NAME acceptance_numpy_${_p}
+             COMMAND ${Python3_EXECUTABLE} ${_acc}/check_numpy.py --fusec $<TARGET_FILE:fusec>
+                     --precision ${_p})
+    set_tests_properties(acceptance_numpy_${_p} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                         LABELS acceptance ENVIRONMENT "${_acc_env}")
   endforeach()
   add_test(NAME acceptance_numpy_selftest
            COMMAND ${Python3_EXECUTABLE} ${_acc}/check_numpy.py --self-test)

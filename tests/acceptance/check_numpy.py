@@ -25,6 +25,8 @@ Usage:
       the harness must fail: the reference is changed by 1e-3 of its scale in one element
       (the last), and the script passes only if fusec ran and every comparison caught it.
   --device cuda runs on a GPU instead of the CPU;
+  --precision bf16|f16 compiles at that storage precision: the NumPy reference starts from
+  the inputs rounded to the type and the bound is 8 u of the type (docs/precision.md);
   --full adds each example's default dims where they are skipped for speed
   (residual_ln_gelu's [8192, 1024]); --keep keeps the temp dir; -v prints fusec's output.
 """
@@ -46,6 +48,25 @@ except ImportError:
     sys.exit(77)
 
 REL_TOL = 1e-4
+PRECISION = "keep"      # --precision: bf16 or f16 store the blocks in 16 bits (docs/precision.md)
+# The bound --check applies to a narrow output, a(t) u(t) = 8 u (docs/tolerances.md)
+PRECISION_TOL = {"bf16": 8 * 2.0 ** -8, "f16": 8 * 2.0 ** -11}
+
+
+def round_to_precision(a):
+    """a (float32) rounded to the storage type of --precision, to nearest even, in float64."""
+    a = np.asarray(a, dtype=np.float32)
+    if PRECISION == "f16":
+        return a.astype(np.float16).astype(np.float64)
+    if PRECISION == "bf16":
+        b = a.view(np.uint32).astype(np.uint64)
+        b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
+        return b.astype(np.uint32).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)
+
+
+def rel_tol():
+    return PRECISION_TOL.get(PRECISION, REL_TOL)
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "examples"))
 RUN_TIMEOUT_S = 300
@@ -330,7 +351,9 @@ def compare(got, ref):
         return False, math.inf, math.inf, "missing"
     if got.shape != ref.shape:
         return False, math.inf, math.inf, "shape %s, expected %s" % (got.shape, ref.shape)
-    if got.dtype != np.float32:
+    # f32, or at --precision f16 an f16 file (bf16 is written as f32); the values a block keeps
+    # f32 (sums, means, the loss) stay f32
+    if got.dtype != np.float32 and not (PRECISION == "f16" and got.dtype == np.float16):
         return False, math.inf, math.inf, "dtype %s, expected float32" % got.dtype
     g = got.astype(np.float64)
     fin = np.isfinite(ref)
@@ -345,7 +368,7 @@ def compare(got, ref):
     abs_err = float(np.max(np.abs(gf - rf)))
     scale = float(np.max(np.abs(rf)))
     rel = abs_err / scale if scale > 0 else abs_err
-    return rel <= REL_TOL, abs_err, rel, ""
+    return rel <= rel_tol(), abs_err, rel, ""
 
 
 def mutate(ref):
@@ -461,7 +484,7 @@ def check_example(name, args, work, table):
             path = os.path.join(vdir, "in_%d.npy" % len(input_args))
             save_npy(path, a32)
             input_args += ["--input", "%s=%s" % (n, path)]
-            inputs[n] = a32.astype(np.float64)      # the same rounded values, in f64
+            inputs[n] = round_to_precision(a32)     # the same rounded values, in f64
         with np.errstate(over="ignore", under="ignore"):
             ref = reference(d, inputs)
         ref_mut = mutate(ref) if args.mutate else None
@@ -470,8 +493,9 @@ def check_example(name, args, work, table):
         for mode, flags in modes:
             out_dir = os.path.join(vdir, "out-" + mode)
             poison(out_dir, ref)
+            prec = ["--precision", PRECISION] if PRECISION != "keep" else []
             rc, text, cmd = run_fusec(args.fusec, tf, dims_args, input_args, out_dir,
-                                      flags + ["--check"], args.verbose)
+                                      flags + prec + ["--check"], args.verbose)
             if rc != 0:
                 failures += 1
                 table.add(name, label, mode, "-", "-", "-", "-", "FAIL (fusec %s)" % describe(rc))
@@ -508,7 +532,8 @@ def check_example(name, args, work, table):
         if vi == 0 and not args.mutate and first_fused is not None:
             out_dir = os.path.join(vdir, "out-repeat")
             poison(out_dir, ref)
-            rc, text, cmd = run_fusec(args.fusec, tf, dims_args, input_args, out_dir, [],
+            rc, text, cmd = run_fusec(args.fusec, tf, dims_args, input_args, out_dir,
+                                      ["--precision", PRECISION] if PRECISION != "keep" else [],
                                       args.verbose)
             if rc != 0:
                 failures += 1
@@ -668,6 +693,9 @@ def main():
     ap.add_argument("--full", action="store_true", help="also the large default dims")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="the device fusec runs on (default cpu)")
+    ap.add_argument("--precision", default="keep", choices=("keep", "bf16", "f16"),
+                    help="compile at this storage precision; the reference starts from the "
+                         "inputs rounded to it, and the bound is 8 u of the type")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("-v", "--verbose", action="store_true", help="print fusec's output")
     args = ap.parse_args()
@@ -676,8 +704,9 @@ def main():
     if not args.fusec:
         ap.error("--fusec PATH is required (or --self-test)")
     args.fusec = os.path.abspath(args.fusec)
-    global DEVICE
+    global DEVICE, PRECISION
     DEVICE = args.device
+    PRECISION = args.precision
     if not os.access(args.fusec, os.X_OK):
         print("check_numpy.py: %s is not an executable" % args.fusec)
         return 1
@@ -702,8 +731,9 @@ def main():
                                                else "FAILED (fusec did not run, or a mutation "
                                                     "went unnoticed)"))
     else:
-        print("check_numpy.py: %s (tolerance: max|fusec-numpy|/max|numpy| <= %g)"
-              % ("all passed" if failures == 0 else "%d FAILED" % failures, REL_TOL))
+        print("check_numpy.py: %s (tolerance: max|fusec-numpy|/max|numpy| <= %g%s)"
+              % ("all passed" if failures == 0 else "%d FAILED" % failures, rel_tol(),
+                 "" if PRECISION == "keep" else ", --precision " + PRECISION))
     return 1 if failures else 0
 
 
