@@ -14,3 +14,15 @@ foreach(t test_cuda_emu test_cuda_emu_train)
     set_tests_properties(${t} PROPERTIES TIMEOUT 400 LABELS cuda_emu)
   endif()
 endforeach()
+# The same at --precision bf16 and f16 (docs/precision.md): every example's units lowered
+# (FUSEC_EMU_PRECISION sets emu_precision), forward and training, against the reference run of
+# the lowered block; the planted bugs run only on the declared units.
+foreach(_p bf16 f16)
+  foreach(t test_cuda_emu test_cuda_emu_train)
+    if(TARGET ${t})
+      add_test(NAME ${t}_${_p} COMMAND ${t})
+      set_tests_properties(${t}_${_p} PROPERTIES TIMEOUT 400 LABELS cuda_emu SKIP_RETURN_CODE 77
+                           ENVIRONMENT "FUSEC_EMU_PRECISION=${_p}")
+    endif()
+  endforeach()
+endforeach()

@@ -41,7 +41,10 @@ namespace fcemu {
 
 __thread Ctx *cur_ctx;
 
-enum { WORKERS = 2, STACK_BYTES = 64 * 1024, MAX_MEETS = 32, MAX_SLOTS = 64, MAX_GUARDS = 4096 };
+/* MAX_SLOTS: the distinct __shared__ declarations of a unit, all its kernels together (a worker
+ * keeps their memory from launch to launch); the f16 training unit of examples/llama_layer.tf has
+ * 82. */
+enum { WORKERS = 2, STACK_BYTES = 64 * 1024, MAX_MEETS = 32, MAX_SLOTS = 256, MAX_GUARDS = 4096 };
 
 /* ---- context switch ---------------------------------------------------------------------- */
 #if defined(__x86_64__)

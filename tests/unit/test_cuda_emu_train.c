@@ -44,6 +44,7 @@ static char *plant_saved_from_workspace(const char *cu) {
 }
 
 int main(void) {
+    emu_precision = getenv("FUSEC_EMU_PRECISION");   /* the units at --precision (ctest *_bf16/_f16) */
     char why[2048];
     int st = emu_init(&emu, FUSEC_CXX, EMU_DIR, FUSEC_BINARY_DIR, why, sizeof why);
     if (st == 77) { printf("SKIP: %s\n", why); return 77; }
