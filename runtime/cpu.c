@@ -217,40 +217,28 @@ static char *target_features(LLVMTargetMachineRef tm) {
     return LLVMCreateMessage(implied);
 }
 
-/* With F16C, the f16 storage conversions (codegen/llvm.c's helpers fc_f16_to_f32 and
- * fc_f32_to_f16: integer code that works everywhere, the store's with variable shifts, some
- * thirty instructions a lane) become fpext and fptrunc, which the backend makes vcvtph2ps and
- * vcvtps2ph: the same value for every finite and infinite input, rounded to nearest even
- * (MXCSR's default, which fusec never changes); a NaN stays a NaN (its payload may differ).
- * The load's result goes through llvm.arithmetic.fence (no code): without it the optimizer
- * moves a NaN test of the loaded value onto the `half` (fcmp uno of the fpext), which the
- * vectorizer prices as scalar work and answers with 4 lanes instead of 16 (exp of an f16 value
- * ran 6 times slower). Without F16C the backend would call a scalar library routine per
- * element, so the helpers stay. Done before optimization, so that the inliner and the
- * vectorizers see the new bodies. */
+/* With F16C, the f16 store conversion (codegen/llvm.c's helper fc_f32_to_f16: integer code with
+ * variable shifts, some thirty instructions a lane, which vectorizes badly without AVX2) becomes
+ * fptrunc, which the backend makes vcvtps2ph: the same value for every finite and infinite
+ * input, rounded to nearest even (MXCSR's default, which fusec never changes); a NaN stays a
+ * NaN (its payload may differ). Without F16C the backend would call a scalar library routine per
+ * element, so the helper stays. The load helper (fc_f16_to_f32) stays integer code everywhere:
+ * as fpext of `half`, the optimizer moves a NaN test of the loaded value onto the `half` (fcmp
+ * uno of the fpext), which the vectorizer prices as scalar work and answers with 4 lanes
+ * instead of 16 (exp of an f16 value ran 6 times slower), and llvm.arithmetic.fence between
+ * them stops the vectorizer altogether. Done before optimization, so that the inliner and the
+ * vectorizers see the new body. */
 static void native_f16(LLVMModuleRef mod, const char *features) {
     if (!has_feature(features, "f16c")) return;
+    LLVMValueRef fn = LLVMGetNamedFunction(mod, "fc_f32_to_f16");
+    if (!fn || !LLVMGetFirstBasicBlock(fn)) return;
     LLVMContextRef ctx = LLVMGetModuleContext(mod);
-    LLVMTypeRef th = LLVMHalfTypeInContext(ctx), tf = LLVMFloatTypeInContext(ctx), t16 = LLVMInt16TypeInContext(ctx);
-    static const char *const names[2] = {"fc_f16_to_f32", "fc_f32_to_f16"};
-    for (int k = 1; k < 2; k++) {
-        LLVMValueRef fn = LLVMGetNamedFunction(mod, names[k]);
-        if (!fn || !LLVMGetFirstBasicBlock(fn)) continue;
-        for (LLVMBasicBlockRef bb; (bb = LLVMGetFirstBasicBlock(fn));) LLVMDeleteBasicBlock(bb);
-        LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
-        LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
-        LLVMValueRef x = LLVMGetParam(fn, 0), r;
-        if (k == 0) {
-            r = LLVMBuildFPExt(b, LLVMBuildBitCast(b, x, th, ""), tf, "");
-            unsigned id = LLVMLookupIntrinsicID("llvm.arithmetic.fence", 21);
-            LLVMValueRef fence = LLVMGetIntrinsicDeclaration(mod, id, &tf, 1);
-            r = LLVMBuildCall2(b, LLVMIntrinsicGetType(ctx, id, &tf, 1), fence, &r, 1, "");
-        } else {
-            r = LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, x, th, ""), t16, "");
-        }
-        LLVMBuildRet(b, r);
-        LLVMDisposeBuilder(b);
-    }
+    for (LLVMBasicBlockRef bb; (bb = LLVMGetFirstBasicBlock(fn));) LLVMDeleteBasicBlock(bb);
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
+    LLVMValueRef h = LLVMBuildFPTrunc(b, LLVMGetParam(fn, 0), LLVMHalfTypeInContext(ctx), "");
+    LLVMBuildRet(b, LLVMBuildBitCast(b, h, LLVMInt16TypeInContext(ctx), ""));
+    LLVMDisposeBuilder(b);
 }
 
 static LLVMValueRef call_x86(LLVMModuleRef mod, LLVMBuilderRef b, const char *name, LLVMValueRef *args, unsigned n) {
