@@ -269,12 +269,12 @@ static void out_desc(FcBlock *b, int j, bool grad, Result *r) {
     if (k < sizeof r->out_type) snprintf(r->out_type + k, sizeof r->out_type - k, "]");
 }
 
-/* Compiles src: fused or eager, for arch (NULL: the default), with training when remat is not
- * NULL (that --remat mode; budget >= 0: that --mem-budget). */
 /* --precision (NULL: keep): every program of a run, its noisy variants and its emulated units are
  * compiled at it, and the reference runs the block as the library lowered it (pass_precision) */
 static const char *g_precision;
 
+/* Compiles src: fused or eager, for arch (NULL: the default), with training when remat is not
+ * NULL (that --remat mode; budget >= 0: that --mem-budget). */
 static FcStatus compile_opts(const char *src, int fuse, const char *arch, const char *remat, long long budget, FcBlock **b) {
     FcOptions *o = NULL;
     FcStatus s = fc_options_new(&o);
@@ -383,12 +383,6 @@ static double max_abs(FcBlock *b, int i, const FcTensor *t) {
     return m;
 }
 
-/* How much rounding noise alone moves output j (grad: the gradient of input j): the largest
- * relative change over the noisy variants of the program (dt_render_noisy: rounding-level noise
- * injected after every computed float value). An output through the oracle; a gradient through
- * the reference backward where it ran, else through the eager CPU program (--remat none), whose
- * own rounding then counts too. NAN when no noisy variant is available or one does not compile
- * (the conditioning is then unknown). */
 /* The graph of src as the library compiles it: the frontend's, then at --precision. */
 static FcStatus source_graph(const char *src, IrGraph **g, FcErr *err) {
     StrBuf diags = {0};
@@ -499,6 +493,12 @@ static double grad_noise_sensitivity(Run *u, int j, uint64_t seed) {
     return st == FC_OK ? rel : NAN;
 }
 
+/* How much rounding noise alone moves output j (grad: the gradient of input j): the largest
+ * relative change over the noisy variants of the program (dt_render_noisy: rounding-level noise
+ * injected after every computed float value). An output through the oracle; a gradient through
+ * the reference backward where it ran, else through the eager CPU program (--remat none), whose
+ * own rounding then counts too. NAN when no noisy variant is available or one does not compile
+ * (the conditioning is then unknown). */
 static double sensitivity(Run *u, bool grad, int j, const char *const *noisy) {
     double worst = 0;
     int base = !grad || u->ref_bwd ? P_REF : P_EAGER;
