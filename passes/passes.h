@@ -23,6 +23,12 @@ FcStatus pass_decompose_keep(const IrGraph *in, const bool *keep, IrGraph **out,
  * inputs and outputs (names, shapes, order), their f32 dtypes lowered. */
 FcStatus pass_precision(const IrGraph *in, FcDtype p, IrGraph **out, FcErr *err);
 
+/* libgemm.c: where products are library calls (PassOptions.library_gemm), every matmul of
+ * f16, bf16 or f8 operands becomes cast-to-f32 operands, an f32 matmul and a cast of the result
+ * back: the same numbers, and the BLAS / cuBLASLt instead of a generated kernel. Requires: a
+ * verified graph. Leaves: a verified graph with the same inputs and outputs. */
+FcStatus pass_library_products(const IrGraph *in, IrGraph **out, FcErr *err);
+
 /* dce.c: removes every node from which no block output can be reached (a value that reaches
  * no output reaches no kernel). Requires: a verified graph. Leaves: a verified graph with the
  * live nodes in their order, all the inputs and the same outputs. */

@@ -36,6 +36,14 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
             r.graph = live;
         }
     }
+    if (s == FC_OK && opt->library_gemm) {   /* narrow products as f32 library calls */
+        IrGraph *lib = NULL;
+        s = pass_library_products(r.graph, &lib, err);
+        if (s == FC_OK) {
+            ir_graph_free(r.graph);
+            r.graph = lib;
+        }
+    }
     int *groups = NULL;
     if (s == FC_OK) {
         groups = fc_calloc((size_t)r.graph->nodes.len + 1, sizeof(int));
