@@ -306,8 +306,7 @@ static FcOptions *unit_options(const EmuDim *dims, bool fuse) {
     return opt;
 }
 
-/* The frontend's graph of src, at emu_precision (pass_precision), as the library compiles it. */
-static FcStatus unit_graph(const char *src, const char *file, const FeOptions *fo, IrGraph **g, FcErr *err) {
+FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, IrGraph **g, FcErr *err) {
     StrBuf diags = {0};
     FcStatus st = fe_compile(src, strlen(src), file, fo, g, &diags, err);
     sb_free(&diags);
@@ -371,7 +370,7 @@ char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool f
     PassResult res;
     memset(&res, 0, sizeof res);
     char *out = NULL;
-    FcStatus st = unit_graph(src, file, &fo, &g, &err);
+    FcStatus st = emu_unit_graph(src, file, &fo, &g, &err);
     PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = false};
     if (st == FC_OK) st = pass_pipeline(g, &po, &res, &err);
     if (st == FC_OK) out = aot_unit(g, &res, &err);
@@ -512,7 +511,7 @@ static bool train_prog(const char *src, const char *file, bool fuse, const char 
     FeOptions fo = {0};
     FcErr err = {0};
     PassRemat mode = !strcmp(remat, "none") ? PASS_REMAT_NONE : !strcmp(remat, "full") ? PASS_REMAT_FULL : PASS_REMAT_AUTO;
-    FcStatus st = unit_graph(src, file, &fo, &t->src, &err);
+    FcStatus st = emu_unit_graph(src, file, &fo, &t->src, &err);
     if (st == FC_OK) st = pass_train(t->src, mode, -1, &t->joint, &t->plan, &err);
     PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = lib};
     if (st == FC_OK) st = pass_pipeline(t->plan.fwd, &po, &t->res[0], &err);

@@ -26,6 +26,7 @@
 #ifndef FUSEC_EMU_RUNNER_H
 #define FUSEC_EMU_RUNNER_H
 
+#include "frontend.h"
 #include "fusec.h"
 
 #include <stdbool.h>
@@ -133,6 +134,10 @@ EmuCase *emu_clone_case(EmuRunner *r, int from, const char *name, char *cu);
 /* The storage precision every unit is compiled at (as fc_options_set_precision: "bf16", "f16";
  * NULL keeps the declared dtypes), for all the builders below. */
 extern const char *emu_precision;
+
+/* The frontend's graph of src (fo: its block and dims), at emu_precision (pass_precision), as the
+ * library compiles it. */
+FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, IrGraph **g, FcErr *err);
 
 char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, FcBlock **blk, char *why, size_t n);
 /* The unit of the GPU-shaped program, as the CUDA device runs it (pass_pipeline with

@@ -383,20 +383,6 @@ static double max_abs(FcBlock *b, int i, const FcTensor *t) {
     return m;
 }
 
-/* The graph of src as the library compiles it: the frontend's, then at --precision. */
-static FcStatus source_graph(const char *src, IrGraph **g, FcErr *err) {
-    StrBuf diags = {0};
-    FeOptions fo = {0};
-    FcStatus st = fe_compile(src, strlen(src), "difftest.tf", &fo, g, &diags, err);
-    sb_free(&diags);
-    if (st != FC_OK || !g_precision) return st;
-    IrGraph *low = NULL;
-    st = pass_precision(*g, !strcmp(g_precision, "bf16") ? FC_BF16 : FC_F16, &low, err);
-    ir_graph_free(*g);
-    *g = low;
-    return st;
-}
-
 /* Host copies of the block's inputs, in[i] malloc'd (the caller frees them). */
 static FcStatus inputs_to_host(const Run *u, void **in) {
     FcStatus st = FC_OK;
@@ -417,7 +403,7 @@ static double inner_sensitivity(Run *u, int j, uint64_t seed) {
     FcErr err = {0};
     double a = NAN, rel = NAN;
     void **in = calloc((size_t)u->nin + 1, sizeof *in), **out = calloc((size_t)u->nout + 1, sizeof *out);
-    FcStatus st = in && out ? source_graph(u->src, &g, &err) : FC_ERR_NOMEM;
+    FcStatus st = in && out ? emu_unit_graph(u->src, "difftest.tf", &(FeOptions){0}, &g, &err) : FC_ERR_NOMEM;
     if (st == FC_OK) st = pass_decompose(g, &dg, &err);
     if (st == FC_OK && (dg->inputs.len != u->nin || dg->outputs.len != u->nout)) st = FC_ERR_INTERNAL;
     if (st == FC_OK) st = inputs_to_host(u, in);
@@ -449,7 +435,7 @@ static double grad_noise_sensitivity(Run *u, int j, uint64_t seed) {
     void **in = calloc((size_t)u->nin + 1, sizeof *in);
     double **gout = calloc((size_t)u->nout + 1, sizeof *gout), **gin = calloc((size_t)u->nin + 1, sizeof *gin);
     void *host = NULL;
-    FcStatus st = in && gout && gin ? source_graph(u->src, &g, &err) : FC_ERR_NOMEM;
+    FcStatus st = in && gout && gin ? emu_unit_graph(u->src, "difftest.tf", &(FeOptions){0}, &g, &err) : FC_ERR_NOMEM;
     if (st == FC_OK && (g->inputs.len != u->nin || g->outputs.len != u->nout || !u->gin[P_REF] || !u->gin[P_REF][j]))
         st = FC_ERR_INTERNAL;
     if (st == FC_OK) st = inputs_to_host(u, in);
