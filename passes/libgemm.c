@@ -77,6 +77,10 @@ static FcStatus run(const IrGraph *src, IrGraph *g, int *map, FcErr *err) {
 FcStatus pass_library_products(const IrGraph *in, IrGraph **out, FcErr *err) {
     *out = NULL;
     FC_CHECK(err, in != NULL);
+    bool any = false;   /* most graphs have no narrow product: no copy for them */
+    for (int i = 0; i < in->nodes.len && !any; i++)
+        any = in->nodes.data[i].op == IR_OP_MATMUL && narrow(ir_cval(in, in->nodes.data[i].out[0])->dtype);
+    if (!any) return FC_OK;
     IrGraph *g = ir_graph_new(in->name, in->file);
     int *map = fc_calloc((size_t)(in->values.len > 0 ? in->values.len : 1), sizeof *map);
     FcStatus s = g && map ? run(in, g, map, err) : FC_OOM(err);

@@ -26,7 +26,8 @@ FcStatus pass_precision(const IrGraph *in, FcDtype p, IrGraph **out, FcErr *err)
 /* libgemm.c: where products are library calls (PassOptions.library_gemm), every matmul of
  * f16, bf16 or f8 operands becomes cast-to-f32 operands, an f32 matmul and a cast of the result
  * back: the same numbers, and the BLAS / cuBLASLt instead of a generated kernel. Requires: a
- * verified graph. Leaves: a verified graph with the same inputs and outputs. */
+ * verified graph. Leaves: a verified graph with the same inputs and outputs, or *out NULL when
+ * the graph has no such product (nothing to change). */
 FcStatus pass_library_products(const IrGraph *in, IrGraph **out, FcErr *err);
 
 /* dce.c: removes every node from which no block output can be reached (a value that reaches

@@ -39,7 +39,7 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
     if (s == FC_OK && opt->library_gemm) {   /* narrow products as f32 library calls */
         IrGraph *lib = NULL;
         s = pass_library_products(r.graph, &lib, err);
-        if (s == FC_OK) {
+        if (s == FC_OK && lib) {
             ir_graph_free(r.graph);
             r.graph = lib;
         }
