@@ -21,6 +21,7 @@
  * codegen/, ir/kir.* or runtime/host.c, and only the forward driver with interp.c. Memory:
  * every buffer is freed on every path; a result's gradient is freed once its node is done.
  */
+#include "host.h"
 #include "interp.h"
 #include "interp_priv.h"
 
@@ -800,17 +801,20 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
         for (int i = 0; i < n->nin; i++) wanted = wanted || need[n->in[i]];
         /* noise: each result's whole gradient moved by one rounding's worth of its dtype, as a
          * program that stores the gradient of a value in the value's dtype may round it; an f8
-         * value's gradient is also saturated as that storage saturates it (e4m3 at 448, e5m2
-         * at 57344), so a gradient beyond the range shows as the change it makes */
+         * value's gradient is rounded to f8 itself (a store and a load: to nearest even,
+         * saturating at 448 for e4m3 and 57344 for e5m2), which with 3 or 2 significand bits
+         * moves a sum of such gradients far more than a perturbation shows */
         for (int r = 0; noise && r < n->nout; r++) {
             int v = n->out[r];
             if (!gr[v]) continue;
             FcDtype t = ir_cval(g, v)->dtype;
             int64_t m = numel(vshape(g, v));
             rt_interp_perturb(gr[v], m, t, *noise, k, r);
-            double top = t == FC_F8E4M3 ? 448.0 : t == FC_F8E5M2 ? 57344.0 : 0;
-            for (int64_t j = 0; top > 0 && j < m; j++)
-                if (isfinite(gr[v][j]) && fabs(gr[v][j]) > top) gr[v][j] = copysign(top, gr[v][j]);
+            for (int64_t j = 0; (t == FC_F8E4M3 || t == FC_F8E5M2) && j < m; j++) {
+                unsigned char b = 0;
+                rt_host_store(t, &b, 0, gr[v][j]);
+                gr[v][j] = rt_host_load(t, &b, 0);
+            }
         }
         if (flows && wanted && (st = node_bw(g, n, val, gr, need, noise, err)) != FC_OK) goto done;
         for (int r = 0; r < n->nout; r++) {
