@@ -192,6 +192,95 @@ FcStatus ir_add_output(IrGraph *g, int value, const char *name, FcErr *err) {
     return FC_OK;
 }
 
+FcStatus ir_copy_inputs(IrGraph *dst, const IrGraph *src, const int *retype, int *map, FcErr *err) {
+    for (int v = 0; v < src->values.len; v++) map[v] = -1;
+    dst->next_origin = src->next_origin;
+    for (int i = 0; i < src->inputs.len; i++) {
+        int v = src->inputs.data[i];
+        FC_CHECK(err, v >= 0 && v < src->values.len && i < src->is_param.len);
+        const IrValue *x = ir_cval(src, v);
+        FcDtype t = retype && retype[x->dtype] >= 0 ? (FcDtype)retype[x->dtype] : x->dtype;
+        if ((map[v] = ir_add_input(dst, x->name, t, &x->shape, src->is_param.data[i])) < 0) return FC_OOM(err);
+    }
+    return FC_OK;
+}
+
+FcStatus ir_copy_outputs(IrGraph *dst, const IrGraph *src, const int *map, FcErr *err) {
+    for (int i = 0; i < src->outputs.len; i++) {
+        int v = src->outputs.data[i];
+        FC_CHECK(err, v >= 0 && v < src->values.len && map[v] >= 0);
+        FC_TRY(ir_add_output(dst, map[v], src->output_names.data[i], err));
+    }
+    return FC_OK;
+}
+
+FcStatus ir_readd_node(IrGraph *dst, const IrNode *n, IrOp op, const int *ins, int nin, const IrAttrs *a,
+                       const char *who, int *out0, FcErr *err) {
+    FcStatus s = ir_add_node(dst, op, ins, nin, a, n->loc, n->origin, n->origin_op, out0, err);
+    if (s == FC_ERR_INPUT) {
+        char msg[sizeof err->msg];
+        memcpy(msg, err->msg, sizeof msg);
+        return fc_err_set(err, FC_ERR_INTERNAL, "internal error: %s: a bad '%s': %s", who, ir_ops[op].name, msg);
+    }
+    return s;
+}
+
+static FcStatus copy_with_outputs(const IrGraph *src, int last, const int *vals, int nvals, IrGraph *g, int *map,
+                                  FcErr *err) {
+    FC_TRY(ir_copy_inputs(g, src, NULL, map, err));
+    for (int i = 0; i <= last; i++) {
+        const IrNode *n = &src->nodes.data[i];
+        int ins[8], first = -1;
+        int *in = n->nin <= 8 ? ins : fc_calloc((size_t)n->nin, sizeof *in);
+        if (!in) return FC_OOM(err);
+        for (int k = 0; k < n->nin; k++) in[k] = map[n->in[k]];
+        FcStatus s = ir_readd_node(g, n, n->op, in, n->nin, &n->a, "ir_graph_with_outputs", &first, err);
+        if (in != ins) fc_free(in);
+        FC_TRY(s);
+        for (int r = 0; r < n->nout; r++) {
+            map[n->out[r]] = first + r;
+            const char *nm = ir_cval(src, n->out[r])->name;
+            if (nm && !(ir_val(g, first + r)->name = arena_strdup(&g->arena, nm))) return FC_OOM(err);
+        }
+    }
+    for (int k = 0; k < nvals; k++) {
+        FC_CHECK(err, vals[k] >= 0 && vals[k] < src->values.len && map[vals[k]] >= 0);
+        char name[32];
+        if (k == 0) snprintf(name, sizeof name, "value");
+        else snprintf(name, sizeof name, "value%d", k);
+        FC_TRY(ir_add_output(g, map[vals[k]], name, err));
+    }
+    return FC_OK;
+}
+
+FcStatus ir_graph_with_outputs(const IrGraph *src, int last, const int *vals, int n, IrGraph **out, FcErr *err) {
+    *out = NULL;
+    FC_CHECK(err, last >= -1 && last < src->nodes.len && n >= 0);
+    IrGraph *g = ir_graph_new(src->name, src->file);
+    int *map = fc_calloc((size_t)src->values.len + 1, sizeof *map);
+    FcStatus s = g && map ? copy_with_outputs(src, last, vals, n, g, map, err) : FC_OOM(err);
+    fc_free(map);
+    if (s != FC_OK) {
+        ir_graph_free(g);
+        return s;
+    }
+    *out = g;
+    return FC_OK;
+}
+
+FcStatus ir_graph_prefix(const IrGraph *src, int last, IrGraph **out, FcErr *err) {
+    *out = NULL;
+    FC_CHECK(err, last >= 0 && last < src->nodes.len);
+    const IrNode *n = &src->nodes.data[last];
+    int *vals = fc_calloc((size_t)n->nout + 1, sizeof *vals), nv = 0;
+    if (!vals) return FC_OOM(err);
+    for (int r = 0; r < n->nout; r++)
+        if (ir_dtype_is_float(ir_cval(src, n->out[r])->dtype)) vals[nv++] = n->out[r];
+    FcStatus s = nv ? ir_graph_with_outputs(src, last, vals, nv, out, err) : FC_OK;
+    fc_free(vals);
+    return s;
+}
+
 int64_t ir_node_flops(const IrGraph *g, const IrNode *n) {
     int64_t e = 0, f = 0;
     IrCategory c = ir_ops[n->op].cat;

@@ -133,6 +133,24 @@ int ir_add_input(IrGraph *g, const char *name, FcDtype t, const IrShape *s, bool
 FcStatus ir_add_node(IrGraph *g, IrOp op, const int *ins, int nin, const IrAttrs *attrs,
                      IrLoc loc, int origin, IrOp origin_op, int *out0, FcErr *err);
 FcStatus ir_add_output(IrGraph *g, int value, const char *name, FcErr *err);
+/* Copying a graph (passes that rebuild one; the bisection's prefixes). ir_copy_inputs starts
+ * dst (new, empty) as src's interface: next_origin, and every input with its name, shape, dtype
+ * (retype[dtype] when retype is given and not -1) and param flag; map[v] (room for
+ * src->values.len) becomes the dst id of each input and -1 elsewhere. ir_copy_outputs ends the
+ * copy (every src output through map, its name kept). ir_readd_node adds a node
+ * for src node n (its loc, origin and origin op) with the given op, inputs (dst ids) and attrs: a
+ * pass's own rewrite, so a shape rule that refuses it is an internal error naming `who`. */
+FcStatus ir_copy_inputs(IrGraph *dst, const IrGraph *src, const int *retype, int *map, FcErr *err);
+FcStatus ir_copy_outputs(IrGraph *dst, const IrGraph *src, const int *map, FcErr *err);
+FcStatus ir_readd_node(IrGraph *dst, const IrNode *n, IrOp op, const int *ins, int nin, const IrAttrs *a,
+                       const char *who, int *out0, FcErr *err);
+/* The prefix of g that ends at node `last`: every input of g (same order), nodes 0..last, and
+ * as outputs the float results of node `last`, named "value", "value1", ...; NULL in *out (and
+ * FC_OK) when node `last` has no float result. Value names come along. */
+FcStatus ir_graph_prefix(const IrGraph *g, int last, IrGraph **out, FcErr *err);
+/* The same with outputs of one's choosing: nodes 0..last of g and its values vals[0..n) (each
+ * defined by an input or a node up to last) as outputs, named "value", "value1", ... */
+FcStatus ir_graph_with_outputs(const IrGraph *g, int last, const int *vals, int n, IrGraph **out, FcErr *err);
 /* The modelled flops of node n (ops.def's FLOPS: per output element; reductions per input
  * element; a matrix product 2 M N K per batch), saturating at INT64_MAX. */
 int64_t ir_node_flops(const IrGraph *g, const IrNode *n);

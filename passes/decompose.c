@@ -394,21 +394,9 @@ static FcStatus run_node(Dx *d, const IrNode *n) {
 
 static FcStatus run(Dx *d) {
     const IrGraph *src = d->src;
-    for (int v = 0; v < src->values.len; v++) d->map[v] = -1;
-    d->g->next_origin = src->next_origin;
-    for (int i = 0; i < src->inputs.len; i++) {
-        int v = src->inputs.data[i];
-        FC_CHECK(d->err, v >= 0 && v < src->values.len && i < src->is_param.len);
-        const IrValue *val = ir_cval(src, v);
-        d->map[v] = ir_add_input(d->g, val->name, val->dtype, &val->shape, src->is_param.data[i]);
-        if (d->map[v] < 0) return FC_OOM(d->err);
-    }
+    FC_TRY(ir_copy_inputs(d->g, src, NULL, d->map, d->err));
     for (int i = 0; i < src->nodes.len; i++) FC_TRY(run_node(d, &src->nodes.data[i]));
-    for (int i = 0; i < src->outputs.len; i++) {
-        int v = src->outputs.data[i];
-        FC_CHECK(d->err, v >= 0 && v < src->values.len && d->map[v] >= 0);
-        FC_TRY(ir_add_output(d->g, d->map[v], src->output_names.data[i], d->err));
-    }
+    FC_TRY(ir_copy_outputs(d->g, src, d->map, d->err));
     return ir_verify(d->g, d->err);
 }
 

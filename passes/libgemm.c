@@ -22,25 +22,11 @@ static bool narrow(FcDtype t) { return t == FC_F16 || t == FC_BF16 || t == FC_F8
 
 static FcStatus add(IrGraph *g, const IrNode *n, IrOp op, const int *ins, int nin, const IrAttrs *a, int *out,
                     FcErr *err) {
-    FcStatus s = ir_add_node(g, op, ins, nin, a, n->loc, n->origin, n->origin_op, out, err);
-    if (s == FC_ERR_INPUT) {
-        char msg[sizeof err->msg];
-        memcpy(msg, err->msg, sizeof msg);
-        return fc_err_set(err, FC_ERR_INTERNAL, "internal error: pass_library_products: a bad '%s': %s", ir_ops[op].name,
-                          msg);
-    }
-    return s;
+    return ir_readd_node(g, n, op, ins, nin, a, "pass_library_products", out, err);
 }
 
 static FcStatus run(const IrGraph *src, IrGraph *g, int *map, FcErr *err) {
-    for (int v = 0; v < src->values.len; v++) map[v] = -1;
-    g->next_origin = src->next_origin;
-    for (int i = 0; i < src->inputs.len; i++) {
-        int v = src->inputs.data[i];
-        FC_CHECK(err, v >= 0 && v < src->values.len && i < src->is_param.len);
-        const IrValue *x = ir_cval(src, v);
-        if ((map[v] = ir_add_input(g, x->name, x->dtype, &x->shape, src->is_param.data[i])) < 0) return FC_OOM(err);
-    }
+    FC_TRY(ir_copy_inputs(g, src, NULL, map, err));
     for (int i = 0; i < src->nodes.len; i++) {
         const IrNode *n = &src->nodes.data[i];
         int ins[8], first = -1;
@@ -66,11 +52,7 @@ static FcStatus run(const IrGraph *src, IrGraph *g, int *map, FcErr *err) {
             if (nm && !(ir_val(g, first + r)->name = arena_strdup(&g->arena, nm))) return FC_OOM(err);
         }
     }
-    for (int i = 0; i < src->outputs.len; i++) {
-        int v = src->outputs.data[i];
-        FC_CHECK(err, v >= 0 && v < src->values.len && map[v] >= 0);
-        FC_TRY(ir_add_output(g, map[v], src->output_names.data[i], err));
-    }
+    FC_TRY(ir_copy_outputs(g, src, map, err));
     return ir_verify(g, err);
 }
 

@@ -155,22 +155,11 @@ static FcStatus run_node(Px *x, const IrNode *n) {
 
 static FcStatus run(Px *x) {
     const IrGraph *src = x->src;
-    for (int v = 0; v < src->values.len; v++) x->map[v] = -1;
-    x->g->next_origin = src->next_origin;
-    for (int i = 0; i < src->inputs.len; i++) {
-        int v = src->inputs.data[i];
-        FC_CHECK(x->err, v >= 0 && v < src->values.len && i < src->is_param.len);
-        const IrValue *val = ir_cval(src, v);
-        x->map[v] = ir_add_input(x->g, val->name, val->dtype == FC_F32 ? x->p : val->dtype, &val->shape,
-                                 src->is_param.data[i]);
-        if (x->map[v] < 0) return FC_OOM(x->err);
-    }
+    int retype[FC_DTYPE_COUNT];
+    for (int t = 0; t < FC_DTYPE_COUNT; t++) retype[t] = t == FC_F32 ? (int)x->p : -1;
+    FC_TRY(ir_copy_inputs(x->g, src, retype, x->map, x->err));
     for (int i = 0; i < src->nodes.len; i++) FC_TRY(run_node(x, &src->nodes.data[i]));
-    for (int i = 0; i < src->outputs.len; i++) {
-        int v = src->outputs.data[i];
-        FC_CHECK(x->err, v >= 0 && v < src->values.len && x->map[v] >= 0);
-        FC_TRY(ir_add_output(x->g, x->map[v], src->output_names.data[i], x->err));
-    }
+    FC_TRY(ir_copy_outputs(x->g, src, x->map, x->err));
     return ir_verify(x->g, x->err);
 }
 
