@@ -518,6 +518,7 @@ void kir_print_program(const KirProgram *p, StrBuf *o) {
                   (long long)b->numel);
         if (b->kind == KIR_BUF_TEMP) sb_printf(o, " offset=%lld", (long long)b->offset);
         else sb_printf(o, " index=%d", b->index);
+        if (b->value >= 0) sb_printf(o, " value=%%%d", b->value);
         sb_putc(o, '\n');
     }
     for (int i = 0; i < p->launches.len; i++) {

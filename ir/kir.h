@@ -205,6 +205,10 @@ typedef struct KirBuffer {
     FcDtype dtype;
     int64_t numel;
     int64_t offset;      /* TEMP: byte offset in the workspace (256-byte aligned) */
+    int value;           /* the graph value it holds, in that value's own row-major layout, once
+                          * the last launch that writes it has run (-1: none, such as a row's
+                          * partial sums or an operand copied transposed); for reports and the
+                          * per-kernel check. An output buffer holds its output's value */
 } KirBuffer;
 
 typedef struct KirLaunch {

@@ -40,6 +40,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { PW_BLOCK = 256, MM_TILE = 16, MAX_MEMO_IDX = IR_MAX_RANK };
@@ -116,6 +117,7 @@ typedef struct Lower {
     bool *group_is_view;     /* [groups] a lone reshape */
     bool *used_outside;      /* [values] read by another group or a block output */
     int *buf_of_val;         /* [values] buffer id, or -1 */
+    int plant;               /* FUSEC_PLANT_BUG's value (plant_target), or -1 */
 
     /* the kernel being built */
     KirKernel *k;
@@ -769,6 +771,7 @@ static int emit(Lower *L, int v, const int *idx) {
     if (L->row_shared[v] >= 0 && row_current(L, idx)) e = emit_shared_load(L, v, idx);
     else if (!in_group(L, v) || L->force_load[v]) e = emit_load(L, v, idx);
     else e = emit_node(L, node_of(L, v), v, idx);   /* kept rows are recomputed at another row */
+    if (v == L->plant && e >= 0) e = kir_bin(L->k, KB_MUL, e, kir_const_f(L->k, ctype(val(L, v)->dtype), 1.0625));
     return memo_put(L, v, rank, idx, e);
 }
 
@@ -1123,7 +1126,7 @@ static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const in
     if (used) kir_barrier(L->k);
 }
 
-static int add_temp(Lower *L, FcDtype dt, int64_t numel);
+static int add_temp(Lower *L, FcDtype dt, int64_t numel, int value);
 
 /* Binds reduction n's result to the block reduction's variable `res` (accumulated in type at
  * over `count` elements): a mean divides by count; cast to the result's compute type. */
@@ -1247,7 +1250,7 @@ static void schedule_cols(Lower *L, int group, const IrNode *n, int64_t R, int64
     KirType at = acc_type(x->dtype);
     FcDtype adt = at == KT_F64 ? FC_F64 : at == KT_I64 ? FC_I64 : at == KT_I32 ? FC_I32 : FC_F32;
     int part = -1;
-    if (P > 1 && (part = add_temp(L, adt, P * C)) < 0) return;
+    if (P > 1 && (part = add_temp(L, adt, P * C, -1)) < 0) return;
     kernel_begin(L, group, P > 1 ? "col_reduce_tail" : "col_reduce", P * Q, (int)TC < 1024 ? (int)TC : 1024);
     if (failed(L)) return;
     int blk = kir_var(L->k, KT_I64), r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64),
@@ -1375,7 +1378,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         bool have = false;
         for (int j = 0; j < nrouts; j++) have |= routs[j] == u;
         if (have) continue;
-        if (L->buf_of_val[u] < 0) L->buf_of_val[u] = add_temp(L, val(L, u)->dtype, R);
+        if (L->buf_of_val[u] < 0) L->buf_of_val[u] = add_temp(L, val(L, u)->dtype, R, numel_of(L, u) == R ? u : -1);
         if (L->buf_of_val[u] < 0 || nrouts >= 128) { if (!failed(L)) fail_internal(L, "tail operands", __LINE__); return; }
         routs[nrouts++] = u;
     }
@@ -1552,15 +1555,17 @@ static void rename_kernel(Lower *L, const char *tag) {
     L->k->name = n;
 }
 
-/* A temporary of the workspace, added while kernels are lowered. */
-static int add_temp(Lower *L, FcDtype dt, int64_t numel) {
+/* A temporary of the workspace, added while kernels are lowered; value: the graph value it
+ * holds (KirBuffer.value), or -1. */
+static int add_temp(Lower *L, FcDtype dt, int64_t numel, int value) {
     int64_t bytes, aligned, end;
     if (!fc_mul64(numel, (int64_t)fc_dtype_size(dt), &bytes) || !fc_add64(bytes, 255, &aligned) ||
         !fc_add64(L->p->workspace_bytes, aligned / 256 * 256, &end)) {
         if (L->st == FC_OK) L->st = fc_err_set(L->err, FC_ERR_INPUT, "the workspace overflows a 64-bit byte count");
         return -1;
     }
-    KirBuffer b = {.kind = KIR_BUF_TEMP, .index = -1, .dtype = dt, .numel = numel, .offset = L->p->workspace_bytes};
+    KirBuffer b = {.kind = KIR_BUF_TEMP, .index = -1, .dtype = dt, .numel = numel, .offset = L->p->workspace_bytes,
+                   .value = value};
     if (!FC_VEC_PUSH(&L->p->buffers, b)) { fail_oom(L); return -1; }
     L->p->workspace_bytes = end;
     int *np = fc_realloc(L->param_of_buf, sizeof(int) * (size_t)(L->p->buffers.len + 1));
@@ -1621,7 +1626,7 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
     P.dims[P.rank++] = x->shape.dims[x->shape.rank - 1];
     int64_t n = 1;
     ir_shape_numel(&P, &n);
-    int buf = add_temp(L, x->dtype, n);
+    int buf = add_temp(L, x->dtype, n, n == numel_of(L, xv) ? xv : -1);
     if (buf < 0) return false;
     int64_t chunk = pw_chunk(L->opt);
     kernel_begin(L, group, "pointwise", (n + chunk - 1) / chunk, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
@@ -1677,7 +1682,7 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     if (gm.batch == 1) gm.stride_a = gm.stride_b = gm.stride_c = 0;
     int mmv = mm->out[0];
     int cbuf = L->buf_of_val[mmv];
-    if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv));
+    if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv), O->dtype == val(L, mmv)->dtype ? mmv : -1);
     if (cbuf < 0) return true;
     char name[96];
     snprintf(name, sizeof name, "k%d_matmul", L->p->kernels.len);
@@ -1784,7 +1789,7 @@ static void scatter_index_kernels(Lower *L, int group, int nd) {
         if (L->st == FC_OK) L->st = fc_err_set(L->err, FC_ERR_INPUT, "a scatter_add index overflows a 64-bit count");
         return;
     }
-    int buf = add_temp(L, FC_I64, len);
+    int buf = add_temp(L, FC_I64, len, -1);
     if (failed(L)) return;
     L->scatter_index[nd] = buf;
     int64_t chunk = pw_chunk(L->opt);
@@ -1912,9 +1917,29 @@ static void lower_output_copy(Lower *L, int v, int outbuf) {
 }
 
 static int add_buffer(Lower *L, KirBufKind kind, int index, int v) {
-    KirBuffer b = {.kind = kind, .index = index, .dtype = val(L, v)->dtype, .numel = numel_of(L, v)};
+    KirBuffer b = {.kind = kind, .index = index, .dtype = val(L, v)->dtype, .numel = numel_of(L, v), .value = v};
     if (!FC_VEC_PUSH(&L->p->buffers, b)) { fail_oom(L); return -1; }
     return L->p->buffers.len - 1;
+}
+
+/* A planted miscompile, for the tests of the tools that find one (fusec run --check, --bisect;
+ * docs/testing.md): with FUSEC_PLANT_BUG=OP in the environment, a fused program computes the
+ * first result of the graph's first elementwise node of op OP times 1 + 2^-4, wherever a kernel
+ * computes it (stored, or recomputed inline). The unfused program and the graph are untouched,
+ * so the reference interpreter and the per-kernel check's reference are right. */
+static FcStatus plant_target(const IrGraph *g, const PassOptions *opt, int *value, FcErr *err) {
+    *value = -1;
+    const char *e = opt->fuse ? getenv("FUSEC_PLANT_BUG") : NULL;
+    if (!e || !*e) return FC_OK;
+    int op = ir_op_lookup(e);
+    if (op < 0) return fc_err_set(err, FC_ERR_USAGE, "FUSEC_PLANT_BUG='%.64s' names no op", e);
+    for (int i = 0; i < g->nodes.len && *value < 0; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        IrCategory c = ir_ops[n->op].cat;
+        if ((int)n->op == op && (c == IR_CAT_UNARY || c == IR_CAT_BINARY) && ir_dtype_is_float(ir_cval(g, n->out[0])->dtype))
+            *value = n->out[0];
+    }
+    return FC_OK;
 }
 
 FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_of_node,
@@ -1940,6 +1965,7 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
         goto done;
     }
     for (int i = 0; i < nn; i++) L.scatter_index[i] = -1;
+    if ((L.st = plant_target(g, opt, &L.plant, err)) != FC_OK) goto done;
 
     /* 1. groups, numbered in a topological order of the group graph: a group comes after
      * every group it reads (Kahn's algorithm over groups, smallest first node first) */

@@ -1062,6 +1062,24 @@ FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max
     return s;
 }
 
+FcStatus fc_tensor_convert(FcTensor *dst, const FcTensor *src, double scale) {
+    if (!dst || !src) return FC_ERR_USAGE;
+    if (!ir_shape_eq(&dst->shape, &src->shape))
+        return fc_err_set(&dst->err, FC_ERR_USAGE, "fc_tensor_convert: the tensors differ in shape");
+    if (dst->dtype == FC_BOOL || src->dtype == FC_BOOL)
+        return fc_err_set(&dst->err, FC_ERR_USAGE, "fc_tensor_convert: bool tensors are not converted");
+    int64_t n = dst->nbytes / (int64_t)fc_dtype_size(dst->dtype);
+    void *hs = NULL, *hd = NULL;
+    FC_TRY(host_begin(src, true, &hs));
+    FcStatus s = host_begin(dst, false, &hd);
+    if (s == FC_OK) {
+        for (int64_t i = 0; i < n; i++) rt_host_store(dst->dtype, hd, i, rt_host_load(src->dtype, hs, i) * scale);
+        s = host_end(dst, hd, true);
+    }
+    host_end((FcTensor *)src, hs, false);
+    return s;
+}
+
 /* rt_graph_check_tolerances for graph g of block b, the tensors `in` (any devices) as g's inputs. */
 static FcStatus graph_check(FcBlock *b, const IrGraph *g, FcTensor *const *in, double *tol, double *spread, const char *fn) {
     int nin = g->inputs.len;
@@ -1206,6 +1224,11 @@ struct FcProgram {
     int nsaved;
     FcTensor **last_in, **last_out;
     bool have_forward;       /* a forward ran since the program was made */
+    /* dynamic loss scaling (fc_program_set_loss_scaling): the scale (0: off), the growth
+     * interval, finite backward passes in a row, passes run again, the scaled gradients */
+    double ls_scale;
+    int ls_interval, ls_good, ls_backoffs;
+    FcTensor **ls_gout;
     int64_t ws_counted;      /* workspace bytes counted on the device */
     bool unusable;
 };
@@ -1297,6 +1320,8 @@ void fc_program_free(FcProgram *p) {
     rt_cuda_program_free(p->cuda);
     for (int k = 0; k < p->nsaved; k++) fc_tensor_free(p->saved[k]);
     fc_free(p->saved);
+    for (int j = 0; p->ls_gout && j < p->blk->src->outputs.len; j++) fc_tensor_free(p->ls_gout[j]);
+    fc_free(p->ls_gout);
     fc_free(p->last_in);
     fc_free(p->last_out);
     fc_free(p);
@@ -1328,15 +1353,22 @@ static FcStatus check_args(FcProgram *p, FcTensor *const *inputs, FcTensor *cons
     return FC_OK;
 }
 
-static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs, int launch) {
+/* The forward's buffers: in[i] and out[j] (4096 each) the data of inputs[i] and outputs[j],
+ * then (training) the saved buffers. */
+static FcStatus forward_bind(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs, void **in, void **out) {
     const IrGraph *g = p->blk->src;
-    void *in[4096], *out[4096];
     if (g->inputs.len > 4096 || g->outputs.len > 4096)
         return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "more than 4096 inputs or outputs");
     for (int i = 0; i < g->inputs.len; i++) in[i] = inputs[i]->stage ? inputs[i]->stage : inputs[i]->data;
     for (int j = 0; j < g->outputs.len; j++) out[j] = outputs[j]->stage ? outputs[j]->stage : outputs[j]->data;
     if (p->nsaved > 4096 - g->outputs.len) return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "more than 4096 saved values");
     for (int k = 0; k < p->nsaved; k++) out[g->outputs.len + k] = p->saved[k]->data;
+    return FC_OK;
+}
+
+/* Runs the forward (launch < 0) or one of its launches on bound buffers. */
+static FcStatus forward_once(FcProgram *p, void **in, void **out, int launch) {
+    const IrGraph *g = p->blk->src;
     FcStatus s;
     switch (p->dev->kind) {
     case FC_DEVICE_CPU:
@@ -1354,6 +1386,12 @@ static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     }
     if (s == FC_ERR_INTERNAL) p->unusable = true;
     return s;
+}
+
+static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs, int launch) {
+    void *in[4096], *out[4096];
+    FC_TRY(forward_bind(p, inputs, outputs, in, out));
+    return forward_once(p, in, out, launch);
 }
 
 /* Misaligned wrapped tensors (fc_tensor_wrap): inputs into their aligned copies before a run,
@@ -1502,13 +1540,99 @@ static FcStatus reference_backward(FcProgram *p, FcTensor *const *grad_outputs, 
     return s;
 }
 
-FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
-    if (!p) return FC_ERR_USAGE;
+static FcStatus backward_plain(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
     void *in[4096], *out[4096];
     FC_TRY(backward_bind(p, grad_outputs, grad_inputs, in, out));
     if (p->dev->kind == FC_DEVICE_REFERENCE) FC_TRY(reference_backward(p, grad_outputs, grad_inputs));
     else FC_TRY(backward_once(p, in, out, -1));
     return backward_unstage(p, grad_inputs);
+}
+
+/* Whether every element of t is finite (integers and bools are). */
+static FcStatus all_finite(const FcTensor *t, bool *finite) {
+    *finite = true;
+    if (!ir_dtype_is_float(t->dtype)) return FC_OK;
+    void *h = NULL;
+    FC_TRY(host_begin(t, true, &h));
+    int64_t n = t->nbytes / (int64_t)fc_dtype_size(t->dtype);
+    for (int64_t i = 0; i < n && *finite; i++) *finite = isfinite(rt_host_load(t->dtype, h, i));
+    host_end((FcTensor *)t, h, false);
+    return FC_OK;
+}
+
+/* p->ls_gout[j] = grad_outputs[j] times the loss scale, for each float output. */
+static FcStatus scale_seeds(FcProgram *p, FcTensor *const *grad_outputs) {
+    const IrGraph *g = p->blk->src;
+    int nout = g->outputs.len;
+    if (nout && !grad_outputs) return fc_err_set(&p->err, FC_ERR_USAGE, "grad_outputs and grad_inputs arrays are required");
+    if (!p->ls_gout && !(p->ls_gout = fc_calloc((size_t)nout + 1, sizeof *p->ls_gout))) return FC_OOM(&p->err);
+    for (int j = 0; j < nout; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        if (!ir_dtype_is_float(y->dtype)) continue;
+        FC_TRY(check_grad(p, grad_outputs[j], y, "the gradient", g->output_names.data[j]));
+        FcStatus s = FC_OK;
+        if (!p->ls_gout[j] && (s = fc_tensor_new(p->dev, y->dtype, y->shape.rank, y->shape.dims, &p->ls_gout[j])) != FC_OK)
+            return fc_err_set(&p->err, s, "the scaled gradient of output '%s': %s", g->output_names.data[j], p->dev->err.msg);
+        if ((s = fc_tensor_convert(p->ls_gout[j], grad_outputs[j], p->ls_scale)) != FC_OK)
+            return fc_err_set(&p->err, s, "scaling the gradient of output '%s': %s", g->output_names.data[j],
+                              p->ls_gout[j]->err.msg);
+    }
+    return FC_OK;
+}
+
+/* fc_program_backward under dynamic loss scaling (fc_program_set_loss_scaling). */
+static FcStatus backward_scaled(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
+    const IrGraph *g = p->blk->src;
+    int nin = g->inputs.len;
+    if (nin && !grad_inputs) return fc_err_set(&p->err, FC_ERR_USAGE, "grad_outputs and grad_inputs arrays are required");
+    FcStatus s = FC_OK;
+    for (;;) {
+        s = scale_seeds(p, grad_outputs);
+        if (s == FC_OK) s = backward_plain(p, p->ls_gout, grad_inputs);
+        bool finite = true;
+        for (int i = 0; i < nin && s == FC_OK && finite; i++)
+            if (grad_inputs[i] && ir_dtype_is_float(ir_cval(g, g->inputs.data[i])->dtype)) s = all_finite(grad_inputs[i], &finite);
+        if (s != FC_OK) break;
+        if (finite) {
+            if (p->ls_interval > 0 && ++p->ls_good >= p->ls_interval) {
+                p->ls_good = 0;
+                if (p->ls_scale < 0x1p100) p->ls_scale *= 2;
+            }
+            break;
+        }
+        p->ls_good = 0;
+        if (p->ls_scale <= 1) break;   /* non-finite without any scale: the gradients' own */
+        p->ls_scale /= 2;
+        p->ls_backoffs++;
+    }
+    return s;
+}
+
+FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTensor *const *grad_inputs) {
+    if (!p) return FC_ERR_USAGE;
+    if (p->ls_scale > 0 && p->blk->train && p->have_forward) return backward_scaled(p, grad_outputs, grad_inputs);
+    return backward_plain(p, grad_outputs, grad_inputs);
+}
+
+FcStatus fc_program_set_loss_scaling(FcProgram *p, double init_scale, int growth_interval) {
+    if (!p) return FC_ERR_USAGE;
+    int e = 0;
+    if (!(init_scale == 0 || (init_scale >= 1 && init_scale <= 0x1p100 && frexp(init_scale, &e) == 0.5)) || growth_interval < 0)
+        return fc_err_set(&p->err, FC_ERR_USAGE, "loss scaling: the scale must be 0 (off) or a power of two in [1, 2^100], "
+                          "and the growth interval >= 0; got %g and %d", init_scale, growth_interval);
+    if (!p->blk->train)
+        return fc_err_set(&p->err, FC_ERR_USAGE, "block '%s' was not compiled for training (--train)", p->blk->src->name);
+    p->ls_scale = init_scale;
+    p->ls_interval = growth_interval;
+    p->ls_good = p->ls_backoffs = 0;
+    return FC_OK;
+}
+
+FcStatus fc_program_loss_scale(const FcProgram *p, double *scale, int *backoffs) {
+    if (!p || !scale) return FC_ERR_USAGE;
+    *scale = p->ls_scale > 0 ? p->ls_scale : 1;
+    if (backoffs) *backoffs = p->ls_backoffs;
+    return FC_OK;
 }
 
 FcStatus fc_program_time_train(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs,
@@ -1703,4 +1827,469 @@ static FcStatus plan_memory(FcBlock *b, const KirProgram *p, FcPlanMemory *m) {
 FcStatus fc_block_plan_memory(FcBlock *b, int which, FcPlanMemory *m) {
     if (!b || !m || !block_ready(b) || which < 0 || which > 1 || (which == 1 && !b->train)) return FC_ERR_USAGE;
     return plan_memory(b, which == 0 ? b->fwd.prog : b->bwd.prog, m);
+}
+
+/* ---- bisection (fc_block_bisect) ---------------------------------------------------------- */
+/* A block of parent's options (fuse as given) around graph g, which it takes over: the prefixes
+ * of the bisection. No training: each prefix is a forward program. */
+static FcStatus block_of_graph(const FcBlock *parent, IrGraph *g, bool fuse, FcBlock **out) {
+    FcBlock *b = fc_calloc(1, sizeof *b);
+    *out = b;
+    if (!b) {
+        ir_graph_free(g);
+        return FC_ERR_NOMEM;
+    }
+    b->src = g;
+    b->popt = parent->popt;
+    b->popt.fuse = fuse;
+    memcpy(b->arch, parent->arch, sizeof b->arch);
+    b->diags = fc_strdup("");
+    b->entry = fc_strdup("bisect");
+    if (!b->diags || !b->entry) return FC_OOM(&b->err);
+    b->fwd.graph = g;
+    FcStatus s = pass_pipeline(g, &b->popt, &b->fwd.res, &b->err);
+    if (s != FC_OK) return block_fail(b, s);
+    b->fwd.prog = b->fwd.res.prog;
+    return block_fail(b, compute_tolerances(b));
+}
+
+typedef struct PrefixResult {
+    double abs_err, rel_err, tol;
+    char kernel[128], kernel_ops[512];
+} PrefixResult;
+
+static void free_tensors(FcTensor **t, int n) {
+    for (int i = 0; t && i < n; i++) fc_tensor_free(t[i]);
+    fc_free(t);
+}
+
+static FcStatus new_tensors(FcDevice *d, const IrGraph *g, FcTensor ***out, FcErr *err) {
+    int n = g->outputs.len;
+    FcTensor **t = fc_calloc((size_t)n + 1, sizeof *t);
+    *out = t;
+    if (!t) return FC_OOM(err);
+    for (int j = 0; j < n; j++) {
+        const IrValue *x = ir_cval(g, g->outputs.data[j]);
+        FcStatus s = fc_tensor_new(d, x->dtype, x->shape.rank, x->shape.dims, &t[j]);
+        if (s != FC_OK) return fc_err_set(err, s, "allocating a bisection output: %s", d->err.msg);
+    }
+    return FC_OK;
+}
+
+/* ops (comma-separated, repeats where several nodes of one source op are fused) with each name
+ * once, in order of first appearance. */
+static void unique_ops(const char *ops, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (const char *p = ops; *p;) {
+        size_t w = strcspn(p, ",");
+        bool seen = false;
+        for (const char *q = buf; *q && !seen;) {
+            size_t wq = strcspn(q, ",");
+            seen = wq == w && memcmp(q, p, w) == 0;
+            q += wq + (q[wq] == ',');
+        }
+        if (!seen && len + w + 2 < n) {
+            if (len) buf[len++] = ',';
+            memcpy(buf + len, p, w);
+            buf[len += w] = 0;
+        }
+        p += w + (p[w] == ',');
+    }
+}
+
+/* The kernel of program kp that last writes output j. */
+static void writer_of_output(const KirProgram *kp, int j, PrefixResult *r) {
+    r->kernel[0] = r->kernel_ops[0] = 0;
+    if (!kp) return;
+    for (int l = 0; l < kp->launches.len; l++) {
+        const KirLaunch *la = &kp->launches.data[l];
+        const KirKernel *k = kp->kernels.data[la->kernel];
+        for (int a = 0; a < la->nargs && a < k->params.len; a++) {
+            const KirBuffer *bf = &kp->buffers.data[la->args[a]];
+            if (!k->params.data[a].written || bf->kind != KIR_BUF_OUTPUT || bf->index != j) continue;
+            snprintf(r->kernel, sizeof r->kernel, "%s", k->name);
+            unique_ops(k->ops ? k->ops : "", r->kernel_ops, sizeof r->kernel_ops);
+        }
+    }
+}
+
+/* Compiles the prefix g (taken over) with parent's options, runs it on d with `in` and on the
+ * reference device with `rin`, and compares: the worst output by its ratio to its tolerance. */
+static FcStatus prefix_check(FcBlock *parent, IrGraph *g, bool fuse, FcDevice *d, FcTensor *const *in,
+                             FcDevice *rdev, FcTensor *const *rin, PrefixResult *r) {
+    FcBlock *pb = NULL;
+    FcProgram *pp = NULL, *rp = NULL;
+    FcTensor **out = NULL, **rout = NULL;
+    double *tol = NULL;
+    FcErr *err = &parent->err;
+    int nout = g->outputs.len;
+    FcStatus s = block_of_graph(parent, g, fuse, &pb);
+    if (s != FC_OK) {
+        fc_err_set(err, s, "compiling a prefix of the block: %s", pb ? pb->err.msg : "out of memory");
+        goto done;
+    }
+    if ((s = fc_program_new(pb, d, &pp)) != FC_OK || (s = fc_program_new(pb, rdev, &rp)) != FC_OK) {
+        fc_err_set(err, s, "loading a prefix of the block: %s", pp && pp->err.msg[0] ? pp->err.msg : pb->err.msg);
+        goto done;
+    }
+    if ((s = new_tensors(d, g, &out, err)) != FC_OK || (s = new_tensors(rdev, g, &rout, err)) != FC_OK) goto done;
+    if ((s = fc_program_run(pp, in, out)) != FC_OK) {
+        fc_err_set(err, s, "running a prefix of the block: %s", pp->err.msg);
+        goto done;
+    }
+    if ((s = fc_program_run(rp, rin, rout)) != FC_OK) {
+        fc_err_set(err, s, "running a prefix of the block on the reference interpreter: %s", rp->err.msg);
+        goto done;
+    }
+    tol = fc_calloc((size_t)nout + 1, sizeof *tol);
+    if (!tol) {
+        s = FC_OOM(err);
+        goto done;
+    }
+    if ((s = fc_block_check_tolerances(pb, rin, tol, NULL)) != FC_OK) {
+        fc_err_set(err, s, "the tolerances of a prefix of the block: %s", pb->err.msg);
+        goto done;
+    }
+    double worst = -1;
+    for (int j = 0; j < nout; j++) {
+        double ae = 0, re = 0;
+        if ((s = fc_tensor_compare(out[j], rout[j], &ae, &re)) != FC_OK) {
+            fc_err_set(err, s, "comparing a prefix of the block: %s", out[j]->err.msg);
+            goto done;
+        }
+        double ratio = re <= tol[j] ? (tol[j] > 0 ? re / tol[j] : 0) : INFINITY;   /* NaN: over */
+        if (ratio > worst) {
+            worst = ratio;
+            r->abs_err = ae;
+            r->rel_err = re;
+            r->tol = tol[j];
+            writer_of_output(pp->prog, j, r);
+        }
+    }
+done:
+    fc_free(tol);
+    free_tensors(out, nout);
+    free_tensors(rout, nout);
+    fc_program_free(pp);
+    fc_program_free(rp);
+    fc_block_free(pb);
+    return s;
+}
+
+/* A copy of t on the reference device. */
+static FcStatus ref_copy(FcDevice *rdev, const FcTensor *t, FcTensor **out, FcErr *err) {
+    FcStatus s = fc_tensor_new(rdev, t->dtype, t->shape.rank, t->shape.dims, out);
+    if (s != FC_OK) return fc_err_set(err, s, "a reference copy of an input: %s", rdev->err.msg);
+    void *h = NULL;
+    FC_TRY(host_begin(t, true, &h));
+    s = fc_tensor_copy_from_host(*out, h, (size_t)t->nbytes);
+    host_end((FcTensor *)t, h, false);
+    return s;
+}
+
+FcStatus fc_block_bisect(FcBlock *b, FcDevice *d, FcTensor *const *inputs, FcTensor *const *grad_outputs,
+                         FcBisectFn fn, void *ctx, int *first_bad) {
+    if (first_bad) *first_bad = -1;
+    if (!block_ready(b) || !d || !fn || !first_bad) return FC_ERR_USAGE;
+    if (grad_outputs && !b->train)
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_bisect: gradients given for a block compiled without training");
+    const IrGraph *g = grad_outputs ? b->joint.graph : b->src;
+    int nin = g->inputs.len;
+    /* the graph's inputs: the block's, then (joint graph) the outputs' gradients */
+    FcTensor **in = fc_calloc((size_t)nin + 1, sizeof *in), **rin = fc_calloc((size_t)nin + 1, sizeof *rin);
+    FcDevice *rdev = NULL;
+    FcStatus s = in && rin ? FC_OK : FC_OOM(&b->err);
+    for (int i = 0; s == FC_OK && i < nin; i++) {
+        if (i < b->src->inputs.len) {
+            in[i] = inputs ? inputs[i] : NULL;
+        } else {
+            for (int j = 0; j < b->src->outputs.len; j++)
+                if (b->joint.grad_in_of_output[j] == i) in[i] = grad_outputs[j];
+        }
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        if (!in[i] || in[i]->dtype != x->dtype || !ir_shape_eq(&in[i]->shape, &x->shape))
+            s = fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_bisect: %s %d ('%s') is missing or does not match the block",
+                           i < b->src->inputs.len ? "input" : "gradient", i, x->name ? x->name : "");
+        else if (in[i]->dev != d && !(d->kind != FC_DEVICE_CUDA && in[i]->dev->kind != FC_DEVICE_CUDA))
+            s = fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_bisect: input '%s' lives on another device", x->name ? x->name : "");
+    }
+    if (s == FC_OK && (s = fc_device_open(FC_DEVICE_REFERENCE, 0, &rdev)) != FC_OK)
+        fc_err_set(&b->err, s, "opening the reference device");
+    for (int i = 0; s == FC_OK && i < nin; i++) s = ref_copy(rdev, in[i], &rin[i], &b->err);
+    int step = 0;
+    for (int m = 0; s == FC_OK && m < g->nodes.len; m++) {
+        const IrNode *n = &g->nodes.data[m];
+        IrGraph *pg = NULL;
+        if ((s = ir_graph_prefix(g, m, &pg, &b->err)) != FC_OK) break;
+        if (!pg) continue;   /* no float result */
+        if (ir_ops[n->op].cat == IR_CAT_GENERATOR) {   /* a constant (full, iota): nothing to check */
+            ir_graph_free(pg);
+            continue;
+        }
+        PrefixResult r = {0};
+        if ((s = prefix_check(b, pg, b->popt.fuse, d, in, rdev, rin, &r)) != FC_OK) break;
+        FcBisectStep st = {
+            .step = step, .op = ir_ops[n->op].name, .source_op = ir_ops[n->origin_op].name, .line = n->loc.line,
+            .col = n->loc.col, .name = ir_cval(g, n->out[0])->name,
+            .backward = grad_outputs && n->origin >= b->joint.first_bwd_origin, .kernel = r.kernel,
+            .kernel_ops = r.kernel_ops, .max_abs_err = r.abs_err, .max_rel_err = r.rel_err, .tol = r.tol,
+            .ok = r.rel_err <= r.tol, .unfused_ok = -1};
+        if (!st.ok && b->popt.fuse) {
+            PrefixResult e = {0};
+            if ((s = ir_graph_prefix(g, m, &pg, &b->err)) != FC_OK) break;
+            if ((s = prefix_check(b, pg, false, d, in, rdev, rin, &e)) != FC_OK) break;
+            st.unfused_ok = e.rel_err <= e.tol;
+        }
+        if (!st.ok) *first_bad = step;
+        if (fn(&st, ctx) || !st.ok) break;
+        step++;
+    }
+    free_tensors(rin, nin);
+    fc_free(in);
+    fc_device_free(rdev);
+    return block_fail(b, s);
+}
+
+/* ---- the error of each kernel (fc_program_check_kernels) ------------------------------------ */
+/* The graph that kernel program kp of unit u was lowered from. */
+static const IrGraph *unit_graph_of(const Unit *u, const KirProgram *kp) {
+    if (kp == u->res.prog) return u->res.graph;
+    if (u->have_cpu && kp == u->res_cpu.prog) return u->res_cpu.graph;
+    if (u->have_gen && kp == u->res_gen.prog) return u->res_gen.graph;
+    for (int i = 0; i < u->n_res_dev; i++)
+        if (kp == u->res_dev[i].prog) return u->res_dev[i].graph;
+    return NULL;
+}
+
+/* One program being checked: the forward or the backward, its buffers bound. */
+typedef struct KcSide {
+    const KirProgram *kp;
+    const IrGraph *g;      /* what kp was lowered from */
+    void **in, **out;
+    bool backward;
+    int launch0;           /* its first launch's number in fc_program_launch_info */
+} KcSide;
+
+typedef struct KcState {   /* what one side allocates */
+    int *last, *bufs, *vals;
+    const void **hin;
+    void **hin_own, **ref, **noisy;   /* noisy: the reference under rounding noise, made when needed */
+    double *tol;
+    IrGraph *og;
+    int nv, nin;
+} KcState;
+
+static void kc_free(KcState *st) {
+    for (int i = 0; st->hin_own && i < st->nin; i++) fc_free(st->hin_own[i]);
+    for (int k = 0; st->ref && k < st->nv; k++) fc_free(st->ref[k]);
+    for (int k = 0; st->noisy && k < st->nv; k++) fc_free(st->noisy[k]);
+    fc_free(st->noisy);
+    fc_free(st->last);
+    fc_free(st->bufs);
+    fc_free(st->vals);
+    fc_free(st->hin);
+    fc_free(st->hin_own);
+    fc_free(st->ref);
+    fc_free(st->tol);
+    ir_graph_free(st->og);
+}
+
+static int64_t value_bytes(const IrGraph *g, int v) {
+    int64_t n = 0;
+    return ir_shape_nbytes(&ir_cval(g, v)->shape, ir_cval(g, v)->dtype, &n) ? n : 0;
+}
+
+/* The values to check (bufs/vals: buffer and value, last: each buffer's last writer), the
+ * reference graph with them as outputs, host copies of the inputs, the tolerances and the
+ * reference values. */
+static FcStatus kc_prepare(FcProgram *p, const KcSide *sd, KcState *st) {
+    const KirProgram *kp = sd->kp;
+    const IrGraph *g = sd->g;
+    int nb = kp->buffers.len;
+    st->nin = g->inputs.len;
+    st->last = fc_calloc((size_t)nb + 1, sizeof *st->last);
+    st->bufs = fc_calloc((size_t)nb + 1, sizeof *st->bufs);
+    st->vals = fc_calloc((size_t)nb + 1, sizeof *st->vals);
+    st->hin = fc_calloc((size_t)st->nin + 1, sizeof *st->hin);
+    st->hin_own = fc_calloc((size_t)st->nin + 1, sizeof *st->hin_own);
+    if (!st->last || !st->bufs || !st->vals || !st->hin || !st->hin_own) return FC_OOM(&p->err);
+    for (int b = 0; b < nb; b++) st->last[b] = -1;
+    for (int l = 0; l < kp->launches.len; l++) {
+        const KirLaunch *la = &kp->launches.data[l];
+        const KirKernel *k = kp->kernels.data[la->kernel];
+        for (int a = 0; a < la->nargs && a < k->params.len; a++)
+            if (k->params.data[a].written) st->last[la->args[a]] = l;
+    }
+    for (int b = 0; b < nb; b++) {
+        const KirBuffer *bf = &kp->buffers.data[b];
+        if (bf->value < 0 || bf->value >= g->values.len || bf->kind == KIR_BUF_INPUT || st->last[b] < 0) continue;
+        const IrValue *x = ir_cval(g, bf->value);
+        int64_t n = 0;
+        if (!ir_dtype_is_float(x->dtype) || x->dtype != bf->dtype || !ir_shape_numel(&x->shape, &n) || n != bf->numel)
+            continue;
+        st->bufs[st->nv] = b;
+        st->vals[st->nv++] = bf->value;
+    }
+    if (st->nv == 0) return FC_OK;
+    FC_TRY(ir_graph_with_outputs(g, g->nodes.len - 1, st->vals, st->nv, &st->og, &p->err));
+    for (int i = 0; i < st->nin; i++) {
+        if (p->dev->kind != FC_DEVICE_CUDA) {
+            st->hin[i] = sd->in[i];
+            continue;
+        }
+        int64_t n = value_bytes(g, g->inputs.data[i]);
+        if (!(st->hin_own[i] = fc_alloc((size_t)n + 1))) return FC_OOM(&p->err);
+        FC_TRY(rt_cuda_copy_dtoh(p->dev->cuda, st->hin_own[i], sd->in[i], (size_t)n, &p->err));
+        st->hin[i] = st->hin_own[i];
+    }
+    st->tol = fc_calloc((size_t)st->nv + 1, sizeof *st->tol);
+    st->ref = fc_calloc((size_t)st->nv + 1, sizeof *st->ref);
+    if (!st->tol || !st->ref) return FC_OOM(&p->err);
+    for (int k = 0; k < st->nv; k++)
+        if (!(st->ref[k] = fc_alloc((size_t)value_bytes(g, st->vals[k]) + 1))) return FC_OOM(&p->err);
+    FC_TRY(rt_graph_check_tolerances(st->og, st->hin, st->tol, NULL, &p->err));
+    return rt_interp_run(st->og, st->hin, st->ref, &p->err);
+}
+
+/* Compares value k of st (its buffer's data now) with its reference: *ratio is the error over
+ * the bound (inf when over it by a non-finite error). */
+static FcStatus kc_compare(FcProgram *p, const KcSide *sd, const KcState *st, int k, double *ae, double *re,
+                           double *ratio) {
+    const KirBuffer *bf = &sd->kp->buffers.data[st->bufs[k]];
+    const IrValue *x = ir_cval(sd->g, st->vals[k]);
+    int64_t bytes = value_bytes(sd->g, st->vals[k]);
+    void *ws = p->dev->kind == FC_DEVICE_CPU ? rt_cpu_workspace(sd->backward ? p->bcpu : p->cpu)
+                                               : rt_cuda_workspace(sd->backward ? p->bcuda : p->cuda);
+    const char *addr = bf->kind == KIR_BUF_OUTPUT ? (const char *)sd->out[bf->index] : (const char *)ws + bf->offset;
+    void *host = NULL;
+    const void *got = addr;
+    if (p->dev->kind == FC_DEVICE_CUDA) {
+        if (!(host = fc_alloc((size_t)bytes + 1))) return FC_OOM(&p->err);
+        FcStatus s = rt_cuda_copy_dtoh(p->dev->cuda, host, addr, (size_t)bytes, &p->err);
+        if (s != FC_OK) {
+            fc_free(host);
+            return s;
+        }
+        got = host;
+    }
+    rt_host_compare(x->dtype, got, st->ref[k], bf->numel, ae, re);
+    fc_free(host);
+    double t = st->tol[k];
+    *ratio = isnan(*re) ? INFINITY : t > 0 ? *re / t : *re > 0 ? INFINITY : 0;
+    return FC_OK;
+}
+
+/* How far rounding-level noise on every computing op moves the reference of value k
+ * (rt_interp_run_noisy, as the random-graph tester measures an output's conditioning): max |n - r|
+ * / max |r|, the reference under noise made once per program, the first time it is needed. */
+static FcStatus kc_sensitivity(FcProgram *p, const KcSide *sd, KcState *st, int k, double *sens) {
+    if (!st->noisy) {
+        if (!(st->noisy = fc_calloc((size_t)st->nv + 1, sizeof *st->noisy))) return FC_OOM(&p->err);
+        for (int j = 0; j < st->nv; j++)
+            if (!(st->noisy[j] = fc_alloc((size_t)value_bytes(sd->g, st->vals[j]) + 1))) return FC_OOM(&p->err);
+        FC_TRY(rt_interp_run_noisy(st->og, st->hin, st->noisy, 1, &p->err));
+    }
+    double ae = 0;
+    rt_host_compare(ir_cval(sd->g, st->vals[k])->dtype, st->noisy[k], st->ref[k], sd->kp->buffers.data[st->bufs[k]].numel,
+                    &ae, sens);
+    return FC_OK;
+}
+
+static FcStatus kc_side(FcProgram *p, const KcSide *sd, FcKernelCheckFn fn, void *ctx, int *nfailed, bool *stop) {
+    KcState st = {0};
+    FcStatus s = kc_prepare(p, sd, &st);
+    const KirProgram *kp = sd->kp;
+    for (int l = 0; s == FC_OK && l < kp->launches.len; l++) {
+        s = sd->backward ? backward_once(p, sd->in, sd->out, l) : forward_once(p, sd->in, sd->out, l);
+        if (s != FC_OK || *stop) continue;
+        const KirKernel *kk = kp->kernels.data[kp->launches.data[l].kernel];
+        char ops[512];
+        unique_ops(kk->ops ? kk->ops : "", ops, sizeof ops);
+        FcKernelCheck rec = {.launch = sd->launch0 + l, .backward = sd->backward, .kernel = kk->name, .ops = ops,
+                             .ok = 1, .max_rel_err = 0, .tol = 0};
+        double worst = -1;
+        for (int k = 0; s == FC_OK && k < st.nv; k++) {
+            if (st.last[st.bufs[k]] != l) continue;
+            double ae = 0, re = 0, ratio = 0;
+            if ((s = kc_compare(p, sd, &st, k, &ae, &re, &ratio)) != FC_OK) break;
+            rec.nvalues++;
+            if (!(re <= st.tol[k])) {   /* NaN too */
+                /* over its bound: wrong, or ill-conditioned (rounding noise alone moves its
+                 * reference by a quarter of the error or more, the tester's rule) */
+                double sens = 0;
+                if ((s = kc_sensitivity(p, sd, &st, k, &sens)) != FC_OK) break;
+                if (4 * sens >= re) {
+                    rec.illcond++;
+                    ratio = 0;
+                } else {
+                    rec.ok = 0;
+                }
+            }
+            if (!(ratio <= worst)) {
+                worst = ratio;
+                const IrValue *x = ir_cval(sd->g, st.vals[k]);
+                const IrNode *n = x->node >= 0 ? &sd->g->nodes.data[x->node] : NULL;
+                rec.op = n ? ir_ops[n->op].name : "input";
+                rec.source_op = n ? ir_ops[n->origin_op].name : "input";
+                rec.line = n ? n->loc.line : 0;
+                rec.col = n ? n->loc.col : 0;
+                rec.name = x->name;
+                rec.max_abs_err = ae;
+                rec.max_rel_err = re;
+                rec.tol = st.tol[k];
+            }
+        }
+        if (s != FC_OK || rec.nvalues == 0) continue;
+        if (!rec.ok && nfailed) (*nfailed)++;
+        if (fn(&rec, ctx)) *stop = true;
+    }
+    kc_free(&st);
+    return s;
+}
+
+FcStatus fc_program_check_kernels(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs,
+                                  FcTensor *const *grad_outputs, FcTensor *const *grad_inputs, FcKernelCheckFn fn,
+                                  void *ctx, int *nfailed) {
+    if (nfailed) *nfailed = 0;
+    if (!p || !fn) return FC_ERR_USAGE;
+    if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
+    FcBlock *b = p->blk;
+    bool grads = grad_outputs || grad_inputs;
+    if (grads && !(grad_outputs && grad_inputs))
+        return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_check_kernels: give both gradient arrays or neither");
+    if (grads && !b->train)
+        return fc_err_set(&p->err, FC_ERR_USAGE, "block '%s' was not compiled for training (--train)", b->src->name);
+    if (p->dev->kind == FC_DEVICE_REFERENCE) {   /* no kernels: a plain run */
+        FC_TRY(fc_program_run(p, inputs, outputs));
+        return grads ? fc_program_backward(p, grad_outputs, grad_inputs) : FC_OK;
+    }
+    FC_TRY(check_args(p, inputs, outputs));
+    FC_TRY(stage_inputs(p, inputs));
+    p->have_forward = false;
+    void *in[4096], *out[4096];
+    FC_TRY(forward_bind(p, inputs, outputs, in, out));
+    KcSide fs = {.kp = p->prog, .g = unit_graph_of(&b->fwd, p->prog), .in = in, .out = out};
+    FC_CHECK(&p->err, fs.g != NULL);
+    bool stop = false;
+    FC_TRY(kc_side(p, &fs, fn, ctx, nfailed, &stop));
+    FC_TRY(unstage_outputs(p, outputs));
+    if (b->train) {
+        for (int i = 0; i < b->src->inputs.len; i++) p->last_in[i] = inputs[i];
+        for (int j = 0; j < b->src->outputs.len; j++) p->last_out[j] = outputs[j];
+        p->have_forward = true;
+    }
+    if (!grads) return FC_OK;
+    void *bin[4096], *bout[4096];
+    FcTensor *const *seeds = grad_outputs;
+    if (p->ls_scale > 0) {   /* under loss scaling, the backward the program runs: scaled seeds */
+        FC_TRY(scale_seeds(p, grad_outputs));
+        seeds = p->ls_gout;
+    }
+    FC_TRY(backward_bind(p, seeds, grad_inputs, bin, bout));
+    KcSide bs = {.kp = p->bprog, .g = unit_graph_of(&b->bwd, p->bprog), .in = bin, .out = bout, .backward = true,
+                 .launch0 = p->prog->launches.len};
+    FC_CHECK(&p->err, bs.g != NULL);
+    FC_TRY(kc_side(p, &bs, fn, ctx, nfailed, &stop));
+    return backward_unstage(p, grad_inputs);
 }

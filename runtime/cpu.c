@@ -486,6 +486,8 @@ void rt_cpu_free(RtCpuProgram *cp) {
     fc_free(cp);
 }
 
+void *rt_cpu_workspace(const RtCpuProgram *cp) { return cp ? cp->ws : NULL; }
+
 int rt_cpu_threads(const RtCpuProgram *cp) { return cp ? cp->nthreads : 0; }
 
 /* ---- run ----------------------------------------------------------------------------------- */

@@ -22,6 +22,8 @@ FcStatus rt_cpu_run(RtCpuProgram *cp, void *const *inputs, void *const *outputs,
 /* Runs launch i alone (for per-kernel timing); buffers as for rt_cpu_run. */
 FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *const *outputs,
                            FcErr *err);
+/* The program's workspace (temporaries at their KirBuffer offsets); NULL when it has none. */
+void *rt_cpu_workspace(const RtCpuProgram *cp);
 /* A buffer of `bytes` for the CPU: 2 MiB-aligned and advised to use huge pages from 2 MiB
  * on, else 64-byte aligned; *raw is what to fc_free. NULL when out of memory. */
 void *rt_cpu_alloc(size_t bytes, void **raw);

@@ -581,6 +581,7 @@ struct RtCudaProgram {
 };
 
 RtCuda *rt_cuda_program_device(const RtCudaProgram *cp) { return cp ? cp->d : NULL; }
+void *rt_cuda_workspace(const RtCudaProgram *cp) { return cp && cp->ws ? (void *)(uintptr_t)cp->ws : NULL; }
 
 /* The program's structure (kir_check_program, as the CPU device checks it; bugs upstream are
  * FC_ERR_INTERNAL), then its kernels against this GPU's limits. */

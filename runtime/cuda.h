@@ -99,6 +99,9 @@ FcStatus rt_cuda_copy_gbps(RtCuda *d, double *gbps, FcErr *err);
  * NULL) tells whether the cubin came from the cache. */
 FcStatus rt_cuda_compile(RtCuda *d, const KirProgram *p, RtCudaProgram **out, bool *cache_hit, FcErr *err);
 void rt_cuda_program_free(RtCudaProgram *cp);
+/* The device address of the program's workspace (temporaries at their KirBuffer offsets); NULL
+ * when it has none. */
+void *rt_cuda_workspace(const RtCudaProgram *cp);
 /* The handle the program runs on. */
 RtCuda *rt_cuda_program_device(const RtCudaProgram *cp);
 

@@ -204,6 +204,11 @@ FcStatus fc_tensor_save_npy(const FcTensor *t, const char *path);
  * values must agree in position and kind, else both are set to +inf. */
 FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max_abs,
                            double *max_rel);
+/* dst = src * scale, converted to dst's dtype (same shape, any dtypes and devices): the product
+ * is taken in f64 and rounded to nearest even (to f8 saturating; to an integer truncated toward
+ * zero and saturated, NaN giving 0, as cast does). For example the f32 value of f16 gradients
+ * that carry a loss scale S: scale 1/S. */
+FcStatus fc_tensor_convert(FcTensor *dst, const FcTensor *src, double scale);
 /* The --check tolerance of every output for these inputs (docs/tolerances.md): rel_tol[j] =
  * fc_block_output_tolerance(b, j) + 2 * spread[j], where spread[j] is max |e - f| / max |e| for
  * the reference interpreter's two legal meanings of 16- and 8-bit float intermediates on these
@@ -302,6 +307,20 @@ FcStatus fc_block_random_grad_output(FcBlock *b, int j, uint64_t seed, FcTensor 
  * exactly those tensors made on a device handle of its own, fc_device_memory's peak equals it. */
 FcStatus fc_program_planned_bytes(const FcProgram *p, int64_t *bytes);
 
+/* Dynamic loss scaling (mixed-precision training: f16 gradients underflow below 6e-8, and a
+ * loss averaged over many elements gives gradients that small). After
+ * fc_program_set_loss_scaling(p, init_scale, growth_interval), fc_program_backward multiplies
+ * the outputs' gradients by the loss scale S (init_scale, a power of two >= 1; 0 turns scaling
+ * off, the default) before the backward runs, so that every gradient inside the backward is S
+ * times larger; when a gradient comes out non-finite, S halves and the backward runs again
+ * (down to S = 1, where the gradients are returned as they come), and after growth_interval
+ * backward passes in a row with finite gradients (0: never) S doubles. PyTorch's GradScaler
+ * uses 65536 and 2000. The gradients fc_program_backward leaves carry the scale: divide them
+ * by fc_program_loss_scale's S, in f32 (fc_tensor_convert), before an optimizer step.
+ * *backoffs counts the backward passes run again since scaling was set. */
+FcStatus fc_program_set_loss_scaling(FcProgram *p, double init_scale, int growth_interval);
+FcStatus fc_program_loss_scale(const FcProgram *p, double *scale, int *backoffs);
+
 /* Times whole training steps, forward then backward, as fc_program_time does the forward:
  * `warmup` + `repeat` steps, the median in *total_ms; per_launch_ms (may be NULL) gets one
  * median per launch, the forward's then the backward's (fc_program_num_launches counts both in
@@ -327,6 +346,73 @@ FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info);
  * program, launch by launch in order (so it sees the caches as a real run leaves them). */
 FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs,
                          int warmup, int repeat, double *total_ms, double *per_launch_ms);
+
+/* ---- the error of each kernel ------------------------------------------------------ */
+/* fc_program_check_kernels runs p launch by launch on `inputs` (into `outputs`; a training
+ * program then runs the backward launch by launch with grad_outputs into grad_inputs, which may
+ * be NULL to check the forward only) and, after each launch, compares every value that launch
+ * leaves in memory for good (an output, a saved value, a temporary a later kernel reads) with the
+ * reference interpreter's value of it, each within the --check tolerance it would have as an
+ * output of the program's graph (fc_block_check_tolerances' rule: the reductions and dtypes on
+ * its path, widened by the rounding spread of its 16/8-bit intermediates). The backward's
+ * reference starts from the backward's own inputs (the saved values the forward wrote and the
+ * gradients): its kernels are judged on what they were given. A value over its bound whose
+ * reference moves by at least a quarter of its error when the interpreter runs with
+ * rounding-level noise on every op (rt_interp_run_noisy) is ill-conditioned (a difference of
+ * nearly equal values, such as the sum of a softmax's input gradient), counted in illcond and
+ * not as a failure. fn gets one FcKernelCheck per
+ * launch that leaves a value; *nfailed (may be NULL) counts the launches over their bound. Under
+ * loss scaling (fc_program_set_loss_scaling) the backward runs with the scaled gradients. The
+ * outputs and gradients are left as a run leaves them. On the reference device there are no
+ * kernels: fn is never called. */
+typedef struct FcKernelCheck {
+    int launch;             /* fc_program_launch_info's index (the backward's after the forward's) */
+    int backward;
+    const char *kernel;     /* "k3_layernorm" */
+    const char *ops;        /* its source ops, each once */
+    int nvalues;            /* values it leaves in memory that were checked */
+    const char *op;         /* the worst of them (by error over its bound): the op that makes it, */
+    const char *source_op;  /* the source op that op implements, */
+    int line, col;          /* where the source wrote it (0 when unknown), */
+    const char *name;       /* its source name or NULL */
+    double max_abs_err, max_rel_err, tol;   /* its error and bound */
+    int ok;                 /* every value within its bound or ill-conditioned */
+    int illcond;            /* values over their bound that rounding noise explains (not failures) */
+} FcKernelCheck;
+typedef int (*FcKernelCheckFn)(const FcKernelCheck *k, void *ctx);
+FcStatus fc_program_check_kernels(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs,
+                                  FcTensor *const *grad_outputs, FcTensor *const *grad_inputs, FcKernelCheckFn fn,
+                                  void *ctx, int *nfailed);
+
+/* ---- bisection: which value goes wrong first ------------------------------------- */
+/* fc_block_bisect checks the block's values one at a time, in the order the graph computes
+ * them: for each op with a float result, the prefix of the block that ends at it (its inputs,
+ * every op up to it, that op's results as the outputs) is compiled with the block's options,
+ * run on device d with `inputs`, and compared with the reference interpreter within the
+ * --check tolerance of that prefix (fc_block_check_tolerances' rule). `fn` gets each step;
+ * the bisection stops at the first value over its tolerance (*first_bad: its step number, else
+ * -1) or when fn returns nonzero. With grad_outputs (a training block: fc_program_backward's
+ * gradients of the outputs) it walks the joint graph instead, the forward's primitives and then
+ * the backward's, each prefix compiled as a forward program (so the gradients' ops are checked as
+ * a forward program fuses them; what the remat split changes is not). */
+typedef struct FcBisectStep {
+    int step;               /* 0, 1, ... in graph order */
+    const char *op;         /* the op ("layernorm", "mul") */
+    const char *source_op;  /* the source op it implements (differs from op after decomposition) */
+    int line, col;          /* where the source wrote it; 0 when unknown */
+    const char *name;       /* the value's source name, or NULL */
+    int backward;           /* joint graph: the op is the backward's */
+    const char *kernel;     /* the kernel of the prefix's program on d that writes the value ("" on
+                             * the reference device), and its ops */
+    const char *kernel_ops;
+    double max_abs_err, max_rel_err, tol;
+    int ok;                 /* max_rel_err <= tol */
+    int unfused_ok;         /* a failing step: 1 or 0, the unfused (eager) program of the same
+                             * prefix within tolerance; -1 when not known (ok steps, --no-fuse) */
+} FcBisectStep;
+typedef int (*FcBisectFn)(const FcBisectStep *step, void *ctx);
+FcStatus fc_block_bisect(FcBlock *b, FcDevice *d, FcTensor *const *inputs, FcTensor *const *grad_outputs,
+                         FcBisectFn fn, void *ctx, int *first_bad);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
 # test cli_NAME (exit 0 pass, 77 skip, else fail). Scripts use POSIX sh, and python3 + NumPy
 # where available (the parts that need them are skipped otherwise).
 set(FUSEC_CLI_TEST_DIR ${CMAKE_CURRENT_LIST_DIR}/cli)
-foreach(t usage compile run device bench report train mem)
+foreach(t usage compile run device bench report train mem bisect)
   add_test(NAME cli_${t} COMMAND sh ${FUSEC_CLI_TEST_DIR}/${t}.sh $<TARGET_FILE:fusec>
            ${FUSEC_CLI_TEST_DIR})
   set_tests_properties(cli_${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS cli

@@ -185,9 +185,11 @@ typedef struct Args {
     InputArg *inputs; int ninputs;
     InputArg *grads; int ngrads;   /* --grad-output */
     const char *remat;         /* --remat; NULL: auto */
+    const char *loss_scale;    /* --loss-scale dynamic|off; NULL: dynamic at --precision f16, else off */
     uint64_t seed;
     const char *out_dir;       /* --out-dir; default "." */
     int check;
+    int bisect;                /* --bisect (with --check) */
     int repeat;                /* --repeat; default BENCH_REPEAT_DEFAULT */
     int json;
     int64_t layers;            /* mem --layers; default 1 */
@@ -200,7 +202,7 @@ typedef enum {
     OPT_OUT, OPT_BLOCK, OPT_DEF, OPT_EMIT, OPT_ARCH, OPT_NO_FUSE, OPT_PRECISION, OPT_STRICT,
     OPT_TRAIN, OPT_MEM_BUDGET, OPT_ENTRY, OPT_DEVICE, OPT_INPUT, OPT_RANDOM, OPT_OUT_DIR,
     OPT_CHECK, OPT_REPEAT, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_GRAD_OUTPUT, OPT_REMAT,
-    OPT_LAYERS, OPT_OPTIMIZER, OPT_ZERO, OPT_DEVICES
+    OPT_LAYERS, OPT_OPTIMIZER, OPT_ZERO, OPT_DEVICES, OPT_BISECT, OPT_LOSS_SCALE
 } OptId;
 
 typedef struct OptDef {
@@ -226,10 +228,12 @@ static const OptDef k_opts[] = {
     {"--device", OPT_DEVICE, 1, M_R | M_B},
     {"--input", OPT_INPUT, 1, M_R},
     {"--grad-output", OPT_GRAD_OUTPUT, 1, M_R},
+    {"--loss-scale", OPT_LOSS_SCALE, 1, M_R},
     {"--remat", OPT_REMAT, 1, M_ALL},
     {"--random", OPT_RANDOM, 1, M_R},
     {"--out-dir", OPT_OUT_DIR, 1, M_R},
     {"--check", OPT_CHECK, 0, M_R},
+    {"--bisect", OPT_BISECT, 0, M_R},
     {"--repeat", OPT_REPEAT, 1, M_B},
     {"--json", OPT_JSON, 0, M_B | M_M},
     {"--layers", OPT_LAYERS, 1, M_M},
@@ -308,6 +312,9 @@ static void print_help(void) {
         "  --input NAME=PATH       read input NAME from a .npy file (repeatable)",
         "  --grad-output NAME=PATH with --train, the gradient of output NAME from a .npy file",
         "                          (repeatable; default: seeded N(0, 1) from --random)",
+        "  --loss-scale MODE       with --train: dynamic (the default at --precision f16: the",
+        "                          outputs' gradients scaled by a power of two, halved when a",
+        "                          gradient overflows; gradients written as f32, unscaled) or off",
         "  --random SEED           seed for inputs not given with --input: an unsigned 64-bit",
         "                          decimal integer (default 0); floats N(0,1) (param matrices",
         "                          [.., in, out]: N(0,1/in)), integers uniform in a range",
@@ -317,6 +324,11 @@ static void print_help(void) {
         "  --check                 also run the reference interpreter on the same inputs and",
         "                          print per output: max_abs_err, max_rel_err (max abs error over",
         "                          max abs reference value), the tolerance, ok or FAIL",
+        "  --bisect                with --check: check every value of the block in order (the",
+        "                          prefix of the block that ends at it, compiled and run alone)",
+        "                          and stop at the first one over its tolerance, naming its",
+        "                          op, source location and kernel; with --train, the joint",
+        "                          graph's values, the backward's after the forward's",
         "",
         "Bench options:",
         "  --device DEV            as for run",
@@ -477,6 +489,11 @@ static int apply_opt(Args *a, const OptDef *o, const char *spelled, const char *
         return 0;
     case OPT_INPUT: return add_named(a->inputs, &a->ninputs, v, "--input", "input");
     case OPT_GRAD_OUTPUT: return add_named(a->grads, &a->ngrads, v, "--grad-output", "the gradient of output");
+    case OPT_LOSS_SCALE:
+        if (strcmp(v, "dynamic") && strcmp(v, "off"))
+            return usage_error("invalid --loss-scale value '%s' (expected dynamic or off)", v);
+        a->loss_scale = v;
+        return 0;
     case OPT_REMAT:
         if (strcmp(v, "none") && strcmp(v, "auto") && strcmp(v, "full"))
             return usage_error("invalid --remat value '%s' (expected none, auto or full)", v);
@@ -492,6 +509,7 @@ static int apply_opt(Args *a, const OptDef *o, const char *spelled, const char *
         a->out_dir = v;
         return 0;
     case OPT_CHECK: a->check = 1; return 0;
+    case OPT_BISECT: a->bisect = 1; return 0;
     case OPT_REPEAT: {
         uint64_t n;
         if (!parse_u64(v, BENCH_REPEAT_MAX, &n) || n == 0)
@@ -615,6 +633,8 @@ static int parse_args(int argc, char **argv, Args *a) {
     if (!a->file) return usage_error("no input file");
     if (a->mode == MODE_MEM) a->train = 1;   /* mem is about training */
     if (a->ngrads && !a->train) return usage_error("--grad-output needs --train");
+    if (a->loss_scale && !a->train) return usage_error("--loss-scale needs --train");
+    if (a->bisect && !a->check) return usage_error("--bisect needs --check");
     return -1;
 }
 
@@ -1239,10 +1259,13 @@ static int make_out_dir(const char *dir) {
  * else seeded N(0, 1)), gin[i] for each float input (poisoned like outputs); NULL elsewhere. */
 typedef struct Grads {
     FcTensor **gout, **gin;
+    FcTensor **f32;   /* under loss scaling: each gradient in f32, divided by the scale */
     int nin, nout;
 } Grads;
 
 static void grads_free(Grads *g) {
+    for (int i = 0; g->f32 && i < g->nin; i++) fc_tensor_free(g->f32[i]);
+    free(g->f32);
     for (int j = 0; g->gout && j < g->nout; j++) fc_tensor_free(g->gout[j]);
     for (int i = 0; g->gin && i < g->nin; i++) fc_tensor_free(g->gin[i]);
     free(g->gout);
@@ -1305,6 +1328,74 @@ static int grads_make(FcBlock *b, FcDevice *dev, const Args *a, Grads *g) {
         fputs(any ? "\nTry 'fusec --help' for more information.\n" : " (none)\nTry 'fusec --help' for more information.\n", stderr);
         return EX_USAGE_;
     }
+    return 0;
+}
+
+/* --check: one line per kernel (fc_program_check_kernels). */
+typedef struct KernelPrint { const char *file; int nkernels; char first_bad[160]; } KernelPrint;
+
+static int kernel_print(const FcKernelCheck *k, void *ctx) {
+    KernelPrint *kp = ctx;
+    const char *file = kp->file;
+    kp->nkernels++;
+    if (!k->ok && !kp->first_bad[0]) snprintf(kp->first_bad, sizeof kp->first_bad, "%s%s", k->backward ? "backward " : "", k->kernel);
+    printf("  %s%s (%s): %d value%s, worst max_rel_err=%.2e tol=%.1e (%s", k->backward ? "backward " : "", k->kernel,
+           k->ops, k->nvalues, k->nvalues == 1 ? "" : "s", k->max_rel_err, k->tol, k->op);
+    if (strcmp(k->op, k->source_op) != 0) printf(" of %s", k->source_op);
+    if (k->line > 0) printf(" at %s:%d:%d", file, k->line, k->col);
+    if (k->name) printf(" '%s'", k->name);
+    printf(") %s", k->ok ? "ok" : "FAIL");
+    if (k->illcond) printf(" (%d ill-conditioned: over the bound by what rounding noise moves)", k->illcond);
+    printf("\n");
+    return 0;
+}
+
+/* --bisect: one line per value checked (fc_block_bisect). */
+typedef struct BisectPrint { const char *file; int failed_step; } BisectPrint;
+
+static void bisect_where(const FcBisectStep *st, const char *file, char *buf, size_t n) {
+    char op[96];
+    if (strcmp(st->op, st->source_op) != 0) snprintf(op, sizeof op, "%s (of %s)", st->op, st->source_op);
+    else snprintf(op, sizeof op, "%s", st->op);
+    if (st->line > 0)
+        snprintf(buf, n, "%s%s at %s:%d:%d", st->backward ? "backward " : "", op, file, st->line, st->col);
+    else
+        snprintf(buf, n, "%s%s", st->backward ? "backward " : "", op);
+}
+
+static int bisect_print(const FcBisectStep *st, void *ctx) {
+    BisectPrint *bp = ctx;
+    char where[512];
+    bisect_where(st, bp->file, where, sizeof where);
+    printf("  %3d %s%s%s%s: ", st->step, where, st->name ? " '" : "", st->name ? st->name : "", st->name ? "'" : "");
+    if (st->kernel[0]) printf("kernel %s (%s) ", st->kernel, st->kernel_ops);
+    printf("max_rel_err=%.2e tol=%.1e %s\n", st->max_rel_err, st->tol, st->ok ? "ok" : "FAIL");
+    if (!st->ok) {
+        bp->failed_step = st->step;
+        printf("bisect: the first value over its tolerance: %s%s%s%s", where, st->name ? " ('" : "",
+               st->name ? st->name : "", st->name ? "')" : "");
+        if (st->kernel[0]) printf(", written by kernel %s", st->kernel);
+        printf("\n");
+        if (st->unfused_ok == 1)
+            printf("bisect: the unfused program computes it within tolerance: look at how fusion and lowering combine it with the ops before it\n");
+        else if (st->unfused_ok == 0)
+            printf("bisect: the unfused program gets it wrong too: look at the op's own lowering (or its inputs' conditioning)\n");
+    }
+    fflush(stdout);
+    return 0;
+}
+
+static int run_bisect(const Args *a, FcBlock *b, FcDevice *dev, FcTensor *const *in, FcTensor *const *gout) {
+    BisectPrint bp = {strcmp(a->file, "-") == 0 ? "<stdin>" : a->file, -1};
+    printf("bisect: each value in order: the prefix of the block that ends at it, %s on %s, against the reference\n",
+           a->no_fuse ? "unfused" : "fused", device_name(a->device));
+    if (a->train) printf("bisect: the joint graph (forward, then backward), each prefix compiled as a forward program\n");
+    fflush(stdout);
+    int first = -1;
+    FcStatus s = fc_block_bisect(b, dev, in, a->train ? gout : NULL, bisect_print, &bp, &first);
+    if (s != FC_OK) return report(s, "bisecting", fc_block_last_error(b), 0);
+    if (first < 0) printf("bisect: every value is within its tolerance\n");
+    fflush(stdout);
     return 0;
 }
 
@@ -1443,16 +1534,39 @@ static int cmd_run(const Args *a) {
     if (a->train) {
         rc = grads_make(b, dev, a, &gr);
         if (rc) goto done;
+        /* dynamic loss scaling: by default at f16, whose gradients underflow below 6e-8 */
+        bool scaling = a->loss_scale ? strcmp(a->loss_scale, "dynamic") == 0
+                                     : a->precision && strcmp(a->precision, "f16") == 0;
+        if (scaling && (s = fc_program_set_loss_scaling(bd.prog, 65536, 2000)) != FC_OK) {
+            rc = report(s, "--loss-scale", fc_program_last_error(bd.prog), 0);
+            goto done;
+        }
         s = fc_program_backward(bd.prog, gr.gout, gr.gin);
         if (s != FC_OK) { rc = report(s, "running the backward", fc_program_last_error(bd.prog), 0); goto done; }
+        double lscale = 1;
+        int backoffs = 0;
+        if (scaling) {
+            fc_program_loss_scale(bd.prog, &lscale, &backoffs);
+            if (!(gr.f32 = calloc((size_t)nin + 1, sizeof *gr.f32))) { rc = oom(); goto done; }
+            for (int i = 0; i < nin; i++) {
+                FcTensorInfo ti;
+                if (!gr.gin[i] || fc_block_input_info(b, i, &ti) != FC_OK) continue;
+                if ((s = fc_tensor_new(dev, FC_F32, ti.rank, ti.dims, &gr.f32[i])) != FC_OK ||
+                    (s = fc_tensor_convert(gr.f32[i], gr.gin[i], 1 / lscale)) != FC_OK) {
+                    rc = report(s, "unscaling a gradient", gr.f32[i] ? fc_tensor_last_error(gr.f32[i]) : fc_device_last_error(dev), 0);
+                    goto done;
+                }
+            }
+        }
         for (int i = 0; i < nin; i++) {
             FcTensorInfo ti;
             if (!gr.gin[i] || fc_block_input_info(b, i, &ti) != FC_OK) continue;
             char *path = xfmt("%s/grad_%s.npy", dir, ti.name ? ti.name : "input");
             if (!path) { rc = oom(); goto done; }
-            s = fc_tensor_save_npy(gr.gin[i], path);
+            FcTensor *gt = gr.f32 ? gr.f32[i] : gr.gin[i];
+            s = fc_tensor_save_npy(gt, path);
             if (s != FC_OK) {
-                rc = report(s, path, fc_tensor_last_error(gr.gin[i]), 0);
+                rc = report(s, path, fc_tensor_last_error(gt), 0);
                 free(path);
                 goto done;
             }
@@ -1461,6 +1575,9 @@ static int cmd_run(const Args *a) {
             printf("  grad   %s %s -> %s\n", ti.name ? ti.name : "?", shp, path);
             free(path);
         }
+        if (scaling)
+            printf("  loss scale %g (dynamic: the outputs' gradients were multiplied by it; %d backoff%s; the gradients "
+                   "are written as f32, divided by it)\n", lscale, backoffs, backoffs == 1 ? "" : "s");
         FcTrainInfo tinfo;
         if (fc_block_train_info(b, &tinfo) == FC_OK)
             printf("  saved  %d values, %" PRId64 " bytes; recomputed %d ops, %" PRId64 " flops\n", tinfo.nsaved,
@@ -1517,7 +1634,7 @@ static int cmd_run(const Args *a) {
         }
         free(tols);
         free(spread);
-        int nchecked = nout;
+        int nchecked = nout, kfailed = 0, nkernels = 0;
         if (a->train) {
             rc = grads_make(b, rdev, NULL, &rgr);
             if (rc) goto done;
@@ -1531,7 +1648,13 @@ static int cmd_run(const Args *a) {
                 double abs_err = 0, rel_err = 0, tol = 0;
                 if (!gr.gin[i] || fc_block_input_info(b, i, &ti) != FC_OK) continue;
                 s = fc_block_grad_tolerance(b, i, &tol);
-                if (s == FC_OK) s = fc_tensor_compare(gr.gin[i], rgr.gin[i], &abs_err, &rel_err);
+                FcTensor *rf = NULL;   /* under loss scaling the unscaled f32 gradients, against the reference's in f32 */
+                if (s == FC_OK && gr.f32) {
+                    s = fc_tensor_new(rdev, FC_F32, ti.rank, ti.dims, &rf);
+                    if (s == FC_OK) s = fc_tensor_convert(rf, rgr.gin[i], 1);
+                }
+                if (s == FC_OK) s = fc_tensor_compare(gr.f32 ? gr.f32[i] : gr.gin[i], gr.f32 ? rf : rgr.gin[i], &abs_err, &rel_err);
+                fc_tensor_free(rf);
                 if (s != FC_OK) { rc = report(s, "comparing a gradient with the reference", fc_tensor_last_error(gr.gin[i]), 0); goto done; }
                 int ok = rel_err <= tol;
                 failed += !ok;
@@ -1540,10 +1663,25 @@ static int cmd_run(const Args *a) {
                        rel_err, tol, ok ? "ok" : "FAIL");
             }
         }
+        if (a->device != FC_DEVICE_REFERENCE) {
+            printf("check kernels: every value each kernel leaves in memory, within its own bound\n");
+            KernelPrint kp = {strcmp(a->file, "-") == 0 ? "<stdin>" : a->file, 0, ""};
+            s = fc_program_check_kernels(bd.prog, bd.in, bd.out, a->train ? gr.gout : NULL, a->train ? gr.gin : NULL,
+                                         kernel_print, &kp, &kfailed);
+            if (s != FC_OK) { rc = report(s, "checking each kernel", fc_program_last_error(bd.prog), 0); goto done; }
+            if (kfailed)
+                printf("check kernels: %d of %d kernel%s over the bound; the first is %s (the later ones may only have "
+                       "read its results)\n", kfailed, kp.nkernels, kp.nkernels == 1 ? "" : "s", kp.first_bad);
+            nkernels = kp.nkernels;
+        }
         fflush(stdout);
-        if (failed) {
-            err_line("check failed: %d of %d output%s over tolerance", failed, nchecked,
-                     nchecked == 1 ? "" : "s");
+        if (a->bisect && (rc = run_bisect(a, b, dev, bd.in, a->train ? gr.gout : NULL)) != 0) goto done;
+        if (failed || kfailed) {
+            if (!kfailed)
+                err_line("check failed: %d of %d output%s over tolerance", failed, nchecked, nchecked == 1 ? "" : "s");
+            else
+                err_line("check failed: %d of %d output%s and %d of %d kernel%s over tolerance", failed, nchecked,
+                         nchecked == 1 ? "" : "s", kfailed, nkernels, nkernels == 1 ? "" : "s");
             rc = EX_CHECK;
             goto done;
         }

@@ -120,4 +120,46 @@ assert len(d["fused"]["kernels"]) > 5
 PY
     fi
 fi
+# Dynamic loss scaling (the default at --precision f16 with --train). lossy's gradients are
+# 2 (x @ w) / 2^20 times a seed near 1: f16 subnormals (below 6e-8 they vanish), so without
+# scaling they are off by 1.7% (over the 8 u bound), and with it within the bound; they are
+# written as f32, divided by the scale. big's seeds times 1000 overflow f16 at 65536: the scale
+# backs off (12 times, to 16) until the gradients are finite.
+cat >lossy.tf <<'EOF2'
+block lossy(x: f32[4096, 64], param w: f32[64, 256]) -> f32[]
+{
+    return mean(square(x @ w))
+}
+EOF2
+cat >big.tf <<'EOF2'
+block big(x: f32[8, 16]) -> f32[8, 16]
+{
+    return x * 1000
+}
+EOF2
+mkdir ls1 ls2 ls3
+if expect 4 run lossy.tf --precision f16 --train --check --loss-scale off --out-dir ls1; then
+    grep -qE '^check grad_w: .* FAIL$' "$T/stdout" || fail "f16 gradients without loss scaling passed: the test shows nothing"
+    grep -q 'loss scale' "$T/stdout" && fail "--loss-scale off printed a loss scale"
+fi
+if expect 0 run lossy.tf --precision f16 --train --check --out-dir ls2; then
+    out_has "  loss scale 65536 (dynamic: the outputs' gradients were multiplied by it; 0 backoffs; the gradients are written as f32, divided by it)"
+    grep -qE '^check grad_w: .* ok$' "$T/stdout" || fail "f16 gradients with loss scaling are over the bound"
+    if [ "$HAVE_NUMPY" = 1 ]; then
+        python3 -c "
+import numpy as np
+a, b = np.load('ls2/grad_w.npy'), np.load('ls1/grad_w.npy')
+assert a.dtype == np.float32 and b.dtype == np.float16, (a.dtype, b.dtype)
+assert np.abs(a).max() > 1e-4, 'the unscaled gradients are not of the unscaled size'
+" || fail "the loss-scaled gradients are not unscaled f32 files"
+    fi
+fi
+if expect 0 run big.tf --precision f16 --train --check --out-dir ls3; then
+    out_has "  loss scale 16 (dynamic: the outputs' gradients were multiplied by it; 12 backoffs;"
+    grep -qE '^check grad_x: .* ok$' "$T/stdout" || fail "the backed-off gradients are wrong"
+fi
+# bf16 has f32's range: no scaling unless asked for
+expect 0 run big.tf --precision bf16 --train --out-dir ls3 && { grep -q 'loss scale' "$T/stdout" && fail "loss scaling at bf16 by default"; }
+MSG="--loss-scale needs --train"; expect_usage run big.tf --loss-scale dynamic --out-dir ls3
+MSG="invalid --loss-scale value 'on' (expected dynamic or off)"; expect_usage run big.tf --train --loss-scale on --out-dir ls3
 finish

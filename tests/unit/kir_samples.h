@@ -226,7 +226,7 @@ static inline long ks_compare(const KirProgram *p, void *const *got, void *const
 
 /* ---- building helpers ------------------------------------------------------------------------ */
 static inline int ks_buffer(KirProgram *p, KirBufKind kind, int index, FcDtype t, int64_t numel, int64_t offset) {
-    KirBuffer b = {kind, index, t, numel, offset};
+    KirBuffer b = {kind, index, t, numel, offset, -1};
     if (!FC_VEC_PUSH(&p->buffers, b)) return -1;
     return p->buffers.len - 1;
 }

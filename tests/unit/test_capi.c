@@ -9,7 +9,17 @@
  *   reference device, through fc_program_run and fc_program_time. Outputs are poisoned before
  *   each run, so a copy back that did not happen fails (checked once by making the copy back
  *   do nothing: 48 failures); inputs must come back unchanged.
+ * - fc_program_check_kernels and fc_block_bisect: on a correct block every kernel and value is
+ *   within its bound, and the outputs equal fc_program_run's bit for bit (also when the callback
+ *   stops early); with a planted miscompile (FUSEC_PLANT_BUG=tanh) the kernel that computes the
+ *   tanh is over its bound and the bisection stops at the tanh, with the unfused program right;
+ *   the argument errors.
+ * - fc_program_set_loss_scaling: the scale doubles after growth_interval finite backward passes,
+ *   halves (and the pass runs again) when a gradient overflows, the gradients carry it
+ *   (fc_tensor_convert by 1/S gives the unscaled ones, equal to an unscaled run's), and its
+ *   argument errors.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +175,140 @@ static void test_wrap_misc(FcBlock *b) {
     fc_device_free(dev);
 }
 
+typedef struct Seen { int n, bad, stop_after; char first_bad[64]; } Seen;
+static int seen_kernel(const FcKernelCheck *k, void *ctx) {
+    Seen *s = ctx;
+    s->n++;
+    if (!k->ok && !s->bad++) snprintf(s->first_bad, sizeof s->first_bad, "%s", k->op);
+    CHECK(k->nvalues >= 1 && k->kernel && k->ops && k->op && k->source_op && !k->backward);
+    return s->stop_after > 0 && s->n >= s->stop_after;
+}
+static int seen_step(const FcBisectStep *st, void *ctx) {
+    Seen *s = ctx;
+    s->n++;
+    if (!st->ok && !s->bad++) snprintf(s->first_bad, sizeof s->first_bad, "%s/%d", st->op, st->unfused_ok);
+    return 0;
+}
+
+/* Runs block src's checks on the CPU: kernels over their bound, the bisection's first bad step. */
+static void run_checks(const char *planted, int want_bad) {
+    if (planted) setenv("FUSEC_PLANT_BUG", planted, 1);
+    FcBlock *b = NULL;
+    FcStatus s = fc_compile_string(src, "capi.tf", NULL, &b);   /* planted while the programs compile */
+    REQUIRE(s == FC_OK);
+    FcDevice *dev = NULL;
+    FcProgram *p = NULL;
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &dev) == FC_OK && fc_program_new(b, dev, &p) == FC_OK);
+    FcTensor *t[NT] = {0}, *u[4] = {0};
+    for (int i = 0; i < NT; i++) {
+        FcTensorInfo ti;
+        REQUIRE((i < 4 ? fc_block_input_info(b, i, &ti) : fc_block_output_info(b, i - 4, &ti)) == FC_OK);
+        REQUIRE(fc_tensor_new(dev, ti.dtype, ti.rank, ti.dims, &t[i]) == FC_OK);
+        if (i < 4) REQUIRE(fc_block_random_input(b, i, 11, t[i]) == FC_OK);
+        else REQUIRE(fc_tensor_new(dev, ti.dtype, ti.rank, ti.dims, &u[i - 4]) == FC_OK);
+    }
+    REQUIRE(fc_program_run(p, t, u) == FC_OK);
+    for (int stop = 0; stop < 2; stop++) {
+        Seen k = {.stop_after = stop};
+        int nfailed = -1;
+        CHECK(fc_program_check_kernels(p, t, t + 4, NULL, NULL, seen_kernel, &k, &nfailed) == FC_OK);
+        EXPECT(stop ? k.n == 1 : k.n >= 3, "kernels reported: %d", k.n);
+        if (!stop) EXPECT(nfailed == want_bad && k.bad == want_bad, "planted %s: %d kernels over (%d seen)", planted ? planted : "nothing", nfailed, k.bad);
+        if (!stop && want_bad) EXPECT(strcmp(k.first_bad, "mul") == 0 || strcmp(k.first_bad, "add") == 0, "worst op %s", k.first_bad);
+        for (int j = 0; j < 4; j++) {   /* the outputs are a run's */
+            size_t n = fc_tensor_nbytes(u[j]);
+            unsigned char *x = malloc(n), *y = malloc(n);
+            REQUIRE(x && y);
+            REQUIRE(fc_tensor_copy_to_host(t[4 + j], x, n) == FC_OK && fc_tensor_copy_to_host(u[j], y, n) == FC_OK);
+            EXPECT(memcmp(x, y, n) == 0, "output %d after the per-kernel check differs from a run's", j);
+            free(x);
+            free(y);
+        }
+    }
+    Seen st = {0};
+    int first = 99;
+    CHECK(fc_block_bisect(b, dev, t, NULL, seen_step, &st, &first) == FC_OK);
+    if (want_bad) EXPECT(first == 0 && strcmp(st.first_bad, "tanh/1") == 0, "bisect: first %d, %s", first, st.first_bad);
+    else EXPECT(first == -1 && st.n >= 6, "bisect: first %d after %d steps", first, st.n);
+    /* the argument errors */
+    CHECK(fc_block_bisect(b, dev, t, NULL, NULL, NULL, &first) == FC_ERR_USAGE && first == -1);
+    CHECK(fc_block_bisect(b, dev, t, t + 4, seen_step, &st, &first) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_block_last_error(b), "fc_block_bisect: gradients given for a block compiled without training") == 0, "%s",
+           fc_block_last_error(b));
+    FcTensor *swapped[4] = {t[1], t[0], t[2], t[3]};
+    CHECK(fc_block_bisect(b, dev, swapped, NULL, seen_step, &st, &first) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_block_last_error(b), "fc_block_bisect: input 0 ('x') is missing or does not match the block") == 0, "%s",
+           fc_block_last_error(b));
+    CHECK(fc_program_check_kernels(p, t, t + 4, NULL, NULL, NULL, NULL, NULL) == FC_ERR_USAGE);
+    CHECK(fc_program_check_kernels(p, t, t + 4, t + 4, NULL, seen_kernel, &st, NULL) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_program_last_error(p), "fc_program_check_kernels: give both gradient arrays or neither") == 0, "%s",
+           fc_program_last_error(p));
+    for (int i = 0; i < NT; i++) fc_tensor_free(t[i]);
+    for (int j = 0; j < 4; j++) fc_tensor_free(u[j]);
+    fc_program_free(p);
+    fc_device_free(dev);
+    fc_block_free(b);
+    unsetenv("FUSEC_PLANT_BUG");
+}
+
+static void test_loss_scaling(void) {
+    FcOptions *o = NULL;
+    REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_train(o, 1) == FC_OK && fc_options_set_precision(o, "f16") == FC_OK);
+    FcBlock *b = NULL;
+    REQUIRE(fc_compile_string("block s(x: f32[4, 8]) -> f32[4, 8] { return x * 100 }\n", "s.tf", o, &b) == FC_OK);
+    FcDevice *dev = NULL;
+    FcProgram *p = NULL;
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &dev) == FC_OK && fc_program_new(b, dev, &p) == FC_OK);
+    int64_t dims[2] = {4, 8};
+    FcTensor *x, *y, *gy, *gx, *gx0, *f, *f0;
+    REQUIRE(fc_tensor_new(dev, FC_F16, 2, dims, &x) == FC_OK && fc_tensor_new(dev, FC_F16, 2, dims, &y) == FC_OK &&
+            fc_tensor_new(dev, FC_F16, 2, dims, &gy) == FC_OK && fc_tensor_new(dev, FC_F16, 2, dims, &gx) == FC_OK &&
+            fc_tensor_new(dev, FC_F16, 2, dims, &gx0) == FC_OK && fc_tensor_new(dev, FC_F32, 2, dims, &f) == FC_OK &&
+            fc_tensor_new(dev, FC_F32, 2, dims, &f0) == FC_OK);
+    REQUIRE(fc_block_random_input(b, 0, 3, x) == FC_OK && fc_block_random_grad_output(b, 0, 3, gy) == FC_OK);
+    REQUIRE(fc_program_run(p, &x, &y) == FC_OK && fc_program_backward(p, &gy, &gx0) == FC_OK);   /* unscaled */
+    double S = 0;
+    int back = -1;
+    CHECK(fc_program_loss_scale(p, &S, &back) == FC_OK && S == 1 && back == 0);
+    /* growth: 2 -> 4 after two finite passes, -> 8 after two more */
+    REQUIRE(fc_program_set_loss_scaling(p, 2, 2) == FC_OK);
+    for (int k = 0; k < 4; k++) REQUIRE(fc_program_backward(p, &gy, &gx) == FC_OK);
+    CHECK(fc_program_loss_scale(p, &S, &back) == FC_OK && S == 8 && back == 0);
+    /* backoff: 2^40 overflows f16 at once; the pass is run again at half the scale until the
+     * gradients (100 x seed x S) are finite */
+    REQUIRE(fc_program_set_loss_scaling(p, 0x1p40, 0) == FC_OK);
+    REQUIRE(fc_program_backward(p, &gy, &gx) == FC_OK);
+    CHECK(fc_program_loss_scale(p, &S, &back) == FC_OK && S >= 16 && S <= 256 && back == 40 - (int)log2(S));
+    REQUIRE(fc_tensor_convert(f, gx, 1 / S) == FC_OK && fc_tensor_convert(f0, gx0, 1) == FC_OK);
+    double ae = -1, re = -1;
+    CHECK(fc_tensor_compare(f, f0, &ae, &re) == FC_OK && re == 0);   /* x 100 and powers of two: exact */
+    /* errors */
+    CHECK(fc_program_set_loss_scaling(p, 3, 0) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_program_last_error(p), "loss scaling: the scale must be 0 (off) or a power of two in [1, 2^100], and the "
+                                            "growth interval >= 0; got 3 and 0") == 0, "%s", fc_program_last_error(p));
+    CHECK(fc_program_set_loss_scaling(p, 0.5, 0) == FC_ERR_USAGE && fc_program_set_loss_scaling(p, 4, -1) == FC_ERR_USAGE);
+    CHECK(fc_program_loss_scale(p, NULL, NULL) == FC_ERR_USAGE && fc_program_set_loss_scaling(NULL, 2, 0) == FC_ERR_USAGE);
+    CHECK(fc_tensor_convert(f, NULL, 1) == FC_ERR_USAGE);
+    FcTensor *bad = NULL;
+    int64_t d3[1] = {32};
+    REQUIRE(fc_tensor_new(dev, FC_F32, 1, d3, &bad) == FC_OK);
+    CHECK(fc_tensor_convert(bad, gx, 1) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_tensor_last_error(bad), "fc_tensor_convert: the tensors differ in shape") == 0, "%s", fc_tensor_last_error(bad));
+    FcTensor *all[] = {x, y, gy, gx, gx0, f, f0, bad};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fc_tensor_free(all[i]);
+    fc_program_free(p);
+    fc_block_free(b);
+    /* a forward-only block has no backward to scale */
+    REQUIRE(fc_compile_string("block s(x: f32[4]) -> f32[4] { return x }\n", "s.tf", NULL, &b) == FC_OK);
+    REQUIRE(fc_program_new(b, dev, &p) == FC_OK);
+    CHECK(fc_program_set_loss_scaling(p, 2, 0) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_program_last_error(p), "block 's' was not compiled for training (--train)") == 0, "%s", fc_program_last_error(p));
+    fc_program_free(p);
+    fc_block_free(b);
+    fc_device_free(dev);
+    fc_options_free(o);
+}
+
 int main(void) {
     FcBlock *b = NULL;
     FcStatus s = fc_compile_string(src, "capi.tf", NULL, &b);
@@ -175,6 +319,9 @@ int main(void) {
     test_wrap(b, FC_DEVICE_REFERENCE, "reference");
     test_wrap_misc(b);
     fc_block_free(b);
+    run_checks(NULL, 0);
+    run_checks("tanh", 1);
+    test_loss_scaling();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     else printf("test_capi: ok\n");
     return failures != 0;

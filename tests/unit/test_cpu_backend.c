@@ -85,7 +85,7 @@ static void prog_init(Prog *g, const char *name) {
     if (!g->p) { fprintf(stderr, "out of memory\n"); exit(2); }
 }
 static int add_buf(Prog *g, KirBufKind kind, FcDtype d, int64_t n) {
-    KirBuffer b = {kind, 0, d, n, 0};
+    KirBuffer b = {kind, 0, d, n, 0, -1};
     if (kind == KIR_BUF_INPUT) b.index = g->nin++;
     else if (kind == KIR_BUF_OUTPUT) b.index = g->nout++;
     else {

@@ -32,7 +32,7 @@ static char tmpdir[256];
 /* Input 0 (tin[100]) and output 0 (tout[100]) of p, bound to the two params of its kernel 0 by
  * its one launch. */
 static void one_launch(KirProgram *p, FcDtype tin, FcDtype tout) {
-    KirBuffer in = {KIR_BUF_INPUT, 0, tin, 100, 0}, out = {KIR_BUF_OUTPUT, 0, tout, 100, 0};
+    KirBuffer in = {KIR_BUF_INPUT, 0, tin, 100, 0, -1}, out = {KIR_BUF_OUTPUT, 0, tout, 100, 0, -1};
     FC_VEC_PUSH(&p->buffers, in);
     FC_VEC_PUSH(&p->buffers, out);
     int *args = arena_alloc(&p->arena, 2 * sizeof(int));
@@ -535,7 +535,7 @@ static void test_huge_grid(const char *nvcc) {
     if (nvcc && sb.data) EXPECT(nvcc_compiles(nvcc, "huge", sb.data), "huge-grid unit does not compile");
     sb_free(&sb);
     /* a temp outside the workspace, and a buffer that does not fit its param */
-    KirBuffer t = {KIR_BUF_TEMP, 0, FC_F32, 100, 256};
+    KirBuffer t = {KIR_BUF_TEMP, 0, FC_F32, 100, 256, -1};
     FC_VEC_PUSH(&p->buffers, t);
     p->workspace_bytes = 512;
     EXPECT(cg_cuda_aot(p, "huge", io, 2, &sb, &err) == FC_ERR_INTERNAL && strstr(err.msg, "outside the workspace"), "%s", err.msg);

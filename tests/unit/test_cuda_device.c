@@ -643,7 +643,7 @@ static void scenario_lt(void) {
         if (!k) { EXPECT(0, "out of memory"); kir_program_free(p); break; }
         int64_t n[3] = {k->params.data[0].numel, k->params.data[1].numel, k->params.data[2].numel};
         for (int i = 0; i < 3; i++) {
-            KirBuffer b = {i < 2 ? KIR_BUF_INPUT : KIR_BUF_OUTPUT, i < 2 ? i : 0, q->t, n[i], 0};
+            KirBuffer b = {i < 2 ? KIR_BUF_INPUT : KIR_BUF_OUTPUT, i < 2 ? i : 0, q->t, n[i], 0, -1};
             if (!FC_VEC_PUSH(&p->buffers, b)) exit(2);
         }
         KirLaunch l = {0, 3, arena_alloc(&p->arena, 3 * sizeof(int))};
@@ -725,7 +725,7 @@ static KirProgram *big_shared_program(void) {
     kir_for(k, KIR_LOOP_THREADS, j, kir_const_i(k, KT_I64, 0), kir_const_i(k, KT_I64, 20000));
     kir_store(k, o, kir_var_ref(k, j), kir_shload(k, sh, kir_var_ref(k, j)));
     kir_end(k);
-    KirBuffer b = {KIR_BUF_OUTPUT, 0, FC_F32, 20000, 0};
+    KirBuffer b = {KIR_BUF_OUTPUT, 0, FC_F32, 20000, 0, -1};
     if (!FC_VEC_PUSH(&p->buffers, b)) exit(2);
     KirLaunch l = {0, 1, arena_alloc(&p->arena, sizeof(int))};
     if (!l.args || !FC_VEC_PUSH(&p->launches, l)) exit(2);

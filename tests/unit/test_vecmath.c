@@ -87,7 +87,7 @@ static KirProgram *build(KirUnOp op, bool gelu, int64_t n) {
     int xv = kir_load(k, x, kir_var_ref(k, vi)), y = kir_un(k, op, xv);
     kir_store(k, o, kir_var_ref(k, vi), gelu ? kir_bin(k, KB_MUL, xv, y) : y);
     kir_end(k);
-    KirBuffer bi = {KIR_BUF_INPUT, 0, FC_F32, n, 0}, bo = {KIR_BUF_OUTPUT, 0, FC_F32, n, 0};
+    KirBuffer bi = {KIR_BUF_INPUT, 0, FC_F32, n, 0, -1}, bo = {KIR_BUF_OUTPUT, 0, FC_F32, n, 0, -1};
     if (!kir_kernel_ok(k) || !FC_VEC_PUSH(&p->buffers, bi) || !FC_VEC_PUSH(&p->buffers, bo)) goto fail;
     KirLaunch l = {0, 2, arena_alloc(&p->arena, 2 * sizeof(int))};
     if (!l.args) goto fail;
