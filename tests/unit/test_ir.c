@@ -7,6 +7,10 @@
  * - robustness: thousands of mutated texts parse or fail cleanly; allocation failures at
  *   every point of a parse and of a verify are reported, never crash (ASan checks leaks);
  * - verifier: planted violations are each caught with their message.
+ * - copies (ir_graph_prefix, ir_graph_with_outputs): every prefix of the all-ops graph is a
+ *   verified graph with every input, the nodes up to its last (same ops, attributes,
+ *   locations, origins, names) and that node's float results as outputs named value,
+ *   value1, ...; a node with no float result gives none; bad arguments are internal errors.
  */
 #include "ir.h"
 
@@ -556,8 +560,58 @@ static void test_verifier(void) {
     }
 }
 
+static void test_copies(void) {
+    IrGraph *g = all_ops_graph();
+    FcErr err = {0};
+    int prefixes = 0, none = 0;
+    for (int m = 0; m < g->nodes.len; m++) {
+        IrGraph *p = NULL;
+        CHECK_OK(ir_graph_prefix(g, m, &p, &err), err);
+        const IrNode *n = &g->nodes.data[m];
+        int nfloat = 0;
+        for (int r = 0; r < n->nout; r++) nfloat += ir_dtype_is_float(ir_cval(g, n->out[r])->dtype);
+        if (!p) {
+            CHECK(nfloat == 0);
+            none++;
+            continue;
+        }
+        prefixes++;
+        CHECK_OK(ir_verify(p, &err), err);
+        CHECK(p->inputs.len == g->inputs.len && p->nodes.len == m + 1 && p->outputs.len == nfloat);
+        for (int i = 0; i <= m && i < p->nodes.len; i++) {
+            const IrNode *a = &g->nodes.data[i], *b = &p->nodes.data[i];
+            CHECK(a->op == b->op && a->nin == b->nin && a->loc.line == b->loc.line && a->loc.col == b->loc.col &&
+                  a->origin == b->origin && a->origin_op == b->origin_op && a->a.nlist == b->a.nlist);
+            const char *na = ir_cval(g, a->out[0])->name, *nb = ir_cval(p, b->out[0])->name;
+            CHECK((!na && !nb) || (na && nb && strcmp(na, nb) == 0));
+        }
+        for (int k = 0; k < p->outputs.len; k++) {
+            char want[32];
+            snprintf(want, sizeof want, k ? "value%d" : "value", k);
+            EXPECT(strcmp(p->output_names.data[k], want) == 0, "prefix %d output %d is '%s'", m, k, p->output_names.data[k]);
+        }
+        ir_graph_free(p);
+    }
+    CHECK(prefixes > 40 && none > 0);   /* the comparisons give bools: no prefix */
+    /* outputs of one's choosing: an input and a value, at the last node */
+    int vals[2] = {g->inputs.data[0], g->nodes.data[3].out[0]};
+    IrGraph *w = NULL;
+    CHECK_OK(ir_graph_with_outputs(g, g->nodes.len - 1, vals, 2, &w, &err), err);
+    if (w) {
+        CHECK_OK(ir_verify(w, &err), err);
+        CHECK(w->outputs.len == 2 && w->outputs.data[0] == w->inputs.data[0] && w->nodes.len == g->nodes.len);
+    }
+    ir_graph_free(w);
+    /* a value defined after the last node copied, and a node past the end: internal errors */
+    int late = g->nodes.data[5].out[0];
+    CHECK(ir_graph_with_outputs(g, 2, &late, 1, &w, &err) == FC_ERR_INTERNAL && !w);
+    CHECK(ir_graph_prefix(g, g->nodes.len, &w, &err) == FC_ERR_INTERNAL && !w);
+    ir_graph_free(g);
+}
+
 int main(void) {
     test_golden();
+    test_copies();
     test_round_trip();
     test_interleaved_ids();
     test_escaped_names();
