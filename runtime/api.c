@@ -1614,6 +1614,33 @@ FcStatus fc_program_backward(FcProgram *p, FcTensor *const *grad_outputs, FcTens
     return backward_plain(p, grad_outputs, grad_inputs);
 }
 
+/* The first value of the backward graph that is an f8 gradient (depends on an output's gradient:
+ * the backward's inputs after the saved values), or -1. f8 saturates instead of overflowing,
+ * so a loss scale too large for it would go unseen. */
+static int f8_gradient(const FcBlock *b) {
+    const IrGraph *g = b->plan.bwd;
+    bool *dep = fc_calloc((size_t)g->values.len + 1, sizeof *dep);
+    if (!dep) return -2;
+    int found = -1;
+    for (int i = b->plan.saved.len; i < g->inputs.len; i++) dep[g->inputs.data[i]] = true;
+    for (int i = b->plan.saved.len; i < g->inputs.len && found < 0; i++) {
+        FcDtype t = ir_cval(g, g->inputs.data[i])->dtype;
+        if (t == FC_F8E4M3 || t == FC_F8E5M2) found = g->inputs.data[i];
+    }
+    for (int n = 0; n < g->nodes.len && found < 0; n++) {
+        const IrNode *nd = &g->nodes.data[n];
+        bool d = false;
+        for (int k = 0; k < nd->nin; k++) d = d || dep[nd->in[k]];
+        for (int r = 0; r < nd->nout && d; r++) {
+            dep[nd->out[r]] = true;
+            FcDtype t = ir_cval(g, nd->out[r])->dtype;
+            if ((t == FC_F8E4M3 || t == FC_F8E5M2) && found < 0) found = nd->out[r];
+        }
+    }
+    fc_free(dep);
+    return found;
+}
+
 FcStatus fc_program_set_loss_scaling(FcProgram *p, double init_scale, int growth_interval) {
     if (!p) return FC_ERR_USAGE;
     int e = 0;
@@ -1622,6 +1649,12 @@ FcStatus fc_program_set_loss_scaling(FcProgram *p, double init_scale, int growth
                           "and the growth interval >= 0; got %g and %d", init_scale, growth_interval);
     if (!p->blk->train)
         return fc_err_set(&p->err, FC_ERR_USAGE, "block '%s' was not compiled for training (--train)", p->blk->src->name);
+    int f8 = init_scale > 0 ? f8_gradient(p->blk) : -1;
+    if (f8 == -2) return FC_OOM(&p->err);
+    if (f8 >= 0)
+        return fc_err_set(&p->err, FC_ERR_UNSUPPORTED, "the backward stores a gradient in %s, which saturates instead of "
+                          "overflowing: a loss scale too large for it would go unseen",
+                          fc_dtype_name(ir_cval(p->blk->plan.bwd, f8)->dtype));
     p->ls_scale = init_scale;
     p->ls_interval = growth_interval;
     p->ls_good = p->ls_backoffs = 0;
@@ -2180,15 +2213,42 @@ static FcStatus kc_compare(FcProgram *p, const KcSide *sd, const KcState *st, in
     return FC_OK;
 }
 
-/* How far rounding-level noise on every computing op moves the reference of value k
- * (rt_interp_run_noisy, as the random-graph tester measures an output's conditioning): max |n - r|
- * / max |r|, the reference under noise made once per program, the first time it is needed. */
+/* The reference under noise: rt_interp_run_noisy (rounding-level noise on every computing op,
+ * as the random-graph tester measures an output's conditioning) on the inputs perturbed at
+ * their own rounding level (f32 and f64 elements times 1 + 2u sin(0.7549 j + i), rounded back),
+ * so that a reduction whose terms cancel shows its condition too. */
+static FcStatus kc_noisy(FcProgram *p, KcState *st) {
+    const IrGraph *g = st->og;
+    void **pin = fc_calloc((size_t)st->nin + 1, sizeof *pin);
+    if (!pin) return FC_OOM(&p->err);
+    FcStatus s = FC_OK;
+    for (int i = 0; i < st->nin && s == FC_OK; i++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        int64_t n = 0, bytes = value_bytes(g, g->inputs.data[i]);
+        ir_shape_numel(&x->shape, &n);
+        if (!(pin[i] = fc_alloc((size_t)bytes + 1))) {
+            s = FC_OOM(&p->err);
+            break;
+        }
+        memcpy(pin[i], st->hin[i], (size_t)bytes);
+        double u = x->dtype == FC_F32 ? 0x1p-24 : x->dtype == FC_F64 ? 0x1p-53 : 0;
+        for (int64_t j = 0; u > 0 && j < n; j++)
+            rt_host_store(x->dtype, pin[i], j, rt_host_load(x->dtype, pin[i], j) * (1 + 2 * u * sin(0.7549 * (double)j + i)));
+    }
+    if (s == FC_OK) s = rt_interp_run_noisy(g, (const void *const *)pin, st->noisy, 1, &p->err);
+    for (int i = 0; i < st->nin; i++) fc_free(pin[i]);
+    fc_free(pin);
+    return s;
+}
+
+/* How far that noise moves the reference of value k: max |n - r| / max |r|, the noisy
+ * reference made once per program, the first time it is needed. */
 static FcStatus kc_sensitivity(FcProgram *p, const KcSide *sd, KcState *st, int k, double *sens) {
     if (!st->noisy) {
         if (!(st->noisy = fc_calloc((size_t)st->nv + 1, sizeof *st->noisy))) return FC_OOM(&p->err);
         for (int j = 0; j < st->nv; j++)
             if (!(st->noisy[j] = fc_alloc((size_t)value_bytes(sd->g, st->vals[j]) + 1))) return FC_OOM(&p->err);
-        FC_TRY(rt_interp_run_noisy(st->og, st->hin, st->noisy, 1, &p->err));
+        FC_TRY(kc_noisy(p, st));
     }
     double ae = 0;
     rt_host_compare(ir_cval(sd->g, st->vals[k])->dtype, st->noisy[k], st->ref[k], sd->kp->buffers.data[st->bufs[k]].numel,

@@ -317,7 +317,9 @@ FcStatus fc_program_planned_bytes(const FcProgram *p, int64_t *bytes);
  * backward passes in a row with finite gradients (0: never) S doubles. PyTorch's GradScaler
  * uses 65536 and 2000. The gradients fc_program_backward leaves carry the scale: divide them
  * by fc_program_loss_scale's S, in f32 (fc_tensor_convert), before an optimizer step.
- * *backoffs counts the backward passes run again since scaling was set. */
+ * *backoffs counts the backward passes run again since scaling was set. FC_ERR_UNSUPPORTED for a
+ * block whose backward stores a gradient in f8 (which saturates instead of overflowing, so a
+ * scale too large for it would go unseen). */
 FcStatus fc_program_set_loss_scaling(FcProgram *p, double init_scale, int growth_interval);
 FcStatus fc_program_loss_scale(const FcProgram *p, double *scale, int *backoffs);
 

@@ -1538,8 +1538,12 @@ static int cmd_run(const Args *a) {
         bool scaling = a->loss_scale ? strcmp(a->loss_scale, "dynamic") == 0
                                      : a->precision && strcmp(a->precision, "f16") == 0;
         if (scaling && (s = fc_program_set_loss_scaling(bd.prog, 65536, 2000)) != FC_OK) {
-            rc = report(s, "--loss-scale", fc_program_last_error(bd.prog), 0);
-            goto done;
+            if (s != FC_ERR_UNSUPPORTED || a->loss_scale) {   /* asked for: an error */
+                rc = report(s, "--loss-scale dynamic", fc_program_last_error(bd.prog), 0);
+                goto done;
+            }
+            warn_line("no loss scaling: %s", fc_program_last_error(bd.prog));   /* the f16 default */
+            scaling = false;
         }
         s = fc_program_backward(bd.prog, gr.gout, gr.gin);
         if (s != FC_OK) { rc = report(s, "running the backward", fc_program_last_error(bd.prog), 0); goto done; }

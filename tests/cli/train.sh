@@ -160,6 +160,13 @@ if expect 0 run big.tf --precision f16 --train --check --out-dir ls3; then
 fi
 # bf16 has f32's range: no scaling unless asked for
 expect 0 run big.tf --precision bf16 --train --out-dir ls3 && { grep -q 'loss scale' "$T/stdout" && fail "loss scaling at bf16 by default"; }
+# f8 gradients saturate instead of overflowing: the f16 default goes without scaling (a warning),
+# asking for it is an error (exit 1)
+printf 'block s(x: f32[4]) -> f8e4m3[4]\n{\n    return cast(x, f8e4m3)\n}\n' >f8.tf
+expect 0 run f8.tf --precision f16 --train --out-dir ls3 &&
+    err_has "fusec: warning: no loss scaling: the backward stores a gradient in f8e4m3, which saturates instead of overflowing: a loss scale too large for it would go unseen"
+expect 1 run f8.tf --precision f16 --train --loss-scale dynamic --out-dir ls3 &&
+    err_has "fusec: error: --loss-scale dynamic: the backward stores a gradient in f8e4m3, which saturates"
 MSG="--loss-scale needs --train"; expect_usage run big.tf --loss-scale dynamic --out-dir ls3
 MSG="invalid --loss-scale value 'on' (expected dynamic or off)"; expect_usage run big.tf --train --loss-scale on --out-dir ls3
 finish

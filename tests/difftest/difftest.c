@@ -360,13 +360,19 @@ static void poison_set(FcBlock *b, FcTensor **t, bool outputs) {
 }
 
 /* Runs the forward of program k (outputs poisoned first), then for a training check (grads) its
- * backward (gradients poisoned first) into gin. */
+ * backward (gradients poisoned first) into gin. Under loss scaling (the fused program at
+ * --precision f16, as `fusec run` scales) the gradients are divided by the scale, in place. */
 static FcStatus run_prog(Run *u, FcProgram *p, FcTensor **out, FcTensor **gin, bool grads) {
     poison_set(u->blk[P_FUSED], out, true);
     FcStatus s = fc_program_run(p, u->in, out);
     if (s != FC_OK || !grads) return s;
     poison_set(u->blk[P_FUSED], gin, false);
-    return fc_program_backward(p, u->gout, gin);
+    if ((s = fc_program_backward(p, u->gout, gin)) != FC_OK) return s;
+    double scale = 1;
+    fc_program_loss_scale(p, &scale, NULL);
+    for (int i = 0; scale != 1 && i < u->nin && s == FC_OK; i++)
+        if (gin[i]) s = fc_tensor_convert(gin[i], gin[i], 1 / scale);
+    return s;
 }
 
 /* max |t_i| over the finite elements of t, the gradient of b's input i */
@@ -716,6 +722,15 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
             msgf(r, "%s program: %s: %s", who_name[k], fc_status_name(s), u.prog[k] ? fc_program_last_error(u.prog[k]) : fc_block_last_error(b));
             goto done;
         }
+    }
+    /* f16 training as `fusec run` does it: the fused program with dynamic loss scaling */
+    if (c->train && g_precision && strcmp(g_precision, "f16") == 0 &&
+        (s = fc_program_set_loss_scaling(u.prog[P_FUSED], 65536, 0)) != FC_OK && s != FC_ERR_UNSUPPORTED) {
+        r->cls = DR_PROGRAM;
+        r->which = P_FUSED;
+        r->status = s;
+        msgf(r, "fused program: loss scaling: %s", fc_program_last_error(u.prog[P_FUSED]));
+        goto done;
     }
     FcBlock *b0 = u.blk[P_FUSED];
     u.nin = fc_block_num_inputs(b0);

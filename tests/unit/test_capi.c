@@ -298,6 +298,20 @@ static void test_loss_scaling(void) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fc_tensor_free(all[i]);
     fc_program_free(p);
     fc_block_free(b);
+    /* f8 gradients saturate instead of overflowing: no scaling (the seed of an f8 output, and a
+     * gradient through an f8 value) */
+    static const char *const f8src[] = {"block s(x: f32[4]) -> f8e4m3[4] { return cast(x, f8e4m3) }\n",
+                                        "block s(x: f32[4]) -> f32[4] { return cast(cast(x, f8e5m2), f32) * 2 }\n"};
+    for (int k = 0; k < 2; k++) {
+        REQUIRE(fc_compile_string(f8src[k], "s.tf", o, &b) == FC_OK);
+        REQUIRE(fc_program_new(b, dev, &p) == FC_OK);
+        CHECK(fc_program_set_loss_scaling(p, 2, 0) == FC_ERR_UNSUPPORTED);
+        EXPECT(strstr(fc_program_last_error(p), k ? "stores a gradient in f8e5m2, which saturates" : "stores a gradient in f8e4m3"),
+               "%s", fc_program_last_error(p));
+        CHECK(fc_program_set_loss_scaling(p, 0, 0) == FC_OK);   /* off is always fine */
+        fc_program_free(p);
+        fc_block_free(b);
+    }
     /* a forward-only block has no backward to scale */
     REQUIRE(fc_compile_string("block s(x: f32[4]) -> f32[4] { return x }\n", "s.tf", NULL, &b) == FC_OK);
     REQUIRE(fc_program_new(b, dev, &p) == FC_OK);
