@@ -476,9 +476,16 @@ static int emit_unary(Lower *L, IrOp op, int x, KirType t) {
     case IR_OP_COS: return kir_un(k, KU_COS, x);
     case IR_OP_RELU: return kir_bin(k, KB_MAX, x, zero_of(L, t));
     case IR_OP_SIGMOID:
-        return kir_un(k, KU_RECIP, kir_bin(k, KB_ADD, fconst(L, t, 1.0), kir_un(k, KU_EXP, kir_un(k, KU_NEG, x))));
-    case IR_OP_SILU:
-        return kir_bin(k, KB_DIV, x, kir_bin(k, KB_ADD, fconst(L, t, 1.0), kir_un(k, KU_EXP, kir_un(k, KU_NEG, x))));
+    case IR_OP_SILU: {
+        /* with e = exp(-|x|) <= 1, nothing overflows: sigmoid = 1 / (1 + e) for x >= 0 and
+         * e / (1 + e) below, so that e^x keeps its subnormals (1 / (1 + exp(-x)) gave 0 for
+         * x < -88.7 in f32, where e^x is still about 3.8e-44 at x = -100: the per-kernel check
+         * found it, difftest seed 20261307 graph 1250); silu = x sigmoid(x) likewise */
+        int e = kir_un(k, KU_EXP, kir_un(k, KU_NEG, kir_un(k, KU_ABS, x)));
+        int num = kir_select(k, kir_bin(k, KB_GE, x, zero_of(L, t)), fconst(L, t, 1.0), e);
+        if (op == IR_OP_SILU) num = kir_bin(k, KB_MUL, x, num);
+        return kir_bin(k, KB_DIV, num, kir_bin(k, KB_ADD, fconst(L, t, 1.0), e));
+    }
     default: break;
     }
     (void)isf;
