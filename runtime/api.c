@@ -1073,7 +1073,11 @@ FcStatus fc_tensor_convert(FcTensor *dst, const FcTensor *src, double scale) {
     FC_TRY(host_begin(src, true, &hs));
     FcStatus s = host_begin(dst, false, &hd);
     if (s == FC_OK) {
-        for (int64_t i = 0; i < n; i++) rt_host_store(dst->dtype, hd, i, rt_host_load(src->dtype, hs, i) * scale);
+        if (scale == 1) {   /* rt_host_convert: exact between i32 and i64 too; in place, nothing to do */
+            if (hd != hs) rt_host_convert(dst->dtype, hd, src->dtype, hs, n);
+        } else {
+            for (int64_t i = 0; i < n; i++) rt_host_store(dst->dtype, hd, i, rt_host_load(src->dtype, hs, i) * scale);
+        }
         s = host_end(dst, hd, true);
     }
     host_end((FcTensor *)src, hs, false);
@@ -1407,13 +1411,9 @@ static FcStatus unstage_outputs(FcProgram *p, FcTensor *const *outputs) {
     return FC_OK;
 }
 
-FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs) {
-    if (!p) return FC_ERR_USAGE;
-    if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
-    FC_TRY(check_args(p, inputs, outputs));
-    FC_TRY(stage_inputs(p, inputs));
-    p->have_forward = false;
-    FC_TRY(run_once(p, inputs, outputs, -1));
+/* After a forward: the outputs out of their staging copies, and in training the tensors the
+ * backward reads. */
+static FcStatus forward_done(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs) {
     FC_TRY(unstage_outputs(p, outputs));
     if (p->blk->train) {
         const IrGraph *g = p->blk->src;
@@ -1422,6 +1422,16 @@ FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *
         p->have_forward = true;
     }
     return FC_OK;
+}
+
+FcStatus fc_program_run(FcProgram *p, FcTensor *const *inputs, FcTensor *const *outputs) {
+    if (!p) return FC_ERR_USAGE;
+    if (p->unusable) return fc_err_set(&p->err, FC_ERR_INTERNAL, "this program hit an internal error earlier");
+    FC_TRY(check_args(p, inputs, outputs));
+    FC_TRY(stage_inputs(p, inputs));
+    p->have_forward = false;
+    FC_TRY(run_once(p, inputs, outputs, -1));
+    return forward_done(p, inputs, outputs);
 }
 
 static void *tdata(const FcTensor *t) { return t->stage ? t->stage : t->data; }
@@ -2333,12 +2343,7 @@ FcStatus fc_program_check_kernels(FcProgram *p, FcTensor *const *inputs, FcTenso
     FC_CHECK(&p->err, fs.g != NULL);
     bool stop = false;
     FC_TRY(kc_side(p, &fs, fn, ctx, nfailed, &stop));
-    FC_TRY(unstage_outputs(p, outputs));
-    if (b->train) {
-        for (int i = 0; i < b->src->inputs.len; i++) p->last_in[i] = inputs[i];
-        for (int j = 0; j < b->src->outputs.len; j++) p->last_out[j] = outputs[j];
-        p->have_forward = true;
-    }
+    FC_TRY(forward_done(p, inputs, outputs));
     if (!grads) return FC_OK;
     void *bin[4096], *bout[4096];
     FcTensor *const *seeds = grad_outputs;
