@@ -92,6 +92,8 @@ static double rnd(FcDtype t, double v) {
     }
 }
 
+double rt_interp_round(FcDtype t, double v) { return rnd(t, v); }
+
 /* Bits of an already rounded value r in format f. */
 static uint32_t nenc(const NFmt *f, double r) {
     int mbits = f->p - 1;

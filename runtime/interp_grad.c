@@ -21,7 +21,6 @@
  * codegen/, ir/kir.* or runtime/host.c, and only the forward driver with interp.c. Memory:
  * every buffer is freed on every path; a result's gradient is freed once its node is done.
  */
-#include "host.h"
 #include "interp.h"
 #include "interp_priv.h"
 
@@ -810,11 +809,7 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
             FcDtype t = ir_cval(g, v)->dtype;
             int64_t m = numel(vshape(g, v));
             rt_interp_perturb(gr[v], m, t, *noise, k, r);
-            for (int64_t j = 0; (t == FC_F8E4M3 || t == FC_F8E5M2) && j < m; j++) {
-                unsigned char b = 0;
-                rt_host_store(t, &b, 0, gr[v][j]);
-                gr[v][j] = rt_host_load(t, &b, 0);
-            }
+            for (int64_t j = 0; (t == FC_F8E4M3 || t == FC_F8E5M2) && j < m; j++) gr[v][j] = rt_interp_round(t, gr[v][j]);
         }
         if (flows && wanted && (st = node_bw(g, n, val, gr, need, noise, err)) != FC_OK) goto done;
         for (int r = 0; r < n->nout; r++) {

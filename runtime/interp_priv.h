@@ -21,6 +21,9 @@ typedef FcStatus (*RtInterpOpFn)(const IrGraph *g, const IrNode *n, const double
  * for j < m (u: t's unit roundoff, 2^-24 for f32; nothing for a non-float t), the phase drawn
  * from seed, the node's index and which of its results (out). */
 void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node, int out);
+/* v rounded to dtype t by the interpreter's own rules (interp.c's rnd: not host.c's, so that a
+ * rounding bug there cannot hide in the oracle). */
+double rt_interp_round(FcDtype t, double v);
 FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtInterpOpFn fallback, double **keep, const uint64_t *noise, FcErr *err);
 
