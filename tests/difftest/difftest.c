@@ -186,7 +186,6 @@ typedef struct Check {
     bool nvrtc;            /* also compile to PTX through NVRTC */
     bool sweep;            /* training: the --mem-budget sweep */
     bool self_check;       /* corrupt one fused result: the forward's output 0, or the first gradient */
-    bool no_kernels;       /* skip the per-kernel check (fc_program_check_kernels of the fused program) */
     int grad_sens;         /* training: j + 1 measures only how much rounding noise moves the gradient
                             * of input j (into Result.sens; an emulated unit's mismatch), 0 checks */
 } Check;
@@ -208,7 +207,7 @@ static Check check_of(const Opts *o, int gi) {
     bool t = is_train(o, gi);
     int ti = o->train ? gi : gi / (o->train_every > 0 ? o->train_every : 1);
     return (Check){t, o->nvrtc_every > 0 && gi % o->nvrtc_every == 0, t && o->budget_every > 0 && ti % o->budget_every == 0,
-                   o->self_check, false, 0};
+                   o->self_check, 0};
 }
 
 static void poison(FcTensor *t, FcDtype dt, size_t nbytes) {
@@ -675,9 +674,8 @@ static int kernel_cb(const FcKernelCheck *k, void *ctx) {
 static void check_kernels(Run *u, bool train, Result *r) {
     poison_set(u->blk[P_FUSED], u->out[P_FUSED], true);
     if (train) poison_set(u->blk[P_FUSED], u->gin[P_FUSED], false);
-    int nfailed = 0;
     FcStatus s = fc_program_check_kernels(u->prog[P_FUSED], u->in, u->out[P_FUSED], train ? u->gout : NULL,
-                                          train ? u->gin[P_FUSED] : NULL, kernel_cb, r, &nfailed);
+                                          train ? u->gin[P_FUSED] : NULL, kernel_cb, r, NULL);
     if (s != FC_OK && r->cls == DR_OK) {
         r->cls = DR_RUN;
         r->which = P_FUSED;
@@ -834,7 +832,7 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         compare_sets(&u, pl[i], p->grad ? u.gin[p->a] : u.out[p->a], p->grad ? u.gin[p->b] : u.out[p->b], noisy, r);
     }
     if (c->train && c->sweep && r->cls == DR_OK) budget_sweep(src, &u, noisy, r);
-    if (!c->no_kernels && !c->self_check && r->cls == DR_OK) check_kernels(&u, c->train, r);
+    if (!c->self_check && r->cls == DR_OK) check_kernels(&u, c->train, r);
     if (c->nvrtc && r->cls == DR_OK) {
         static const char *arch[2] = {"sm_80", "sm_90"};
         r->nvrtc = 1;
@@ -1079,7 +1077,7 @@ static double emu_grad_sensitivity(const Opts *o, const EmuJob *job, const EmuCa
     int k = output - c->train_nout;
     for (int i = 0; k >= 0 && i < c->train_nin; i++) {
         if (!is_float(c->in_dt[i]) || k-- > 0) continue;
-        Check ck = {true, false, false, false, true, i + 1};
+        Check ck = {true, false, false, false, i + 1};
         Result rr;
         run_check(job->src, job->noisy, job->in_seed, &ck, o, &rr);
         return rr.cls == DR_OK ? rr.sens : NAN;
@@ -1541,7 +1539,7 @@ static int replay(const Opts *o) {
     /* and one checked at a --precision, which (unless given) the replay uses too */
     const char *hp = strstr(src, "# precision=");
     if (hp && !g_precision) g_precision = emu_precision = !strncmp(hp + 12, "bf16", 4) ? "bf16" : !strncmp(hp + 12, "f16", 3) ? "f16" : NULL;
-    Check ck = {train, o->nvrtc_every > 0, train && o->budget_every > 0, o->self_check, false, 0};
+    Check ck = {train, o->nvrtc_every > 0, train && o->budget_every > 0, o->self_check, 0};
     Result r;
     run_check(src, NULL, seed, &ck, o, &r);
     if (r.train)
