@@ -1351,8 +1351,6 @@ static int kernel_print(const FcKernelCheck *k, void *ctx) {
 }
 
 /* --bisect: one line per value checked (fc_block_bisect). */
-typedef struct BisectPrint { const char *file; int failed_step; } BisectPrint;
-
 static void bisect_where(const FcBisectStep *st, const char *file, char *buf, size_t n) {
     char op[96];
     if (strcmp(st->op, st->source_op) != 0) snprintf(op, sizeof op, "%s (of %s)", st->op, st->source_op);
@@ -1364,14 +1362,13 @@ static void bisect_where(const FcBisectStep *st, const char *file, char *buf, si
 }
 
 static int bisect_print(const FcBisectStep *st, void *ctx) {
-    BisectPrint *bp = ctx;
+    const char *file = ctx;
     char where[512];
-    bisect_where(st, bp->file, where, sizeof where);
+    bisect_where(st, file, where, sizeof where);
     printf("  %3d %s%s%s%s: ", st->step, where, st->name ? " '" : "", st->name ? st->name : "", st->name ? "'" : "");
     if (st->kernel[0]) printf("kernel %s (%s) ", st->kernel, st->kernel_ops);
     printf("max_rel_err=%.2e tol=%.1e %s\n", st->max_rel_err, st->tol, st->ok ? "ok" : "FAIL");
     if (!st->ok) {
-        bp->failed_step = st->step;
         printf("bisect: the first value over its tolerance: %s%s%s%s", where, st->name ? " ('" : "",
                st->name ? st->name : "", st->name ? "')" : "");
         if (st->kernel[0]) printf(", written by kernel %s", st->kernel);
@@ -1386,13 +1383,13 @@ static int bisect_print(const FcBisectStep *st, void *ctx) {
 }
 
 static int run_bisect(const Args *a, FcBlock *b, FcDevice *dev, FcTensor *const *in, FcTensor *const *gout) {
-    BisectPrint bp = {strcmp(a->file, "-") == 0 ? "<stdin>" : a->file, -1};
+    const char *file = strcmp(a->file, "-") == 0 ? "<stdin>" : a->file;
     printf("bisect: each value in order: the prefix of the block that ends at it, %s on %s, against the reference\n",
            a->no_fuse ? "unfused" : "fused", device_name(a->device));
     if (a->train) printf("bisect: the joint graph (forward, then backward), each prefix compiled as a forward program\n");
     fflush(stdout);
     int first = -1;
-    FcStatus s = fc_block_bisect(b, dev, in, a->train ? gout : NULL, bisect_print, &bp, &first);
+    FcStatus s = fc_block_bisect(b, dev, in, a->train ? gout : NULL, bisect_print, (void *)file, &first);
     if (s != FC_OK) return report(s, "bisecting", fc_block_last_error(b), 0);
     if (first < 0) printf("bisect: every value is within its tolerance\n");
     fflush(stdout);
