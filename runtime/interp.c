@@ -851,8 +851,8 @@ static double unit_roundoff(FcDtype t) {
     }
 }
 
-void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node, int out) {
-    double delta = 2 * unit_roundoff(t);
+void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node, int out, int ulps) {
+    double delta = 2 * unit_roundoff(t) * (ulps > 1 ? ulps : 1);
     if (!(delta > 0)) return;
     uint64_t h = (seed + 0x9E3779B97F4A7C15ull * (uint64_t)(node + 1) + (uint64_t)out) * 0xBF58476D1CE4E5B9ull;
     double phase = (double)((h ^ (h >> 31)) % 1000) * 0.00631;
@@ -863,6 +863,25 @@ FcStatus rt_interp_forward_keep(const IrGraph *g, const void *const *inputs, voi
                                 RtInterpOpFn fallback, double **keep, const uint64_t *noise, FcErr *err) {
     FC_CHECK(err, keep != NULL);
     return run_graph(g, inputs, outputs, RT_ROUND_EVERY_OP, fallback, keep, noise, err);
+}
+
+/* How many units in the last place an f32 or f64 result of op may be off on some backend: the
+ * CUDA C++ Programming Guide's maximum errors for the functions the lowering calls (f32: powf 4,
+ * expf/tanhf/erff/sinf/cosf/rsqrtf 2, normcdff 5; f64: pow/sin/cos/tanh/erf 2, normcdf 5;
+ * sigmoid and silu an exp, an add and a correctly rounded division: one more than exp), 1 for
+ * what every backend rounds correctly. A 16- or 8-bit result is stored rounded to its type,
+ * whose rounding dwarfs the f32 function's error: 1. */
+static int device_ulps(IrOp op, FcDtype t) {
+    if (t != FC_F32 && t != FC_F64) return 1;
+    bool f = t == FC_F32;
+    switch (op) {
+    case IR_OP_POW: return f ? 4 : 2;
+    case IR_OP_NDTR: return 5;
+    case IR_OP_SIGMOID: case IR_OP_SILU: return f ? 3 : 2;
+    case IR_OP_EXP: case IR_OP_RSQRT: return f ? 2 : 1;
+    case IR_OP_TANH: case IR_OP_ERF: case IR_OP_SIN: case IR_OP_COS: return 2;
+    default: return 1;
+    }
 }
 
 /* Does op get noise? Not abs, relu and the max/min family: exact everywhere, and noise on
@@ -877,6 +896,13 @@ static bool rounds(IrOp op) {
                op != IR_OP_MAX && op != IR_OP_MIN;
     default: return false;
     }
+}
+
+/* Is node n exact on every backend whatever its inputs? A reduction over one element (a sum, a
+ * mean of one value: a layernorm or a log_softmax over a size-1 axis, whose x - mean is exactly
+ * 0 everywhere; noise there makes a 0 nonzero and hides a backend that gets it wrong). */
+static bool exact_node(const IrGraph *g, const IrNode *n) {
+    return ir_ops[n->op].cat == IR_CAT_REDUCE && count(&val(g, n->in[0])->shape) == count(&val(g, n->out[0])->shape);
 }
 
 /* The driver. keep == NULL: rt_interp_run_rounding. Else (interp_priv.h) every buffer is kept
@@ -980,7 +1006,14 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
             const IrValue *v = val(g, n->out[r]);
             double *d = buf[n->out[r]];
             int64_t m = count(&v->shape);
-            if (perturb) rt_interp_perturb(d, m, v->dtype, *noise, k, 0);
+            if (perturb && !exact_node(g, n)) {
+                rt_interp_perturb(d, m, v->dtype, *noise, k, 0, device_ulps(n->op, v->dtype));
+                /* exp(0) = cos(0) = 1 exactly on every backend (CUDA documents it) */
+                const double *x = buf[n->in[0]];
+                if ((n->op == IR_OP_EXP || n->op == IR_OP_COS) && count(&val(g, n->in[0])->shape) == m)
+                    for (int64_t j = 0; j < m; j++)
+                        if (x[j] == 0) d[j] = 1;
+            }
             FcDtype rt = keep_wide && is_narrow_float(v->dtype) ? FC_F32 : v->dtype;
             if (rt != FC_F64)
                 for (int64_t j = 0; j < m; j++) d[j] = rnd(rt, d[j]);

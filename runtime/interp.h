@@ -28,7 +28,9 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
  * reduction, matrix product, composite, scatter_add; not a cast, generator, comparison, select
  * or shape op, nor abs, relu, maximum, minimum, max or min, which are exact everywhere and
  * keep ties tied) is multiplied element j by 1 + 2u sin(phase + 0.7549 j) before it is rounded to its dtype (u:
- * the dtype's unit roundoff, 2^-24 for f32; phase from `seed` and the node). Run on a
+ * the dtype's unit roundoff, 2^-24 for f32; phase from `seed` and the node), or for an f32/f64
+ * function result by as many times that as the function's documented ulp error on the device
+ * (pow 4, exp 2, ...: interp.c device_ulps). Run on a
  * decomposed graph, it perturbs the composites' inner steps too (a layernorm's mean, a
  * log_softmax's log of the sum), which is how the random-graph tester tells an output that
  * rounding alone moves from a wrong one (docs/difftest.md). */

@@ -399,7 +399,7 @@ static FcStatus softmax_bw(const Bw *b, bool log_form, FcErr *err) {
             for (int64_t k = 0; k < len; k++) row[k] = exp(row[k] - lse); /* softmax */
             /* noise: a program's backward reads the softmax it rounded to the result's dtype
              * (near one-hot, y (g - sum(g y)) then moves by far more than the rounding of x) */
-            if (b->noise) rt_interp_perturb(row, len, ir_cval(b->g, b->n->out[0])->dtype, *b->noise, b->node, (int)(o * inner + j) + 1);
+            if (b->noise) rt_interp_perturb(row, len, ir_cval(b->g, b->n->out[0])->dtype, *b->noise, b->node, (int)(o * inner + j) + 1, 1);
             for (int64_t k = 0; k < len; k++) dot += log_form ? gy[k * inner] : gy[k * inner] * row[k];
             for (int64_t k = 0; k < len; k++)
                 gx[k * inner] += log_form ? gy[k * inner] - row[k] * dot : row[k] * (gy[k * inner] - dot);
@@ -438,7 +438,7 @@ static FcStatus norm_bw(const Bw *b, bool rms, FcErr *err) {
         for (int64_t j = 0; j < inner; j++) xhat[j] = (x[j] - mean) * r;
         /* noise: a program's backward reads the normalized row it rounded to f32 (the sum of
          * dx over a row that is one scalar times a fixed pattern cancels to eps's effect) */
-        if (b->noise) rt_interp_perturb(xhat, inner, ir_cval(b->g, b->n->out[0])->dtype, *b->noise, b->node, (int)o + 1);
+        if (b->noise) rt_interp_perturb(xhat, inner, ir_cval(b->g, b->n->out[0])->dtype, *b->noise, b->node, (int)o + 1, 1);
         for (int64_t j = 0; j < inner; j++) {
             h[j] = gi >= 0 ? gy[j] * b->x[gi][j] : gy[j];
             if (gi >= 0 && b->gx[gi]) b->gx[gi][j] += gy[j] * xhat[j];
@@ -808,7 +808,7 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
             if (!gr[v]) continue;
             FcDtype t = ir_cval(g, v)->dtype;
             int64_t m = numel(vshape(g, v));
-            rt_interp_perturb(gr[v], m, t, *noise, k, r);
+            rt_interp_perturb(gr[v], m, t, *noise, k, r, 1);
             for (int64_t j = 0; (t == FC_F8E4M3 || t == FC_F8E5M2) && j < m; j++) gr[v][j] = rt_interp_round(t, gr[v][j]);
         }
         if (flows && wanted && (st = node_bw(g, n, val, gr, need, noise, err)) != FC_OK) goto done;

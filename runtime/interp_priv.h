@@ -17,10 +17,11 @@ typedef FcStatus (*RtInterpOpFn)(const IrGraph *g, const IrNode *n, const double
  * refuses with FC_ERR_UNSUPPORTED (the training ops, until interp.c runs them) is run by
  * `fallback` instead when it is not NULL. noise (may be NULL): rt_interp_run_noisy's noise on
  * every rounding result, with that seed. */
-/* The noise of rt_interp_run_noisy and rt_interp_grad_noisy: d[j] *= 1 + 2u sin(phase + 0.7549 j)
- * for j < m (u: t's unit roundoff, 2^-24 for f32; nothing for a non-float t), the phase drawn
- * from seed, the node's index and which of its results (out). */
-void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node, int out);
+/* The noise of rt_interp_run_noisy and rt_interp_grad_noisy: d[j] *= 1 + 2u n sin(phase + 0.7549 j)
+ * for j < m (u: t's unit roundoff, 2^-24 for f32; nothing for a non-float t; n = ulps, at least
+ * 1: how many ulp the op's result may be off on a backend), the phase drawn from seed, the
+ * node's index and which of its results (out). */
+void rt_interp_perturb(double *d, int64_t m, FcDtype t, uint64_t seed, int node, int out, int ulps);
 /* v rounded to dtype t by the interpreter's own rules (interp.c's rnd: not host.c's, so that a
  * rounding bug there cannot hide in the oracle). */
 double rt_interp_round(FcDtype t, double v);

@@ -403,30 +403,43 @@ static FcStatus inputs_to_host(const Run *u, void **in) {
 /* The relative change of output j when the reference interpreter runs the program's
  * *decomposed* graph with rounding-level noise on every computing node (rt_interp_run_noisy):
  * the composites' inner steps (a layernorm's mean, a log_softmax's log of a sum near 1), which
- * the noisy texts cannot reach (their noise is per statement). NAN when it cannot be run. */
-static double inner_sensitivity(Run *u, int j, uint64_t seed) {
+ * the noisy texts cannot reach (their noise is per statement). in: the block's inputs on the
+ * host (nin of them, at least the graph's); tmp and want: tensors of output j's type, want the
+ * reference's value. NAN when it cannot be run. */
+static double inner_sens(const char *src, void *const *in, int nin, int j, FcTensor *tmp, const FcTensor *want, uint64_t seed) {
     IrGraph *g = NULL, *dg = NULL;
     FcErr err = {0};
     double a = NAN, rel = NAN;
-    void **in = calloc((size_t)u->nin + 1, sizeof *in), **out = calloc((size_t)u->nout + 1, sizeof *out);
-    FcStatus st = in && out ? emu_unit_graph(u->src, "difftest.tf", &(FeOptions){0}, &g, &err) : FC_ERR_NOMEM;
+    void **out = NULL;
+    FcStatus st = emu_unit_graph(src, "difftest.tf", &(FeOptions){0}, &g, &err);
     if (st == FC_OK) st = pass_decompose(g, &dg, &err);
-    if (st == FC_OK && (dg->inputs.len != u->nin || dg->outputs.len != u->nout)) st = FC_ERR_INTERNAL;
-    if (st == FC_OK) st = inputs_to_host(u, in);
-    for (int k = 0; k < u->nout && st == FC_OK; k++) {
-        size_t nb = fc_tensor_nbytes(u->tmp[k]);
-        if (!(out[k] = malloc(nb ? nb : 1))) st = FC_ERR_NOMEM;
+    if (st == FC_OK && (dg->inputs.len > nin || j >= dg->outputs.len)) st = FC_ERR_INTERNAL;
+    size_t nout = st == FC_OK ? dg->outputs.len : 0;
+    if (st == FC_OK && !(out = calloc(nout + 1, sizeof *out))) st = FC_ERR_NOMEM;
+    for (size_t k = 0; k < nout && st == FC_OK; k++) {
+        const IrValue *v = ir_cval(dg, dg->outputs.data[k]);
+        int64_t m = 1;
+        ir_shape_numel(&v->shape, &m);
+        size_t nb = (size_t)(m ? m : 1) * 8;   /* room for any dtype */
+        if (!(out[k] = malloc(nb))) st = FC_ERR_NOMEM;
     }
     if (st == FC_OK) st = rt_interp_run_noisy(dg, (const void *const *)in, out, seed, &err);
-    if (st == FC_OK) st = fc_tensor_copy_from_host(u->tmp[j], out[j], fc_tensor_nbytes(u->tmp[j]));
-    if (st == FC_OK) fc_tensor_compare(u->tmp[j], u->out[P_REF][j], &a, &rel);
-    for (int i = 0; in && i < u->nin; i++) free(in[i]);
-    for (int k = 0; out && k < u->nout; k++) free(out[k]);
-    free(in);
+    if (st == FC_OK) st = fc_tensor_copy_from_host(tmp, out[j], fc_tensor_nbytes(tmp));
+    if (st == FC_OK) fc_tensor_compare(tmp, want, &a, &rel);
+    for (size_t k = 0; out && k < nout; k++) free(out[k]);
     free(out);
     ir_graph_free(dg);
     ir_graph_free(g);
     return st == FC_OK ? rel : NAN;
+}
+
+static double inner_sensitivity(Run *u, int j, uint64_t seed) {
+    void **in = calloc((size_t)u->nin + 1, sizeof *in);
+    FcStatus st = in ? inputs_to_host(u, in) : FC_ERR_NOMEM;
+    double rel = st == FC_OK ? inner_sens(u->src, in, u->nin, j, u->tmp[j], u->out[P_REF][j], seed) : NAN;
+    for (int i = 0; in && i < u->nin; i++) free(in[i]);
+    free(in);
+    return rel;
 }
 
 /* The relative change of input j's gradient when the oracle's backward runs with rounding-level
@@ -1016,10 +1029,10 @@ static void emu_stop(bool keep) {
 /* How much rounding noise alone moves output j of the oracle (as sensitivity(), on the emulated
  * case's inputs and references); NAN when unknown. The case's first outputs must be the block's
  * (a training program's forward unit has its saved values after them: none for those). */
-static double emu_sensitivity(const EmuCase *c, int j, const char *const *noisy) {
+static double emu_sensitivity(const char *src, const EmuCase *c, int j, const char *const *noisy) {
     double worst = 0;
     for (int trial = 0; trial < 2; trial++) {
-        if (!noisy || !noisy[trial]) return NAN;
+        if (!noisy || !noisy[trial]) break;   /* a replayed file has no noisy texts */
         FcBlock *b = NULL;
         FcProgram *pr = NULL;
         FcTensor *in[DT_MAXIN + 1] = {0}, *out[DT_MAXOUT + 1] = {0}, *want = NULL;
@@ -1055,7 +1068,21 @@ static double emu_sensitivity(const EmuCase *c, int j, const char *const *noisy)
         if (st != FC_OK) return NAN;
         if (r > worst) worst = r;
     }
-    return worst;
+    /* the composites' inner roundings, as sensitivity() measures them */
+    int nin = c->train ? c->train_nin : c->nin;
+    FcTensor *tmp = NULL, *want = NULL;
+    int64_t dims[1] = {c->out_n[j]};
+    FcStatus st = fc_tensor_new(g_emu.ref, c->out_dt[j], 1, dims, &tmp);
+    if (st == FC_OK) st = fc_tensor_new(g_emu.ref, c->out_dt[j], 1, dims, &want);
+    if (st == FC_OK) st = fc_tensor_copy_from_host(want, c->want[j], fc_tensor_nbytes(want));
+    for (int trial = 0; trial < 2 && st == FC_OK; trial++) {
+        double r = inner_sens(src, c->in, nin, j, tmp, want, dt_mix(0xD1Bull + (uint64_t)trial));
+        if (isnan(r)) st = FC_ERR_INTERNAL;
+        else if (r > worst) worst = r;
+    }
+    fc_tensor_free(tmp);
+    fc_tensor_free(want);
+    return st == FC_OK ? worst : NAN;
 }
 
 typedef struct EmuJob {
@@ -1161,7 +1188,7 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
             r->got = rep.got;
             r->want = rep.want;
             bool vs_oracle = !rep.between_orders && rep.rel >= 0;
-            r->sens = vs_oracle ? emu_sensitivity(&g_emu.cases[id], rep.output, jobs[k].noisy) : 0;
+            r->sens = vs_oracle ? emu_sensitivity(jobs[k].src, &g_emu.cases[id], rep.output, jobs[k].noisy) : 0;
             /* a training unit's gradient: as the CPU check measures it (its inputs are the
              * same: seed step 0), in a child */
             if (jobs[k].train && vs_oracle && isnan(r->sens)) r->sens = emu_grad_sensitivity(o, &jobs[k], &g_emu.cases[id], rep.output);
