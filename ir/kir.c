@@ -289,6 +289,20 @@ void kir_error_if(KirKernel *k, int cond, FcStatus code) {
     k->uses_status = true;
     add_stmt(k, s);
 }
+void kir_amax(KirKernel *k, int param, int idx, int value) {
+    if (bad(k, idx) || bad(k, value)) return;
+    KirStmt s = stmt0(KS_AMAX); s.ref = param; s.a = idx; s.b = value;
+    add_stmt(k, s);
+}
+int64_t kir_amax_element(const KirKernel *k, const KirStmt *st) {
+    if (st->kind != KS_AMAX || st->ref < 0 || st->ref >= k->params.len || st->a < 0 || st->a >= k->exprs.len) return -1;
+    const KirParam *prm = &k->params.data[st->ref];
+    const KirExpr *ix = &k->exprs.data[st->a];
+    if (!prm->written || prm->dtype != FC_F32 || ix->kind != KE_CONST || ix->type != KT_I64 || ix->ival < 0 ||
+        ix->ival >= prm->numel)
+        return -1;
+    return ix->ival;
+}
 void kir_for(KirKernel *k, KirLoopKind kind, int var, int lo, int hi) {
     if (bad(k, lo) || bad(k, hi)) return;
     KirStmt s = stmt0(KS_FOR); s.var = var; s.a = lo; s.b = hi; s.loop = kind;
@@ -465,6 +479,10 @@ static void print_list(const KirKernel *k, int s, int d, StrBuf *o) {
         case KS_ERROR:
             sb_printf(o, "error_if(%s) ", fc_status_name((FcStatus)st->code));
             print_expr(k, st->a, o); sb_putc(o, '\n');
+            break;
+        case KS_AMAX:
+            sb_printf(o, "amax p%d[", st->ref); print_expr(k, st->a, o); sb_puts(o, "] <- |");
+            print_expr(k, st->b, o); sb_puts(o, "|\n");
             break;
         default: sb_puts(o, "<?>\n"); break;
         }
@@ -755,6 +773,14 @@ static FcStatus vlist_open(Verify *v, int s, int depth) {
             if (v->in_threads) return vfail(v, "barrier inside a thread loop", s);
             break;
         case KS_ERROR: FC_TRY(vuse(v, st->a)); break;
+        case KS_AMAX:
+            if (v->in_tail) return vfail(v, "amax in the tail", s);
+            FC_TRY(vuse(v, st->a));
+            FC_TRY(vuse(v, st->b));
+            if (kir_amax_element(k, st) < 0)
+                return vfail(v, "amax not at an i64 constant element of an f32 param marked written", s);
+            if (k->exprs.data[st->b].type != KT_F32) return vfail(v, "amax of a value that is not f32", s);
+            break;
         default: return vfail(v, "unknown statement kind", s);
         }
     }
@@ -948,7 +974,7 @@ static void vc_list(VCheck *c, int s, int depth) {
         const KirStmt *st = &k->stmts.data[s];
         switch (st->kind) {
         case KS_LET: case KS_ASSIGN: vc_set(c, st->var, st->a); break;
-        case KS_STORE: case KS_SHSTORE: case KS_TSTORE:
+        case KS_STORE: case KS_SHSTORE: case KS_TSTORE: case KS_AMAX:
             vc_use(c, st->a, &x);
             vc_use(c, st->b, &x);
             break;

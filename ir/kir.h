@@ -31,6 +31,17 @@
  *     finishes last (a __threadfence, an atomic ticket on a zeroed sync word the launcher
  *     provides, and a __syncthreads: the CUDA threadFenceReduction pattern); the CPU runs it
  *     after the grid.
+ *   - KS_AMAX records a largest magnitude (the amax of f8 delayed scaling, docs/precision.md)
+ *     from any schedule, with no tail and no partial buffers: after the launch, element `a` of
+ *     an f32 param holds the maximum of its value before the launch and |b| over every
+ *     evaluation of the statement during the launch (every block, thread and iteration). The
+ *     order is that of the IEEE-754 bit patterns of the magnitudes read as unsigned 32-bit
+ *     integers: the numeric order for non-negative floats, with a NaN (its sign cleared by the
+ *     |.|) above +inf, so one NaN makes the element NaN. The caller keeps the element's prior
+ *     value non-negative or NaN. A maximum does not depend on the order of evaluation, so for
+ *     the same values the result is the same bits on every run and backend. Backends keep an
+ *     accumulator per statement (per thread on a GPU, per chunk of blocks on the CPU) and
+ *     merge it into the element once, at the end of the body, with an atomic max of the bits.
  * Emitters (codegen/cuda.c, codegen/llvm.c) print this IR and decide nothing.
  *
  * Types: compute types are KirType. Buffers have a storage FcDtype; a load converts
@@ -121,6 +132,10 @@ typedef enum KirStmtKind {
     KS_REDUCE,     /* var = redop over loop_var in threads [a, b) of (body; value c) */
     KS_BARRIER,
     KS_ERROR,      /* if a: the run fails with status code `code` (sticky; execution goes on) */
+    KS_AMAX,       /* param[a] = max(param[a], |b|) over the launch (see above): ref = an f32 param
+                    * marked written; a = a KE_CONST of type i64 in [0, numel); b = f32. Anywhere
+                    * in the body (block-uniform, thread loops, serial loops, if and reduce
+                    * bodies); never in the tail */
     KS_COUNT
 } KirStmtKind;
 
@@ -128,7 +143,7 @@ typedef struct KirStmt {
     KirStmtKind kind;
     int var;             /* LET/ASSIGN/FOR loop var/REDUCE result */
     int loop_var;        /* REDUCE: the iteration variable */
-    int ref;             /* STORE: param; SHSTORE: shared; TSTORE: thread array */
+    int ref;             /* STORE, AMAX: param; SHSTORE: shared; TSTORE: thread array */
     int a, b, c;         /* expr ids (see kinds) */
     KirLoopKind loop;    /* FOR */
     KirRedOp redop;      /* REDUCE */
@@ -268,6 +283,11 @@ void kir_shstore(KirKernel *k, int shared, int idx, int value);
 void kir_tstore(KirKernel *k, int tarray, int idx, int value);
 void kir_barrier(KirKernel *k);
 void kir_error_if(KirKernel *k, int cond, FcStatus code);
+/* KS_AMAX: element idx (an i64 constant) of f32 param `param` takes the largest |value|. */
+void kir_amax(KirKernel *k, int param, int idx, int value);
+/* The element a KS_AMAX statement updates when its target is well formed (an f32 param marked
+ * written, an index that is an i64 constant inside it), else -1. */
+int64_t kir_amax_element(const KirKernel *k, const KirStmt *st);
 /* Opens a loop; its body is what is appended until kir_end. */
 void kir_for(KirKernel *k, KirLoopKind kind, int var, int lo, int hi);
 void kir_if(KirKernel *k, int cond);
@@ -291,7 +311,9 @@ bool kir_kernel_ok(const KirKernel *k);       /* no allocation failed, scopes ba
 void kir_print_kernel(const KirKernel *k, StrBuf *out);
 void kir_print_program(const KirProgram *p, StrBuf *out);
 /* Structural checks: types agree, vars defined before use, thread arrays only inside
- * thread loops, thread loops not nested, barriers only at block level; vec accesses only in
+ * thread loops, thread loops not nested, barriers only at block level; stores and amaxes only
+ * to params marked written, an amax of an f32 into an f32 param at a constant element in
+ * range, never in the tail; vec accesses only in
  * a vec loop, with an index of the form v or add(B, v), 16-byte multiples, vec stores in the
  * loop's own body and vec loads not of a written param.
  * Then the view check, when the kernel has staged rows or views: the index arithmetic is run
