@@ -19,7 +19,9 @@
  * (thread t accumulates iterations lo+t, lo+t+block, ... in order) and combines them with
  * the fixed tree of docs/cpu.md. Shared and thread arrays are allocas of the body function.
  * KS_ERROR sets a per-statement flag; at the end of the chunk the first flag that fired (in
- * statement order) is stored to *status with a compare-exchange from 0 (sticky).
+ * statement order) is stored to *status with a compare-exchange from 0 (sticky). KS_AMAX
+ * keeps a per-statement i32 maximum of the magnitudes' bits over the chunk, merged at the end
+ * of the chunk into its element with an `atomicrmw umax` (chunks run concurrently).
  *
  * Storage conversions (f16, bf16, f8e4m3, f8e5m2 <-> f32) are small always-inline helper
  * functions written below as LLVM IR text, parsed into the module before the kernels are
@@ -254,7 +256,8 @@ typedef struct Cg {
     signed char *var_level;     /* per var: 0 block-uniform, 1 per thread, -1 not declared yet */
     LLVMValueRef *sh;           /* allocas, per shared array */
     LLVMValueRef *ta;           /* allocas, per thread array ([block * count]) */
-    LLVMValueRef *flag;         /* per statement: the i1 flag of a KS_ERROR, else NULL */
+    LLVMValueRef *acc;          /* per statement: what the chunk merges when it ends (chunk_acc): the
+                                 * i1 flag of a KS_ERROR, the i32 maximum of a KS_AMAX; else NULL */
     unsigned char *seen;        /* per statement: emitted already (guards against cycles) */
     LLVMValueRef *memo;         /* per expression: value emitted for statement `gen` */
     int *memo_gen;
@@ -262,6 +265,7 @@ typedef struct Cg {
     LLVMValueRef blk;           /* alloca i64: the current block index */
     LLVMValueRef slot;          /* alloca i64: the current thread slot (in split thread loops) */
     bool slot_valid;            /* inside a thread loop that was split into rounds */
+    bool tail;                  /* emitting the tail's body function */
     int level;                  /* 0 at block level, 1 inside a thread loop or reduction */
     Pf pf[PF_MAX];              /* prefetch ranges of the next block */
     int pf_n;
@@ -354,6 +358,15 @@ static LLVMValueRef entry_alloca(Cg *g, LLVMTypeRef t, int64_t count, const char
                                 : LLVMBuildAlloca(g->ab, LLVMArrayType2(t, (uint64_t)count), name);
     if (count > 1) LLVMSetAlignment(a, 64);
     return a;
+}
+/* Statement s's per-chunk accumulator (Cg.acc): an alloca of integer type t, zero when the chunk
+ * starts, made on first use. */
+static LLVMValueRef chunk_acc(Cg *g, int s, LLVMTypeRef t, const char *name) {
+    if (!g->acc[s]) {
+        g->acc[s] = entry_alloca(g, t, 1, name);
+        LLVMBuildStore(g->ab, LLVMConstInt(t, 0, 0), g->acc[s]);
+    }
+    return g->acc[s];
 }
 
 /* ---- storage conversions ------------------------------------------------------------------ */
@@ -1624,12 +1637,23 @@ static bool st_one(Cg *g, int s) {
         LLVMValueRef c = ex_typed(g, st->a, KT_BOOL, "error condition");
         if (!c) return false;
         if (st->code <= 0 || st->code > 127) return failf(g, FC_ERR_INTERNAL, "s%d: bad status code", s);
-        if (!g->flag[s]) {
-            g->flag[s] = entry_alloca(g, g->t1, 1, "err");
-            LLVMBuildStore(g->ab, LLVMConstInt(g->t1, 0, 0), g->flag[s]);
-        }
-        LLVMValueRef f = LLVMBuildLoad2(g->b, g->t1, g->flag[s], "");
-        LLVMBuildStore(g->b, LLVMBuildOr(g->b, f, c, ""), g->flag[s]);
+        LLVMValueRef acc = chunk_acc(g, s, g->t1, "err");
+        LLVMValueRef f = LLVMBuildLoad2(g->b, g->t1, acc, "");
+        LLVMBuildStore(g->b, LLVMBuildOr(g->b, f, c, ""), acc);
+        return true;
+    }
+    case KS_AMAX: {
+        /* acc = umax(acc, bits of |b|): the order of the magnitudes, a NaN above inf (kir.h) */
+        if (g->tail) return failf(g, FC_ERR_INTERNAL, "s%d: amax in the tail", s);
+        if (kir_amax_element(k, st) < 0)
+            return failf(g, FC_ERR_INTERNAL, "s%d: amax not at an i64 constant element of an f32 param marked written", s);
+        LLVMValueRef v = ex_typed(g, st->b, KT_F32, "amax value");
+        LLVMValueRef a = v ? intr1(g, "llvm.fabs", v) : NULL;
+        if (!a) return false;
+        LLVMValueRef acc = chunk_acc(g, s, g->t32, "amax");
+        LLVMValueRef m = intr2(g, "llvm.umax", LLVMBuildLoad2(g->b, g->t32, acc, ""), LLVMBuildBitCast(g->b, a, g->t32, ""));
+        if (!m) return false;
+        LLVMBuildStore(g->b, m, acc);
         return true;
     }
     default: break;
@@ -1708,6 +1732,14 @@ static bool launches_disjoint(const KirProgram *p, int ki) {
     return true;
 }
 
+/* Is param i the target of a KS_AMAX? Other chunks update its element while this one runs, so it
+ * is not `noalias` (which promises that nothing else touches what the body reaches through it). */
+static bool amax_param(const KirKernel *k, int i) {
+    for (int s = 0; s < k->stmts.len; s++)
+        if (k->stmts.data[s].kind == KS_AMAX && k->stmts.data[s].ref == i) return true;
+    return false;
+}
+
 static LLVMAttributeRef attr(Cg *g, const char *name) {
     return LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName(name, strlen(name)), 0);
 }
@@ -1735,7 +1767,7 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef 
      * until the vectorized stores get their alignment (inlining would drop them) */
     if (nt) LLVMAddAttributeAtIndex(body, LLVMAttributeFunctionIndex, attr(g, "noinline"));
     for (int i = 0; i < np; i++) {
-        if (noalias) LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "noalias"));
+        if (noalias && !amax_param(k, i)) LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "noalias"));
         LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "nocapture"));
         if (!k->params.data[i].written) LLVMAddAttributeAtIndex(body, (unsigned)i + 1, attr(g, "readonly"));
         if (nt && k->params.data[i].stream) {
@@ -1755,6 +1787,7 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef 
     g->st = FC_OK;
     g->gen = 0;
     g->slot_valid = false;
+    g->tail = tail;
     g->level = 0;
     g->pf_loop = -1;
     g->pf_n = tail ? 0 : pf_scan(k, nt, g->pf, &g->pf_loop, &g->pf_trips);
@@ -1763,12 +1796,12 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef 
     g->var_level = fc_calloc((size_t)k->vars.len + 1, 1);
     g->sh = fc_calloc((size_t)k->shared.len + 1, sizeof *g->sh);
     g->ta = fc_calloc((size_t)k->tarrays.len + 1, sizeof *g->ta);
-    g->flag = fc_calloc((size_t)k->stmts.len + 1, sizeof *g->flag);
+    g->acc = fc_calloc((size_t)k->stmts.len + 1, sizeof *g->acc);
     g->seen = fc_calloc((size_t)k->stmts.len + 1, 1);
     g->memo = fc_calloc((size_t)k->exprs.len + 1, sizeof *g->memo);
     g->memo_gen = fc_calloc((size_t)k->exprs.len + 1, sizeof *g->memo_gen);
     FcStatus st = FC_OK;
-    if (g->pf_n < 0 || !g->prm || !g->var || !g->var_level || !g->sh || !g->ta || !g->flag || !g->seen || !g->memo ||
+    if (g->pf_n < 0 || !g->prm || !g->var || !g->var_level || !g->sh || !g->ta || !g->acc || !g->seen || !g->memo ||
         !g->memo_gen) {
         g->pf_n = 0;
         st = FC_OOM(g->err);
@@ -1809,16 +1842,25 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef 
         goto done;
     }
     loop_close(g, &B, 1);
-    /* the chunk's errors, first statement first: *status = code if it is still 0 */
+    /* what the chunk merges, statement by statement: its errors (*status = code if it is still 0,
+     * so the first statement's code wins) and its amaxes (an atomic max of the bits into the
+     * element, when the chunk saw more than +0) */
     LLVMValueRef status = LLVMGetParam(body, (unsigned)np + 2);
     for (int s = 0; s < k->stmts.len; s++) {
-        if (!g->flag[s]) continue;
-        LLVMBasicBlockRef set = LLVMAppendBasicBlockInContext(g->ctx, body, "err.set");
-        LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->ctx, body, "err.next");
-        LLVMBuildCondBr(g->b, LLVMBuildLoad2(g->b, g->t1, g->flag[s], ""), set, next);
+        if (!g->acc[s]) continue;
+        const KirStmt *x = &k->stmts.data[s];
+        bool amax = x->kind == KS_AMAX;
+        LLVMValueRef v = LLVMBuildLoad2(g->b, amax ? g->t32 : g->t1, g->acc[s], "");
+        LLVMBasicBlockRef set = LLVMAppendBasicBlockInContext(g->ctx, body, amax ? "amax.set" : "err.set");
+        LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->ctx, body, amax ? "amax.next" : "err.next");
+        LLVMBuildCondBr(g->b, amax ? LLVMBuildICmp(g->b, LLVMIntNE, v, ci(g->t32, 0), "") : v, set, next);
         LLVMPositionBuilderAtEnd(g->b, set);
-        LLVMBuildAtomicCmpXchg(g->b, status, ci(g->t32, 0), ci(g->t32, k->stmts.data[s].code),
-                               LLVMAtomicOrderingMonotonic, LLVMAtomicOrderingMonotonic, 0);
+        if (amax)
+            LLVMBuildAtomicRMW(g->b, LLVMAtomicRMWBinOpUMax, buf_addr(g, x->ref, ci(g->t64, kir_amax_element(k, x))), v,
+                               LLVMAtomicOrderingMonotonic, 0);
+        else
+            LLVMBuildAtomicCmpXchg(g->b, status, ci(g->t32, 0), ci(g->t32, x->code), LLVMAtomicOrderingMonotonic,
+                                   LLVMAtomicOrderingMonotonic, 0);
         LLVMBuildBr(g->b, next);
         LLVMPositionBuilderAtEnd(g->b, next);
     }
@@ -1830,9 +1872,9 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef 
 
 done:
     fc_free(g->prm); fc_free(g->var); fc_free(g->var_level); fc_free(g->sh); fc_free(g->ta);
-    fc_free(g->flag); fc_free(g->seen); fc_free(g->memo); fc_free(g->memo_gen);
+    fc_free(g->acc); fc_free(g->seen); fc_free(g->memo); fc_free(g->memo_gen);
     g->prm = NULL; g->var = NULL; g->var_level = NULL; g->sh = NULL; g->ta = NULL;
-    g->flag = NULL; g->seen = NULL; g->memo = NULL; g->memo_gen = NULL;
+    g->acc = NULL; g->seen = NULL; g->memo = NULL; g->memo_gen = NULL;
     return st;
 }
 
