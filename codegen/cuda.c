@@ -41,7 +41,7 @@ enum {
     H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_ROUND_BITS,
     H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32, H_F64_TO_I64,
     H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64, H_MIN_I64,
-    H_PHILOX,
+    H_PHILOX, H_AMAX_FLUSH,
     H_COUNT
 };
 
@@ -223,6 +223,16 @@ static const char *const helper_text[H_COUNT] = {
         "        c3 = l0;\n"
         "    }\n"
         "    return (long long)c0;\n"
+        "}\n",
+    [H_AMAX_FLUSH] =
+        "/* KS_AMAX: the largest acc of the calling lanes (converged: every thread of the block is at the\n"
+        " * end of the body) into the bits of *p, by one atomic max per warp; 0 (+0, or nothing seen)\n"
+        " * changes nothing. The bits of magnitudes order them as numbers, a NaN above inf */\n"
+        "static __device__ __forceinline__ void fc_amax_flush(float *p, unsigned int acc)\n"
+        "{\n"
+        "    unsigned int m = __activemask();\n"
+        "    unsigned int v = __reduce_max_sync(m, acc);\n"
+        "    if ((int)(threadIdx.x & 31u) == __ffs((int)m) - 1 && v != 0u) atomicMax(reinterpret_cast<unsigned int *>(p), v);\n"
         "}\n",
 };
 
@@ -435,7 +445,7 @@ static const char *helper_name(int h) {
         "fc_f32_to_f8e4m3", "fc_f8e5m2_to_f32", "fc_f32_to_f8e5m2", "fc_round_bits",
         "fc_f32_to_i32", "fc_f32_to_i64", "fc_f64_to_i32", "fc_f64_to_i64",
         "fc_max_f32", "fc_min_f32", "fc_max_f64", "fc_min_f64", "fc_max_i32", "fc_min_i32",
-        "fc_max_i64", "fc_min_i64", "fc_philox"};
+        "fc_max_i64", "fc_min_i64", "fc_philox", "fc_amax_flush"};
     return names[h];
 }
 
@@ -1246,6 +1256,18 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
             put_typed(c, st->a, KT_BOOL, "error condition");
             sb_printf(o, ") atomicExch(status, %d); /* %s */\n", st->code, fc_status_name((FcStatus)st->code));
             break;
+        case KS_AMAX:
+            /* this thread's maximum of the magnitudes' bits (the sign cleared by a mask: PTX does not
+             * promise that abs.f32 keeps a NaN's payload); merged at the end of the body (put_amax_flush) */
+            if (c->in_tail) { cg_fail(c, FC_ERR_INTERNAL, "an amax in the tail"); break; }
+            if (kir_amax_element(k, st) < 0) {
+                cg_fail(c, FC_ERR_INTERNAL, "an amax not at an i64 constant element of an f32 param marked written");
+                break;
+            }
+            ind(c, d); sb_printf(o, "fc_amax%d = max(fc_amax%d, __float_as_uint(", s, s);
+            put_typed(c, st->b, KT_F32, "amax value");
+            sb_puts(o, ") & 0x7fffffffu);\n");
+            break;
         default: cg_fail(c, FC_ERR_INTERNAL, "bad statement kind %d", (int)st->kind); break;
         }
     }
@@ -1255,6 +1277,23 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
 }
 
 /* ---- kernels ------------------------------------------------------------------------------- */
+/* The end of the body, where every thread of the block arrives (before the tail's ticket): each
+ * KS_AMAX's per-thread maximum merged into its element (fc_amax_flush). */
+static void put_amax_flush(Cg *c) {
+    const KirKernel *k = c->k;
+    bool any = false;
+    for (int s = 0; s < k->stmts.len; s++) {
+        const KirStmt *st = &k->stmts.data[s];
+        if (st->kind != KS_AMAX) continue;
+        int64_t e = kir_amax_element(k, st);
+        if (e < 0) { cg_fail(c, FC_ERR_INTERNAL, "an amax not at an i64 constant element of an f32 param marked written"); return; }
+        if (!any) sb_puts(c->o, "    /* the amaxes: every thread of the block is here, converged */\n");
+        any = true;
+        use(c, H_AMAX_FLUSH);
+        sb_printf(c->o, "    %s(p%d + %lldLL, fc_amax%d);\n", helper_name(H_AMAX_FLUSH), st->ref, (long long)e, s);
+    }
+}
+
 static bool has_reduce(const KirKernel *k) {
     for (int i = 0; i < k->stmts.len; i++)
         if (k->stmts.data[i].kind == KS_REDUCE) return true;
@@ -1336,6 +1375,7 @@ static FcStatus put_kernel(const KirKernel *k, const char *prefix, bool train, S
     /* the body first, into its own buffer: the declarations depend on what it uses */
     c.o = &body;
     put_list(&c, k->body, 1, NULL);
+    if (c.st == FC_OK) put_amax_flush(&c);
     if (k->tail >= 0 && c.st == FC_OK) {
         /* the tail (kir.h): run by the block that finishes last. Every thread's stores are made
          * visible device-wide, then thread 0 takes a ticket on the sync word (zero at launch);
@@ -1434,6 +1474,10 @@ static FcStatus put_kernel(const KirKernel *k, const char *prefix, bool train, S
         if (c.ta_read[i])
             sb_printf(out, "    %s ta%d[%d];\n", ctype_names[k->tarrays.data[i].type], i, k->tarrays.data[i].count);
     if (k->tail >= 0) sb_puts(out, "    __shared__ unsigned int fc_last[1]; /* this block runs the tail */\n");
+    for (int s = 0; s < k->stmts.len; s++)
+        if (k->stmts.data[s].kind == KS_AMAX)
+            sb_printf(out, "    unsigned int fc_amax%d = 0u; /* this thread's amax of p%d[%lld], as bits */\n", s,
+                      k->stmts.data[s].ref, (long long)kir_amax_element(k, &k->stmts.data[s]));
     if (has_reduce(k)) {
         sb_puts(out, "    const unsigned int fc_lane = threadIdx.x & 31u;\n");
         sb_puts(out, "    const unsigned int fc_warp = threadIdx.x >> 5;\n");
@@ -1469,7 +1513,7 @@ static void put_preamble(StrBuf *out, const bool *helpers) {
         H_F16_TO_F32, H_ROUND_BITS, H_F32_TO_F16, H_BF16_TO_F32, H_F32_TO_BF16, H_F8E4M3_TO_F32,
         H_F32_TO_F8E4M3, H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32,
         H_F64_TO_I64, H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64,
-        H_MIN_I64, H_PHILOX};
+        H_MIN_I64, H_PHILOX, H_AMAX_FLUSH};
     for (int i = 0; i < H_COUNT; i++)
         if (helpers[order[i]]) sb_puts(out, helper_text[order[i]]);
     sb_putc(out, '\n');
