@@ -10,9 +10,10 @@
  *   - __syncthreads: the fiber waits; when no fiber can run and every live fiber waits at the
  *     same __syncthreads, all are released. Threads that exited while others wait, or that
  *     wait at different __syncthreads, are reported (the launch fails).
- *   - a warp operation (shuffle, vote, __syncwarp): the lanes named by the mask meet; the last
- *     to arrive wakes the others. A shuffle meets twice (write, then after reading), so the
- *     exchange area is never overwritten before every lane has read it.
+ *   - a warp operation (shuffle, vote, reduction, __syncwarp): the lanes named by the mask
+ *     meet; the last to arrive wakes the others. A shuffle, vote or reduction meets twice
+ *     (write, then after reading), so the exchange area is never overwritten before every lane
+ *     has read it.
  *   - no fiber can run and no barrier can be released: a deadlock, reported.
  * Shared memory (FCEMU_SHARED / FCEMU_DYN_SHARED) lives in per-worker buffers that end at a
  * guard page and are refilled with 0xFF bytes when a block first touches them.
@@ -418,13 +419,19 @@ static void meet(Fiber *f, unsigned mask, int line, const char *what) {
     }
 }
 
+/* f's lane puts v in its warp's exchange area and meets the lanes of `mask`; the caller reads
+ * their values, then meets them again at -line (nobody writes val before all have read). */
+static Warp *deposit(Fiber *f, unsigned mask, unsigned long long v, int line, const char *what) {
+    Warp *W = &f->w->warps[f->ctx.linear >> 5];
+    W->val[f->ctx.linear & 31u] = v;
+    meet(f, mask, line, what);
+    return W;
+}
+
 unsigned long long warp_exchange(unsigned mask, unsigned long long v, int src, int line) {
     Fiber *f = cur_fiber;
     if (!f) { record("a warp shuffle called outside a kernel"); return v; }
-    Warp *W = &f->w->warps[f->ctx.linear >> 5];
-    unsigned lane = f->ctx.linear & 31u;
-    W->val[lane] = v;
-    meet(f, mask, line, "a warp shuffle");
+    Warp *W = deposit(f, mask, v, line, "a warp shuffle");
     unsigned long long r;
     if (src < 0) r = v;
     else if (src < 32 && (mask & (1u << src))) r = W->val[src];
@@ -436,14 +443,29 @@ unsigned long long warp_exchange(unsigned mask, unsigned long long v, int src, i
 unsigned warp_vote(unsigned mask, bool pred, int line) {
     Fiber *f = cur_fiber;
     if (!f) { record("a warp vote called outside a kernel"); return 0; }
-    Warp *W = &f->w->warps[f->ctx.linear >> 5];
-    W->val[f->ctx.linear & 31u] = pred;
-    meet(f, mask, line, "a warp vote");
+    Warp *W = deposit(f, mask, pred, line, "a warp vote");
     unsigned r = 0;
     for (unsigned l = 0; l < 32; l++)
         if ((mask & (1u << l)) && W->val[l]) r |= 1u << l;
     meet(f, mask, -line, "a warp vote");
     return r;
+}
+
+unsigned warp_max(unsigned mask, unsigned v, int line) {
+    Fiber *f = cur_fiber;
+    if (!f) { record("a warp reduction called outside a kernel"); return v; }
+    Warp *W = deposit(f, mask, v, line, "a warp reduction");
+    unsigned r = 0;
+    for (unsigned l = 0; l < 32; l++)
+        if ((mask & (1u << l)) && (unsigned)W->val[l] > r) r = (unsigned)W->val[l];
+    meet(f, mask, -line, "a warp reduction");
+    return r;
+}
+
+unsigned warp_lanes(void) {
+    Fiber *f = cur_fiber;
+    if (!f) { record("__activemask called outside a kernel"); return 0; }
+    return f->w->warps[f->ctx.linear >> 5].lanes;
 }
 
 void syncwarp(int line, unsigned mask) {

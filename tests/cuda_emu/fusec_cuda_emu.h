@@ -11,7 +11,8 @@
  *     misaligned vector access faults, as it does on a GPU);
  *   - __syncthreads() (a barrier among the block's fibers, checked: every live thread must
  *     reach the same __syncthreads), __syncwarp, __shfl_sync/_xor/_down/_up, __ballot_sync,
- *     __any_sync, __all_sync (the lanes named by the mask meet in a per-warp exchange area);
+ *     __any_sync, __all_sync, __reduce_max_sync (the lanes named by the mask meet in a
+ *     per-warp exchange area), __activemask (the lanes of the caller's warp that exist);
  *   - atomics (real atomics: blocks run concurrently on different OS threads);
  *   - the math functions of <cmath> plus the CUDA-only ones (rsqrtf, __expf, ...), bit casts
  *     (__float_as_uint, __longlong_as_double, ...), integer intrinsics (__popc, __clz, __umulhi, ...);
@@ -107,6 +108,10 @@ void syncthreads(int line);
 unsigned long long warp_exchange(unsigned mask, unsigned long long v, int src, int line);
 /* All lanes of `mask` meet; returns the ballot of pred over them. */
 unsigned warp_vote(unsigned mask, bool pred, int line);
+/* All lanes of `mask` meet; returns the largest of their v (unsigned order). */
+unsigned warp_max(unsigned mask, unsigned v, int line);
+/* The lanes of the calling thread's warp that exist (a partial last warp has fewer). */
+unsigned warp_lanes(void);
 void syncwarp(int line, unsigned mask = 0xffffffffu);
 /* Shared memory of the running block (see the rewrite above). site: a per-declaration key. */
 void *shared_slot(const void *site, size_t bytes, size_t align, const char *name);
@@ -267,10 +272,17 @@ extern "C" int fcemu_describe_fault(const void *addr, char *buf, size_t len);
 #define __any_sync(mask, pred) (::fcemu::warp_vote((mask), (pred) != 0, __LINE__) != 0u ? 1 : 0)
 #define __all_sync(mask, pred) \
     (::fcemu::fcemu_all_helper((mask), ::fcemu::warp_vote((mask), (pred) != 0, __LINE__)))
+#define __reduce_max_sync(mask, v) ::fcemu::reduce_max((mask), (v), __LINE__)
 namespace fcemu {
 inline int fcemu_all_helper(unsigned mask, unsigned ballot) { return (ballot & mask) == mask ? 1 : 0; }
+inline unsigned reduce_max(unsigned mask, unsigned v, int line) { return warp_max(mask, v, line); }
+inline int reduce_max(unsigned mask, int v, int line) {   /* signed: the order of v ^ 0x80000000 unsigned */
+    return (int)(warp_max(mask, (unsigned)v ^ 0x80000000u, line) ^ 0x80000000u);
 }
-static inline unsigned __activemask() { return 0xffffffffu; }
+}
+/* Every existing lane of the warp: the code fusec emits calls it only where all of them arrive
+ * converged (a fiber cannot tell which lanes a GPU would have diverged). */
+static inline unsigned __activemask() { return ::fcemu::warp_lanes(); }
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __trap() { ::fcemu::fail("__trap() called"); }

@@ -3,13 +3,14 @@
  * file and calls fcemu_selftest(which) in a child process, forward and reverse order).
  *
  * which: 0 warp operations (shuffles of every kind and width, votes, __syncwarp, a partial
- * warp, two half-warp masks at once); 1 atomics across blocks; 2 dynamic shared memory;
+ * warp, two half-warp masks at once, __activemask, __reduce_max_sync); 1 atomics across blocks; 2 dynamic shared memory;
  * 3 three-dimensional grids and blocks; then the errors the emulator must report, each
  * returning the launch error (the runner checks the message): 4 a barrier in divergent code,
  * 5 threads at different barriers, 6 a deadlock in a shuffle, 7 a shared index past the end
  * (a fault), 8 a shuffle mask without the caller, 9 a launch over __launch_bounds__,
  * 10 a thread's stack overflow (a fault), 11 dynamic shared memory past its end (a fault),
- * 12 the lanes of one mask at two different shuffles.
+ * 12 the lanes of one mask at two different shuffles, 13 a reduction whose mask names lanes
+ * that do not exist (a full mask in a partial warp).
  * Returns 0 when everything checked holds, a positive code otherwise (details on stderr).
  */
 #include "fusec_cuda_emu.h"
@@ -58,6 +59,10 @@ __global__ void st_warp(int *out) {
     }
     float f = __shfl_down_sync(full, 1.5f * (float)t, 4, 16);
     o[13] = (int)(f * 2.0f);
+    o[14] = (int)__activemask();                          /* the lanes that exist */
+    unsigned mx = __reduce_max_sync(__activemask(), (t * 37u) % 101u);
+    int smx = __reduce_max_sync(full, (int)(t % 7u) - 3 - (int)t);
+    o[15] = (int)mx * 1000 + smx;
 }
 
 static int test_warp(void) {
@@ -88,6 +93,13 @@ static int test_warp(void) {
         int src = (lane & ~15) + (lane & 15) + 4;
         int want = (lane & 15) + 4 < 16 ? src + base : t;
         CHECK(o[13] == 3 * want);
+        CHECK((unsigned)o[14] == (t < 32 ? 0xffffffffu : 0xffffu));
+        int mx = 0, smx = INT_MIN;
+        for (int l = 0; l < cnt; l++) {
+            mx = ((base + l) * 37) % 101 > mx ? ((base + l) * 37) % 101 : mx;
+            smx = (base + l) % 7 - 3 - (base + l) > smx ? (base + l) % 7 - 3 - (base + l) : smx;
+        }
+        CHECK(o[15] == mx * 1000 + smx);
     }
     return 0;
 }
@@ -209,6 +221,10 @@ __global__ void st_dyn_past_end(float *p) {
     p[threadIdx.x] = dbuf[threadIdx.x];
 }
 
+__global__ void st_reduce_lanes(float *p) {
+    p[threadIdx.x] = (float)__reduce_max_sync(0xffffffffu, threadIdx.x);
+}
+
 __global__ void st_two_shuffles(float *p) {
     float v = (float)threadIdx.x;
     if (threadIdx.x < 16) v = __shfl_sync(0xffffffffu, v, 0);
@@ -232,6 +248,7 @@ extern "C" int fcemu_selftest(int which) {
     case 10: st_overflow<<<1, 4>>>(p); break;
     case 11: st_dyn_past_end<<<1, 64, 64 * sizeof(float)>>>(p); break;
     case 12: st_two_shuffles<<<1, 32>>>(p); break;
+    case 13: st_reduce_lanes<<<1, 48>>>(p); break;
     default: return 1;
     }
     return (int)cudaGetLastError();

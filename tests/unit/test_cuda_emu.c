@@ -14,7 +14,8 @@
  *   5. the emulator's own checks (tests/cuda_emu/selftest.cc): shuffles, votes, atomics,
  *      dynamic shared memory, launch bounds, and the errors it must report (barrier
  *      divergence, a deadlock, a shared index past the end, a mask without the caller,
- *      a thread's stack overflow, lanes at different shuffles).
+ *      a thread's stack overflow, lanes at different shuffles, a reduction over lanes that do
+ *      not exist).
  * Building the units, compiling them in batches, running each case in a child process (so a
  * fault on a guard page becomes a message rather than a crash) and comparing is the shared
  * runner's (tests/cuda_emu/emu_runner.c, also used by difftest); this file makes the cases.
@@ -244,6 +245,7 @@ static void add_selftests(void) {
         {"selftest_stack_overflow", "stack"},
         {"selftest_dynamic_shared_past_end", "dynamic shared memory"},
         {"selftest_different_shuffles", "meet at different warp operations"},
+        {"selftest_reduce_missing_lanes", "names lanes that do not exist"},
     };
     char *src = emu_read_text(EMU_DIR "/selftest.cc");
     EXPECT(src, "cannot read %s", EMU_DIR "/selftest.cc");
