@@ -24,7 +24,10 @@
  * blocks of 256, 100, 48 and 1 threads: full warps, a partial last warp, one lane); a tiled
  * matrix product (shared arrays, barriers, a thread array, if/else, serial loops); a gather
  * with KS_ERROR (valid and out-of-range ids); a two-kernel program with a workspace temp;
- * KE_PHILOX on Random123's known answers and random counters and keys.
+ * KE_PHILOX on Random123's known answers and random counters and keys; KS_AMAX in every place
+ * it may stand (block-uniform, thread loops plain and vec, a serial loop, an if body, a
+ * reduction body), over several blocks of 100, 1024 and 48 threads, with and without a tail,
+ * values of both signs, a prior that stays, and a NaN.
  * The references compute in the kernels' precision (f32 where the kernel uses f32), so
  * differences come only from math library accuracy and reduction order; rtol says how much.
  */
@@ -863,8 +866,152 @@ static inline KirProgram *ks_build_philox(void) {
     return p;
 }
 
+/* ============================ 8. amax (KS_AMAX) ===================================================== */
+enum { KS_AM_S = 8 };
+/* buffers: 0 x f32[n] in (both signs; a NaN in the _nan variant), 1 prior f32[S] in (non-negative),
+ * 2 state f32[S] out (the amaxes), 3 y f8e4m3[n] out (x stored as f8, what an amax goes with),
+ * 4 bmax f32[G] out (each block's max of x), and with a tail 5 gmax f32[1] out (the max of bmax).
+ * k0_prior copies prior into state (the program sets the prior values: outputs are poisoned).
+ * k1_amax: G blocks, block b over [lo, hi) = [b C, min(b C + C, n)), C = ks_am_chunk(block), not a
+ * multiple of the block (a thread loop's last round is partial):
+ *   state[0] <- |x[i]|             a thread loop
+ *   state[1] <- |x[lo]|            block-uniform
+ *   state[2] <- |x[j] * 3|         the body of the reduce_max whose result is bmax[b]
+ *   state[3] <- |x[i]| if x[i] < 0 an if body in the thread loop
+ *   state[4] <- |x[i] * 2^-10|     every value below the prior (1000): the element keeps it
+ *   state[5] <- |x[v] + 0.5|       a vec 4 thread loop (its vector groups and the rest)
+ *   state[6] <- |x[lo] - q|        a block-uniform serial loop, q in [0, 3)
+ *   state[7] <- |x[i] * 0|         zeros (-0 among them) over a prior of 0: stays 0
+ * The tail (a variant) reduces bmax into gmax[0]: the amaxes merge before its ticket. */
+static const float ks_am_prior[KS_AM_S] = {0.5f, 0.25f, 2.0f, 0.125f, 1000.0f, 0.75f, 1.5f, 0.0f};
+static inline int64_t ks_am_chunk(int block) { return block + 30; }
+static inline void ks_am_fill_common(void *const *b, const KirProgram *p, uint64_t seed, bool nan) {
+    uint64_t s = seed;
+    int64_t n = p->buffers.data[0].numel;
+    float *x = b[0];
+    for (int64_t i = 0; i < n; i++) x[i] = (float)ks_uniform(&s, -100, 100);
+    if (nan) {   /* a negative NaN with a payload: |.| clears the sign */
+        uint32_t bits = 0xffc00123u;
+        memcpy(&x[n / 2 + 3], &bits, 4);
+    }
+    memcpy(b[1], ks_am_prior, sizeof ks_am_prior);
+}
+static inline void ks_am_fill(void *const *b, const KirProgram *p, uint64_t seed) { ks_am_fill_common(b, p, seed, false); }
+static inline void ks_am_fill_nan(void *const *b, const KirProgram *p, uint64_t seed) { ks_am_fill_common(b, p, seed, true); }
+/* acc = max(acc, bits of |v|), KS_AMAX's order */
+static inline void ks_am_max(uint32_t *acc, float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    bits &= 0x7fffffffu;
+    if (bits > *acc) *acc = bits;
+}
+static inline int ks_am_reference(void *const *b, const KirProgram *p) {
+    const float *x = b[0];
+    int64_t n = p->buffers.data[0].numel, G = p->kernels.data[1]->grid, C = ks_am_chunk(p->kernels.data[1]->block);
+    float *bmax = b[4];
+    uint32_t acc[KS_AM_S];
+    memcpy(acc, b[1], sizeof acc);
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        ((uint8_t *)b[3])[i] = (uint8_t)ks_encode(FC_F8E4M3, v);
+        ks_am_max(&acc[0], v);
+        ks_am_max(&acc[2], v * 3.0f);
+        if (v < 0) ks_am_max(&acc[3], v);
+        ks_am_max(&acc[4], v * 0x1p-10f);
+        ks_am_max(&acc[5], v + 0.5f);
+        ks_am_max(&acc[7], v * 0.0f);
+    }
+    for (int64_t g = 0; g < G; g++) {
+        int64_t lo = g * C, hi = lo + C < n ? lo + C : n;
+        ks_am_max(&acc[1], x[lo]);
+        for (int q = 0; q < 3; q++) ks_am_max(&acc[6], x[lo] - (float)q);
+        float m = -INFINITY;
+        for (int64_t i = lo; i < hi; i++) m = ks_maxf(m, x[i]);
+        bmax[g] = m;
+    }
+    if (p->buffers.len > 5) {
+        float m = -INFINITY;
+        for (int64_t g = 0; g < G; g++) m = ks_maxf(m, bmax[g]);
+        ((float *)b[5])[0] = m;
+    }
+    memcpy(b[2], acc, sizeof acc);
+    return 0;
+}
+static inline KirProgram *ks_build_amax(int64_t n, int block, bool tail) {
+    const int64_t C = ks_am_chunk(block), G = (n + C - 1) / C, S = KS_AM_S;
+    KirProgram *p = kir_program_new("samples_amax");
+    if (!p) return NULL;
+    if (ks_buffer(p, KIR_BUF_INPUT, 0, FC_F32, n, 0) < 0 || ks_buffer(p, KIR_BUF_INPUT, 1, FC_F32, S, 0) < 0 ||
+        ks_buffer(p, KIR_BUF_OUTPUT, 0, FC_F32, S, 0) < 0 || ks_buffer(p, KIR_BUF_OUTPUT, 1, FC_F8E4M3, n, 0) < 0 ||
+        ks_buffer(p, KIR_BUF_OUTPUT, 2, FC_F32, G, 0) < 0 || (tail && ks_buffer(p, KIR_BUF_OUTPUT, 3, FC_F32, 1, 0) < 0)) {
+        kir_program_free(p);
+        return NULL;
+    }
+    /* k0_prior: state = prior */
+    KirKernel *k = kir_kernel_new(p, "k0_prior", 1, 32);
+    if (!k) { kir_program_free(p); return NULL; }
+    k->kind = "pointwise";
+    k->ops = "copy";
+    kir_param(k, FC_F32, S, false);
+    kir_param(k, FC_F32, S, true);
+    int iv = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_THREADS, iv, KS_I64(k, 0), KS_I64(k, S));
+    kir_store(k, 1, kir_var_ref(k, iv), kir_load(k, 0, kir_var_ref(k, iv)));
+    kir_end(k);
+    int args0[2] = {1, 2};
+    if (!kir_kernel_ok(k) || !ks_launch(p, 0, 2, args0)) { kir_program_free(p); return NULL; }
+    /* k1_amax */
+    k = kir_kernel_new(p, "k1_amax", G, block);
+    if (!k) { kir_program_free(p); return NULL; }
+    k->kind = "amax";
+    k->ops = "f8_store,amax";
+    kir_param(k, FC_F32, n, false);
+    kir_param(k, FC_F32, S, true);
+    kir_param(k, FC_F8E4M3, n, true);
+    kir_param(k, FC_F32, G, true);
+    if (tail) kir_param(k, FC_F32, 1, true);
+    int lo = ks_let(k, KT_I64, kir_bin(k, KB_MUL, kir_block_idx(k), KS_I64(k, C)));
+    int hi = ks_let(k, KT_I64, kir_bin(k, KB_MIN, kir_bin(k, KB_ADD, lo, KS_I64(k, C)), KS_I64(k, n)));
+    int first = kir_load(k, 0, lo);
+    kir_amax(k, 1, KS_I64(k, 1), first);
+    int qv = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_SERIAL, qv, KS_I64(k, 0), KS_I64(k, 3));
+    kir_amax(k, 1, KS_I64(k, 6), kir_bin(k, KB_SUB, first, kir_cast(k, KT_F32, kir_var_ref(k, qv))));
+    kir_end(k);
+    iv = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_THREADS, iv, lo, hi);
+    int x = ks_let(k, KT_F32, kir_load(k, 0, kir_var_ref(k, iv)));
+    kir_store(k, 2, kir_var_ref(k, iv), x);
+    kir_amax(k, 1, KS_I64(k, 0), x);
+    kir_if(k, kir_bin(k, KB_LT, x, KS_F32(k, 0)));
+    kir_amax(k, 1, KS_I64(k, 3), x);
+    kir_end(k);
+    kir_amax(k, 1, KS_I64(k, 4), kir_bin(k, KB_MUL, x, KS_F32(k, 0x1p-10)));
+    kir_amax(k, 1, KS_I64(k, 7), kir_bin(k, KB_MUL, x, KS_F32(k, 0)));
+    kir_end(k);
+    int rv = kir_var(k, KT_F32), jv = kir_var(k, KT_I64);
+    kir_reduce(k, KR_MAX, rv, jv, lo, hi);
+    kir_amax(k, 1, KS_I64(k, 2), kir_bin(k, KB_MUL, kir_load(k, 0, kir_var_ref(k, jv)), KS_F32(k, 3)));
+    kir_end_reduce(k, kir_load(k, 0, kir_var_ref(k, jv)));
+    kir_store(k, 3, kir_block_idx(k), kir_var_ref(k, rv));
+    int vv = kir_var(k, KT_I64);
+    kir_for_vec(k, vv, lo, hi, 4);
+    kir_amax(k, 1, KS_I64(k, 5), kir_bin(k, KB_ADD, kir_load_vec(k, 0, kir_var_ref(k, vv)), KS_F32(k, 0.5)));
+    kir_end(k);
+    if (tail) {   /* gmax = the max of the blocks' maxima, once every block has stored its own */
+        kir_begin_tail(k);
+        int tv = kir_var(k, KT_F32), tj = kir_var(k, KT_I64);
+        kir_reduce(k, KR_MAX, tv, tj, KS_I64(k, 0), KS_I64(k, G));
+        kir_end_reduce(k, kir_load(k, 3, kir_var_ref(k, tj)));
+        kir_store(k, 4, KS_I64(k, 0), kir_var_ref(k, tv));
+    }
+    int args1[6] = {0, 2, 3, 4, 5};
+    if (!kir_kernel_ok(k) || !ks_launch(p, 1, tail ? 5 : 4, args1)) { kir_program_free(p); return NULL; }
+    return p;
+}
+
 /* ============================ the list ============================================================= */
-enum { KS_NUM_SAMPLES = 11 };
+enum { KS_NUM_SAMPLES = 14 };
 /* Builds sample i (0 <= i < KS_NUM_SAMPLES); false on allocation failure. */
 static inline bool ks_sample(int i, KsSample *s) {
     memset(s, 0, sizeof *s);
@@ -880,6 +1027,9 @@ static inline bool ks_sample(int i, KsSample *s) {
     case 8: *s = (KsSample){"two_stage", ks_build_two_stage(1000, 256), ks_ts_fill, ks_ts_reference, 1e-6}; break;
     case 9: *s = (KsSample){"two_stage_n1", ks_build_two_stage(1, 1), ks_ts_fill, ks_ts_reference, 1e-6}; break;
     case 10: *s = (KsSample){"philox", ks_build_philox(), ks_ph_fill, ks_ph_reference, 0}; break;
+    case 11: *s = (KsSample){"amax_b100", ks_build_amax(1000, 100, false), ks_am_fill, ks_am_reference, 0}; break;
+    case 12: *s = (KsSample){"amax_b1024_tail", ks_build_amax(5000, 1024, true), ks_am_fill, ks_am_reference, 0}; break;
+    case 13: *s = (KsSample){"amax_nan_b48_tail", ks_build_amax(1000, 48, true), ks_am_fill_nan, ks_am_reference, 0}; break;
     default: return false;
     }
     return s->prog != NULL;

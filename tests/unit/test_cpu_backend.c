@@ -1164,6 +1164,64 @@ static void test_error_and_temps(void) {
     kir_program_free(g.p);
 }
 
+/* ---- KS_AMAX: the printer's line, and what the verifier and the backend refuse (the samples of
+ * kir_samples.h run it) ------------------------------------------------------------------------ */
+/* A kernel of one thread loop over p0 f32[8] with `amax p1[elem] <- |p0[i]|`, p1 of dtype d with
+ * `written`; in the tail instead when `tail`. */
+static KirKernel *amax_kernel(Prog *g, FcDtype d, bool written, int elem_expr_kind, int64_t elem, bool tail) {
+    KirKernel *k = kir_kernel_new(g->p, "k0_amax", 1, 32);
+    kir_param(k, FC_F32, 8, false);
+    kir_param(k, d, 4, written);
+    if (tail) kir_begin_tail(k);
+    int i = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_THREADS, i, C64(k, 0), C64(k, 8));
+    int idx = elem_expr_kind == 0 ? C64(k, elem) : elem_expr_kind == 1 ? kir_const_i(k, KT_I32, elem) : VR(k, i);
+    kir_amax(k, 1, idx, kir_load(k, 0, VR(k, i)));
+    kir_end(k);
+    EXPECT(kir_kernel_ok(k), "amax kernel built");
+    int bufs[2] = {add_buf(g, KIR_BUF_INPUT, FC_F32, 8), add_buf(g, KIR_BUF_OUTPUT, d, 4)};
+    launch_all(g, 0, bufs);
+    return k;
+}
+
+static void test_amax_ir(void) {
+    static const struct {
+        FcDtype d; bool written; int elem_kind; int64_t elem; bool tail; const char *verify, *cpu;
+    } cases[] = {
+        {FC_F32, true, 0, 3, false, NULL, NULL},
+        {FC_F32, true, 0, 3, true, "amax in the tail", "amax in the tail"},
+        {FC_F32, false, 0, 3, false, "amax not at an i64 constant element of an f32 param marked written",
+         "amax not at an i64 constant element of an f32 param marked written"},
+        {FC_F16, true, 0, 3, false, "amax not at an i64 constant element", "amax not at an i64 constant element"},
+        {FC_F32, true, 0, 4, false, "amax not at an i64 constant element", "amax not at an i64 constant element"},
+        {FC_F32, true, 0, -1, false, "amax not at an i64 constant element", "amax not at an i64 constant element"},
+        {FC_F32, true, 1, 3, false, "amax not at an i64 constant element", "amax not at an i64 constant element"},
+        {FC_F32, true, 2, 0, false, "amax not at an i64 constant element", "amax not at an i64 constant element"},
+    };
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        Prog g;
+        prog_init(&g, "amax_ir");
+        KirKernel *k = amax_kernel(&g, cases[c].d, cases[c].written, cases[c].elem_kind, cases[c].elem, cases[c].tail);
+        FcErr err = {0};
+        FcStatus vs = kir_verify(k, &err);
+        if (!cases[c].verify) {
+            EXPECT(vs == FC_OK, "case %d: %s", c, err.msg);
+            StrBuf sb = {0};
+            kir_print_kernel(k, &sb);
+            EXPECT(sb.data && strstr(sb.data, "\n    amax p1[3] <- |p0[v0]|\n"), "the printed amax: %s", sb.data ? sb.data : "");
+            sb_free(&sb);
+        } else {
+            EXPECT(vs == FC_ERR_INTERNAL && strstr(err.msg, cases[c].verify), "case %d: kir_verify: %s", c, err.msg);
+        }
+        RtCpuProgram *cp = NULL;
+        FcStatus cs = rt_cpu_compile(g.p, 1, &cp, &err);
+        if (!cases[c].cpu) EXPECT(cs == FC_OK, "case %d: %s", c, err.msg);
+        else EXPECT(cs == FC_ERR_INTERNAL && strstr(err.msg, cases[c].cpu), "case %d: the CPU backend: %s", c, err.msg);
+        rt_cpu_free(cp);
+        kir_program_free(g.p);
+    }
+}
+
 /* in place: a kernel whose read and written params are bound to one buffer (no noalias) */
 static void test_inplace(void) {
     const int64_t n = 555;
@@ -1404,6 +1462,36 @@ static void test_fault_injection(void) {
 #endif
 #endif
 #ifdef HAVE_KIR_SAMPLES
+/* The comparison can fail for an amax: element 0 of an amax sample's state (the largest |x|)
+ * expected as a backend that lost the lane holding that |x| would leave it (the largest of the
+ * others and the prior; for a NaN, a number) is reported, and only it. */
+static void amax_wrong_max_caught(const KsSample *s, void *const *got, void *const *want) {
+    const KirProgram *p = s->prog;
+    const float *x = want[0];
+    float *state = want[2];
+    uint32_t top = 0, rest;
+    int64_t at = -1;
+    memcpy(&rest, &ks_am_prior[0], 4);
+    for (int64_t i = 0; i < p->buffers.data[0].numel; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], 4);
+        if ((b & 0x7fffffffu) > top) { top = b & 0x7fffffffu; at = i; }
+    }
+    for (int64_t i = 0; i < p->buffers.data[0].numel; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], 4);
+        if (i != at && (b & 0x7fffffffu) > rest) rest = b & 0x7fffffffu;
+    }
+    float keep = state[0], wrong;
+    memcpy(&wrong, &rest, 4);
+    state[0] = wrong;
+    char msg[256];
+    long bad = ks_compare(p, got, want, s->rtol, msg, sizeof msg);
+    EXPECT(bad == 1 && strstr(msg, "output 0 (b2) element 0:"), "sample %s: the wrong maximum %.9g (for %.9g) gave %ld mismatches: %s",
+           s->name, (double)wrong, (double)keep, bad, msg);
+    state[0] = keep;
+}
+
 static void test_samples(void) {
     for (int i = 0; i < KS_NUM_SAMPLES; i++) {
         KsSample s;
@@ -1434,6 +1522,7 @@ static void test_samples(void) {
                 char msg[256];
                 long bad = ks_compare(p, got, want, s.rtol, msg, sizeof msg);
                 EXPECT(bad == 0, "sample %s: %ld mismatches; %s", s.name, bad, msg);
+                if (!strncmp(s.name, "amax", 4)) amax_wrong_max_caught(&s, got, want);
             }
         }
         rt_cpu_free(cp);
@@ -1465,6 +1554,7 @@ int main(void) {
     T(test_reduce_types);
     T(test_matmul);
     T(test_error_and_temps);
+    T(test_amax_ir);
     T(test_inplace);
     T(test_threads_env);
     T(test_text_and_vectorization);

@@ -224,6 +224,18 @@ static void test_malformed(void) {
     kir_param(k, FC_F32, 4, true);
     kir_store(k, 0, kir_const_i(k, KT_I64, 0), kir_bin(k, KB_REM, kir_const_f(k, KT_F32, 1), kir_const_f(k, KT_F32, 2)));
     expect_refused(p, FC_ERR_INTERNAL, "binary rem of f32");
+    /* an amax in the tail; an amax of an f16 param */
+    p = kir_program_new("m");
+    k = kir_kernel_new(p, "k0_m", 1, 32);
+    kir_param(k, FC_F32, 4, true);
+    kir_begin_tail(k);
+    kir_amax(k, 0, kir_const_i(k, KT_I64, 0), kir_const_f(k, KT_F32, 1));
+    expect_refused(p, FC_ERR_INTERNAL, "an amax in the tail");
+    p = kir_program_new("m");
+    k = kir_kernel_new(p, "k0_m", 1, 32);
+    kir_param(k, FC_F16, 4, true);
+    kir_amax(k, 0, kir_const_i(k, KT_I64, 0), kir_const_f(k, KT_F32, 1));
+    expect_refused(p, FC_ERR_INTERNAL, "an amax not at an i64 constant element of an f32 param marked written");
 }
 
 /* ---- helpers to run tools -------------------------------------------------------------------- */

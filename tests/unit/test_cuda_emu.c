@@ -10,7 +10,7 @@
  *   3. small blocks that together use every op of the language, fused and eager;
  *   4. planted bugs that the harness must catch: a __syncthreads deleted from a tiled matrix
  *      product (after the loads; before the next loads), an index off by one in a pointwise
- *      kernel (a store, a load);
+ *      kernel (a store, a load), an amax merged without its warp reduction;
  *   5. the emulator's own checks (tests/cuda_emu/selftest.cc): shuffles, votes, atomics,
  *      dynamic shared memory, launch bounds, and the errors it must report (barrier
  *      divergence, a deadlock, a shared index past the end, a mask without the caller,
@@ -158,15 +158,19 @@ static char *splice(const char *cu, const char *at, size_t cut, const char *ins)
     return s;
 }
 
-/* A clone of case from with the unit cu (taken) that carries a planted bug. */
+/* A clone of case from with the unit cu (taken) that carries a planted bug; a sample's clone
+ * compares with the sample's reference (which the original case owns and frees). */
 static void plant(int from, const char *name, char *cu, const char *planted) {
-    EmuCase *c = emu_clone_case(&emu, from, name, cu);
+    const CaseInfo *src = emu.cases[from].user;
     CaseInfo *x = emu_xcalloc(1, sizeof *x);
+    if (src) *x = *src;
+    x->is_sample = false;
     x->planted = planted;
+    EmuCase *c = emu_clone_case(&emu, from, name, cu);
     c->user = x;
 }
 
-static void add_planted(int mm, int pw) {
+static void add_planted(int mm, int pw, int am) {
     const char *b, *e;
     /* a barrier deleted from a tiled matrix product: the first, then the second one */
     for (int which = 0; which < 2 && mm >= 0; which++) {
@@ -196,6 +200,12 @@ static void add_planted(int mm, int pw) {
         plant(pw, which ? "planted_load_index_plus_one" : "planted_store_index_plus_one", bad,
                    which ? "a load index + 1" : "a store index + 1");
     }
+    /* an amax merge without the warp's reduction: the first lane stores only its own maximum */
+    const char *cu = am >= 0 ? emu.cases[am].cu : NULL;
+    const char *red = cu ? strstr(cu, "__reduce_max_sync(m, acc)") : NULL;
+    if (!red) EXPECT(0, "no amax merge with a warp reduction found");
+    else plant(am, "planted_amax_no_warp_reduce", splice(cu, red, strlen("__reduce_max_sync(m, acc)"), "acc"),
+               "the amax merge's warp reduction deleted");
 }
 
 /* ---- a data error: a cross_entropy label out of range -------------------------------------------------- */
@@ -385,8 +395,10 @@ int main(void) {
     if (st != 0) { fprintf(stderr, "%s\n", why); return 1; }
 
     /* ---- the cases ---- */
+    int mm = -1, pw = -1, tr = -1, am = -1;
     for (int i = 0; i < KS_NUM_SAMPLES; i++) add_sample(i);
-    int mm = -1, pw = -1, tr = -1;
+    for (int i = 0; i < emu.ncases; i++)
+        if (!strcmp(emu.cases[i].name, "sample_amax_b100")) am = i;
     for (int e = 0; e < emu_nexamples; e++) {
         char *src = emu_example_source(FUSEC_SOURCE_DIR, e);
         EXPECT(src, "cannot read examples/%s.tf", emu_examples[e].file);
@@ -409,7 +421,7 @@ int main(void) {
     int first_planted = emu.ncases;
     /* the planted bugs test the harness, on the units as declared: their patterns (a load
      * `= p0[`) are the f32 units' */
-    if (!emu_precision) add_planted(mm, pw);
+    if (!emu_precision) add_planted(mm, pw, am);
     int nplanted = emu.ncases - first_planted;
     add_selftests();
     double t_cases = emu_now_s();
