@@ -1622,6 +1622,7 @@ typedef struct Aot {
     int nsaved;
     int64_t *saved_off;       /* [nsaved] byte offsets in `saved` */
     int64_t saved_bytes;      /* the end of the last one */
+    int64_t fp8_floats;       /* --precision f8: the f8 state argument's floats (kir.h KIR_BUF_STATE); 0: none */
 } Aot;
 
 /* One host entry point: a program and where each of its input and output buffers lives. */
@@ -1698,6 +1699,11 @@ static FcStatus aot_check(const Aot *a, AotFn *f, FcErr *err) {
                 return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: temp b%d [%lld, +%lld) outside the workspace of %lld bytes",
                                   b, (long long)buf->offset, (long long)bytes, (long long)ws);
             f->uses_ws = true;
+            continue;
+        }
+        if (buf->kind == KIR_BUF_STATE) {
+            if (buf->dtype != FC_F32 || buf->numel != a->fp8_floats || buf->numel % KIR_FP8_STRIDE)
+                return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: the f8 state b%d is malformed", b);
             continue;
         }
         bool want_out = buf->kind == KIR_BUF_OUTPUT;
@@ -1781,6 +1787,7 @@ static void put_params(StrBuf *o, const Aot *a, bool backward, const char *sep) 
     } else if (a->train) {
         sb_puts(o, "void *saved, ");
     }
+    if (a->fp8_floats) sb_puts(o, "float *fp8_state, ");
     sb_puts(o, "void *workspace, size_t workspace_bytes, cudaStream_t stream");
 }
 
@@ -1797,11 +1804,16 @@ static void put_null_checks(StrBuf *o, const Aot *a, bool backward) {
             put_arg_name(o, (CgArg){kinds[pass], a->arg_of[i]});
         }
     if (cnt) sb_puts(o, ") return 2;\n");
+    if (a->fp8_floats) sb_puts(o, "    if (!fp8_state) return 2;\n");
 }
 
 /* A launch argument: the C expression of buffer buf of f's program (a pointer to its storage
  * type; for a library call, a plain pointer). */
 static void put_buffer_arg(StrBuf *o, const Aot *a, const AotFn *f, const KirBuffer *buf, bool library) {
+    if (buf->kind == KIR_BUF_STATE) {
+        sb_puts(o, "fp8_state");
+        return;
+    }
     if (buf->kind == KIR_BUF_TEMP) {
         if (library) sb_printf(o, "fc_ws + %lld", (long long)buf->offset);
         else sb_printf(o, "(%s *)(fc_ws + %lld)", storage_ctype(buf->dtype), (long long)buf->offset);
@@ -2014,8 +2026,11 @@ static void put_train_comment(StrBuf *out, const Aot *a, const AotFn *fw, const 
 }
 
 /* The unit of the n entry points fns (1: the forward; 2: training's forward and backward). */
-static FcStatus put_aot(const Aot *a, AotFn *fns, int n, const char *entry, StrBuf *out, FcErr *err) {
+static FcStatus put_aot(Aot *a, AotFn *fns, int n, const char *entry, StrBuf *out, FcErr *err) {
     bool any_gemm = false;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < fns[i].p->buffers.len; b++)
+            if (fns[i].p->buffers.data[b].kind == KIR_BUF_STATE) a->fp8_floats = fns[i].p->buffers.data[b].numel;
     for (int i = 0; i < n; i++) {
         FC_TRY(aot_check(a, &fns[i], err));
         any_gemm |= fns[i].any_gemm;
@@ -2029,6 +2044,9 @@ static FcStatus put_aot(const Aot *a, AotFn *fns, int n, const char *entry, StrB
               bw ? " for training" : "");
     sb_printf(out, " *   extern \"C\" int fusec_%s_workspace_size(size_t *bytes);\n", entry);
     if (bw) sb_printf(out, " *   extern \"C\" int fusec_%s_saved_bytes(size_t *bytes);\n", entry);
+    if (a->fp8_floats)
+        sb_printf(out, " *   extern \"C\" int fusec_%s_fp8_state_size(size_t *bytes);\n"
+                       " *   extern \"C\" int fusec_%s_fp8_state_init(float *fp8_state, cudaStream_t stream);\n", entry, entry);
     sb_printf(out, " *   extern \"C\" int fusec_%s_forward(", entry);
     put_params(out, a, false, ",\n *           ");
     sb_puts(out, ");\n");
@@ -2041,6 +2059,13 @@ static FcStatus put_aot(const Aot *a, AotFn *fns, int n, const char *entry, StrB
     } else {
         sb_puts(out, " *\n * Arguments:\n");
         put_arg_lines(out, a);
+        if (a->fp8_floats)
+            sb_printf(out, " *   fp8_state: --precision f8's delayed scaling (%lld floats, %lld f8 tensors): the\n"
+                           " *              scales and amax histories, kept from call to call; make it once with\n"
+                           " *              fusec_%s_fp8_state_init(fp8_state, stream) (every scale 1, no history).\n"
+                           " *              Each call first sets every scale from the history, then records its\n"
+                           " *              amaxes; run one call to calibrate before the calls that count.\n",
+                      (long long)a->fp8_floats, (long long)(a->fp8_floats / KIR_FP8_STRIDE), entry);
         sb_printf(out, " *   workspace: at least fusec_%s_workspace_size() bytes (%lld), 256-byte aligned\n"
                        " *              (cudaMalloc memory is); may be NULL when that size is 0.\n", entry, (long long)fw->need);
         sb_puts(out, status_text);
@@ -2069,6 +2094,17 @@ static FcStatus put_aot(const Aot *a, AotFn *fns, int n, const char *entry, StrB
         sb_printf(out, "extern \"C\" int fusec_%s_%s(size_t *bytes)\n{\n"
                        "    if (!bytes) return 2;\n    *bytes = (size_t)%lldULL;\n    return 0;\n}\n\n",
                   entry, ws_fn, (long long)f->need);
+        if (a->fp8_floats && !f->backward) {
+            sb_printf(out, "extern \"C\" int fusec_%s_fp8_state_size(size_t *bytes)\n{\n"
+                           "    if (!bytes) return 2;\n    *bytes = (size_t)%lldULL;\n    return 0;\n}\n\n",
+                      entry, (long long)(a->fp8_floats * 4));
+            /* every slot [scale 1, amax 0, history 0...] (kir.h KIR_BUF_STATE) */
+            sb_printf(out, "extern \"C\" int fusec_%s_fp8_state_init(float *fp8_state, cudaStream_t stream)\n{\n"
+                           "    static float init[%lld];\n    if (!fp8_state) return 2;\n"
+                           "    for (int k = 0; k < %lld; k++) init[k * %d] = 1.0f;\n"
+                           "    return cudaMemcpyAsync(fp8_state, init, sizeof init, cudaMemcpyHostToDevice, stream) == cudaSuccess ? 0 : 7;\n}\n\n",
+                      entry, (long long)a->fp8_floats, (long long)(a->fp8_floats / KIR_FP8_STRIDE), KIR_FP8_STRIDE);
+        }
         if (bw && !f->backward)
             sb_printf(out, "extern \"C\" int fusec_%s_saved_bytes(size_t *bytes)\n{\n"
                            "    if (!bytes) return 2;\n    *bytes = (size_t)%lldULL;\n    return 0;\n}\n\n",

@@ -528,7 +528,8 @@ static LVal matmul(Lower *L, LVal a, LVal b, FeLoc loc) {
 typedef enum OpKind {
     K_UNARY, K_BINARY, K_MATMUL, K_WHERE, K_CAST, K_REDUCE, K_SOFTMAX, K_LAYERNORM, K_RMSNORM,
     K_CAUSAL, K_ATTENTION, K_GELU, K_RESHAPE, K_TRANSPOSE, K_BROADCAST, K_CONCAT, K_SPLIT, K_SLICE,
-    K_IOTA, K_FULL, K_GATHER, K_SCATTER_ADD, K_DROPOUT, K_DROPOUT_MASK, K_CROSS_ENTROPY
+    K_IOTA, K_FULL, K_GATHER, K_SCATTER_ADD, K_DROPOUT, K_DROPOUT_MASK, K_CROSS_ENTROPY,
+    K_INTERNAL   /* made by the compiler, never called in source: its name is not an op's */
 } OpKind;
 
 #define MAX_ARGS 6
@@ -555,7 +556,7 @@ static const OpSpec op_specs[] = {
 
 static const OpSpec *find_op(const char *name) {
     for (size_t i = 0; i < sizeof op_specs / sizeof op_specs[0]; i++)
-        if (strcmp(op_specs[i].name, name) == 0) return &op_specs[i];
+        if (op_specs[i].kind != K_INTERNAL && strcmp(op_specs[i].name, name) == 0) return &op_specs[i];
     return NULL;
 }
 
@@ -954,6 +955,7 @@ static LVal lower_op(Lower *L, Scope *S, FeExpr *call, const OpSpec *spec) {
         int r = add_node(L, op, mask ? NULL : &x, mask ? 0 : 1, &at, loc, -1, op);
         return r < 0 ? poison(loc) : tensor(r, loc);
     }
+    case K_INTERNAL: break;   /* find_op never returns one */
     }
     return poison(loc);
 }
@@ -1339,7 +1341,8 @@ static LVal lower_expr_inner(Lower *L, Scope *S, FeExpr *e) {
             if (!sg.best) {
                 /* the file's own blocks first: they win a tie with an op */
                 suggest_decls(L, &sg, 1u << FE_D_BLOCK);
-                for (size_t i = 0; i < sizeof op_specs / sizeof op_specs[0]; i++) fe_suggest(&sg, op_specs[i].name);
+                for (size_t i = 0; i < sizeof op_specs / sizeof op_specs[0]; i++)
+                    if (op_specs[i].kind != K_INTERNAL) fe_suggest(&sg, op_specs[i].name);
             }
             char dym[FE_SUGGEST_MAX + 32];
             fe_error(L->d, e->loc, "unknown function '%s'; expected an op or a block declared in this file%s", e->name,

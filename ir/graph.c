@@ -100,8 +100,14 @@ void ir_graph_free(IrGraph *g) {
     FC_VEC_FREE(&g->is_param);
     FC_VEC_FREE(&g->outputs);
     FC_VEC_FREE(&g->output_names);
+    FC_VEC_FREE(&g->fp8);
     arena_free(&g->arena);
     fc_free(g);
+}
+
+int ir_add_fp8_slot(IrGraph *g, FcDtype fmt) {
+    IrFp8Slot sl = {fmt, 1.0};
+    return FC_VEC_PUSH(&g->fp8, sl) ? g->fp8.len - 1 : -1;
 }
 
 int ir_add_input(IrGraph *g, const char *name, FcDtype t, const IrShape *s, bool is_param) {
@@ -192,9 +198,19 @@ FcStatus ir_add_output(IrGraph *g, int value, const char *name, FcErr *err) {
     return FC_OK;
 }
 
+FcStatus ir_copy_fp8_slots(IrGraph *dst, const IrGraph *src, FcErr *err) {
+    FC_CHECK(err, dst->fp8.len == 0);
+    for (int k = 0; k < src->fp8.len; k++) {
+        if (ir_add_fp8_slot(dst, src->fp8.data[k].fmt) < 0) return FC_OOM(err);
+        dst->fp8.data[k].scale = src->fp8.data[k].scale;
+    }
+    return FC_OK;
+}
+
 FcStatus ir_copy_inputs(IrGraph *dst, const IrGraph *src, const int *retype, int *map, FcErr *err) {
     for (int v = 0; v < src->values.len; v++) map[v] = -1;
     dst->next_origin = src->next_origin;
+    FC_TRY(ir_copy_fp8_slots(dst, src, err));
     for (int i = 0; i < src->inputs.len; i++) {
         int v = src->inputs.data[i];
         FC_CHECK(err, v >= 0 && v < src->values.len && i < src->is_param.len);

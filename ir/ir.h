@@ -108,6 +108,15 @@ struct IrNode {
     IrOp origin_op;      /* and that op */
 };
 
+/* A slot of f8 delayed scaling (--precision f8; docs/precision.md "f8"): one per tensor stored
+ * in f8. The programs keep the slot's scale and amax history in their state buffer; `scale` is
+ * the scale the reference interpreter uses for fp8_scale (1 unless --check copies a program's
+ * in). */
+typedef struct IrFp8Slot {
+    FcDtype fmt;      /* FC_F8E4M3 or FC_F8E5M2 */
+    double scale;     /* a positive finite power of two */
+} IrFp8Slot;
+
 struct IrGraph {
     Arena arena;
     const char *name;           /* block name */
@@ -119,11 +128,14 @@ struct IrGraph {
     FC_VEC(int) outputs;        /* value ids */
     FC_VEC(const char *) output_names; /* parallel to outputs (arena) */
     int next_origin;            /* next fresh origin id */
+    FC_VEC(IrFp8Slot) fp8;      /* f8 scaling slots, indexed by fp8_scale's and fp8_quant's slot */
 };
 
 IrGraph *ir_graph_new(const char *name, const char *file);  /* NULL on OOM */
 void ir_graph_free(IrGraph *g);
 
+/* Adds an f8 scaling slot of format fmt (scale 1); returns its index, or -1 on OOM. */
+int ir_add_fp8_slot(IrGraph *g, FcDtype fmt);
 /* Adds a block input; returns its value id, or -1 on OOM. */
 int ir_add_input(IrGraph *g, const char *name, FcDtype t, const IrShape *s, bool is_param);
 /* Adds a node: copies ins and attrs (list included), runs the shape rule, creates the
@@ -137,10 +149,13 @@ FcStatus ir_add_output(IrGraph *g, int value, const char *name, FcErr *err);
  * dst (new, empty) as src's interface: next_origin, and every input with its name, shape, dtype
  * (retype[dtype] when retype is given and not -1) and param flag; map[v] (room for
  * src->values.len) becomes the dst id of each input and -1 elsewhere. ir_copy_outputs ends the
- * copy (every src output through map, its name kept). ir_readd_node adds a node
+ * copy (every src output through map, its name kept). ir_copy_inputs also copies the f8 slots. ir_readd_node adds a node
  * for src node n (its loc, origin and origin op) with the given op, inputs (dst ids) and attrs: a
  * pass's own rewrite, so a shape rule that refuses it is an internal error naming `who`. */
 FcStatus ir_copy_inputs(IrGraph *dst, const IrGraph *src, const int *retype, int *map, FcErr *err);
+/* dst (with no slots yet) gets src's f8 slots, formats and scales (ir_copy_inputs does it; passes
+ * that build a graph's interface their own way call it). */
+FcStatus ir_copy_fp8_slots(IrGraph *dst, const IrGraph *src, FcErr *err);
 FcStatus ir_copy_outputs(IrGraph *dst, const IrGraph *src, const int *map, FcErr *err);
 FcStatus ir_readd_node(IrGraph *dst, const IrNode *n, IrOp op, const int *ins, int nin, const IrAttrs *a,
                        const char *who, int *out0, FcErr *err);

@@ -528,7 +528,7 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
 }
 
 void kir_print_program(const KirProgram *p, StrBuf *o) {
-    static const char *const kinds[] = {"input", "output", "temp"};
+    static const char *const kinds[] = {"input", "output", "temp", "state"};
     sb_printf(o, "program %s workspace=%lld\n", p->block_name, (long long)p->workspace_bytes);
     for (int i = 0; i < p->buffers.len; i++) {
         const KirBuffer *b = &p->buffers.data[i];
@@ -1087,7 +1087,8 @@ FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_al
                 end > p->workspace_bytes)
                 return fc_err_set(err, FC_ERR_INTERNAL, "%s: temp buffer b%d lies outside the workspace or is not "
                                   "%lld-byte aligned", who, i, (long long)temp_align);
-        } else if (b->index < 0 || (b->kind != KIR_BUF_INPUT && b->kind != KIR_BUF_OUTPUT)) {
+        } else if (b->kind == KIR_BUF_STATE ? b->index != 0 || b->dtype != FC_F32 || b->numel % KIR_FP8_STRIDE != 0
+                                             : b->index < 0 || (b->kind != KIR_BUF_INPUT && b->kind != KIR_BUF_OUTPUT)) {
             return fc_err_set(err, FC_ERR_INTERNAL, "%s: buffer b%d has a bad kind or index", who, i);
         }
     }

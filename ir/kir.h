@@ -213,10 +213,20 @@ typedef struct KirKernel {
     bool failed;         /* an allocation failed or scopes were misused */
 } KirKernel;
 
-typedef enum KirBufKind { KIR_BUF_INPUT, KIR_BUF_OUTPUT, KIR_BUF_TEMP } KirBufKind;
+/* STATE: the program's f8 scaling state (--precision f8; docs/precision.md "f8"), one f32
+ * array that outlives runs, shared by a training step's forward and backward programs and
+ * bound by the device (index 0). Per slot k of IrGraph.fp8, at k * KIR_FP8_STRIDE:
+ *   [0] the scale the kernels use in this run (a power of two; 1 before the first update),
+ *   [1] the amax of this run (max |x| of the slot's tensor, KS_AMAX; 0 after the update),
+ *   [2 .. 2 + KIR_FP8_HISTORY) the amax of earlier runs, newest first.
+ * A program whose graph quantizes with slot k updates it in its first launch (the kernel
+ * "fp8_update": the run's amax pushed into the history, the scale set from the history). */
+typedef enum KirBufKind { KIR_BUF_INPUT, KIR_BUF_OUTPUT, KIR_BUF_TEMP, KIR_BUF_STATE } KirBufKind;
+#define KIR_FP8_HISTORY 16
+#define KIR_FP8_STRIDE (2 + KIR_FP8_HISTORY)
 typedef struct KirBuffer {
     KirBufKind kind;
-    int index;           /* INPUT/OUTPUT: the block's input/output index */
+    int index;           /* INPUT/OUTPUT: the block's input/output index; STATE: 0 */
     FcDtype dtype;
     int64_t numel;
     int64_t offset;      /* TEMP: byte offset in the workspace (256-byte aligned) */

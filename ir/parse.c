@@ -499,7 +499,14 @@ typedef struct POutput {
 } POutput;
 
 /* Growable scratch arrays of parsed items. */
+typedef struct PSlot {
+    Tok at;
+    FcDtype fmt;
+    double scale;
+} PSlot;
+
 typedef struct Items {
+    FC_VEC(PSlot) slots;
     FC_VEC(PInput) inputs;
     FC_VEC(PNode) nodes;
     FC_VEC(POutput) outputs;
@@ -524,6 +531,40 @@ static FcStatus parse_input(Parser *ps, Items *it) {
     FC_TRY(parse_type(ps, &in.dt, &in.sh));
     FC_TRY(expect_eol(ps));
     if (!FC_VEC_PUSH(&it->inputs, in)) return FC_OOM(ps->err);
+    return FC_OK;
+}
+
+/* fp8 slot K: FORMAT scale=X  (slots in order from 0) */
+static FcStatus parse_slot(Parser *ps, Items *it) {
+    PSlot sl = {.at = ps->tok};
+    FC_TRY(next(ps));
+    FC_TRY(expect_word(ps, "slot"));
+    int64_t k;
+    Tok kt = ps->tok;
+    FC_TRY(expect_int(ps, 0, MAX_ID, "the slot", &k));
+    if (k != it->slots.len)
+        return perr(ps, kt.line, kt.col, "f8 slots are numbered in order: expected %d, found %lld", it->slots.len, (long long)k);
+    FC_TRY(expect_punct(ps, ':'));
+    Tok ft = ps->tok;
+    char name[16];
+    int d = -1;
+    if (ft.kind == T_IDENT && ft.len < sizeof name) {
+        memcpy(name, ft.start, ft.len);
+        name[ft.len] = '\0';
+        d = ir_dtype_lookup(name);
+    }
+    if (d != FC_F8E4M3 && d != FC_F8E5M2) return perr(ps, ft.line, ft.col, "an f8 slot's format is f8e4m3 or f8e5m2");
+    sl.fmt = (FcDtype)d;
+    FC_TRY(next(ps));
+    FC_TRY(expect_word(ps, "scale"));
+    FC_TRY(expect_punct(ps, '='));
+    Tok st = ps->tok;
+    FC_TRY(parse_float(ps, &sl.scale));
+    int e;
+    if (!(sl.scale > 0) || !isfinite(sl.scale) || frexp(sl.scale, &e) != 0.5)
+        return perr(ps, st.line, st.col, "an f8 slot's scale is a positive finite power of two");
+    FC_TRY(expect_eol(ps));
+    if (!FC_VEC_PUSH(&it->slots, sl)) return FC_OOM(ps->err);
     return FC_OK;
 }
 
@@ -779,12 +820,17 @@ FcStatus ir_parse(const char *text, const char *file, IrGraph **out, FcErr *err)
         else if (ps.tok.kind == T_EOF) break;
         else if (is_word(&ps, "input") || is_word(&ps, "param")) TRY_(parse_input(&ps, &it));
         else if (is_word(&ps, "output")) TRY_(parse_output(&ps, &it));
+        else if (is_word(&ps, "fp8")) TRY_(parse_slot(&ps, &it));
         else if (ps.tok.kind == T_VALUE) TRY_(parse_node(&ps, &it));
-        else TRY_(expected(&ps, "'input', 'param', 'output' or a node"));
+        else TRY_(expected(&ps, "'input', 'param', 'output', 'fp8' or a node"));
     }
 
     g = ir_graph_new(name, srcfile);
     if (!g) TRY_(FC_OOM(err));
+    for (int k = 0; k < it.slots.len; k++) {
+        if (ir_add_fp8_slot(g, it.slots.data[k].fmt) < 0) TRY_(FC_OOM(err));
+        g->fp8.data[k].scale = it.slots.data[k].scale;
+    }
     TRY_(build(&ps, g, &it));
     if (next_origin < g->next_origin)
         TRY_(perr(&ps, ntok.line, ntok.col, "next_origin=%lld is not above the largest origin, %d",
@@ -792,6 +838,7 @@ FcStatus ir_parse(const char *text, const char *file, IrGraph **out, FcErr *err)
     g->next_origin = (int)next_origin;
 done:
 #undef TRY_
+    FC_VEC_FREE(&it.slots);
     FC_VEC_FREE(&it.inputs);
     FC_VEC_FREE(&it.nodes);
     FC_VEC_FREE(&it.outputs);

@@ -126,6 +126,13 @@ void ir_print(const IrGraph *g, StrBuf *out) {
     put_quoted(out, g->file);
     sb_printf(out, " next_origin=%d\n", g->next_origin);
 
+    for (int k = 0; k < g->fp8.len; k++) {
+        const char *fn = fc_dtype_name(g->fp8.data[k].fmt);
+        sb_printf(out, "  fp8 slot %d: %s scale=", k, fn ? fn : "?");
+        put_double(out, g->fp8.data[k].scale);
+        sb_putc(out, '\n');
+    }
+
     for (int i = 0; i < g->inputs.len; i++) {
         int v = g->inputs.data[i];
         bool param = i < g->is_param.len && g->is_param.data[i];

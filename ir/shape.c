@@ -565,3 +565,52 @@ RULE(cross_entropy) {
     odt[0] = l->dtype;
     return FC_OK;
 }
+
+/* ---- f8 scaling (ops.def) ------------------------------------------------------------------ */
+static FcStatus fp8_slot(const IrGraph *g, const IrNode *n, FcErr *err) {
+    if (n->a.i[0] < 0 || n->a.i[0] >= g->fp8.len)
+        return fc_err_set(err, FC_ERR_INPUT, "'%s' names f8 slot %lld; the graph has %d", opname(n),
+                          (long long)n->a.i[0], g->fp8.len);
+    return FC_OK;
+}
+
+/* s: the f32 scalar scale of fp8_quant and fp8_dequant */
+static FcStatus fp8_scale_input(const IrGraph *g, const IrNode *n, FcErr *err) {
+    const IrValue *s = in(g, n, 1);
+    if (s->dtype != FC_F32 || s->shape.rank != 0) {
+        char t[128];
+        tstr(s, t, sizeof t);
+        return fc_err_set(err, FC_ERR_INPUT, "'%s' expects an f32[] scale; got %s", opname(n), t);
+    }
+    return FC_OK;
+}
+
+RULE(fp8_scale) {
+    (void)nout;
+    FC_TRY(fp8_slot(g, n, err));
+    osh[0].rank = 0;
+    odt[0] = FC_F32;
+    return FC_OK;
+}
+
+RULE(fp8_quant) {
+    (void)nout;
+    FC_TRY(fp8_slot(g, n, err));
+    FC_TRY(fp8_scale_input(g, n, err));
+    const IrValue *x = in(g, n, 0);
+    if (x->dtype != FC_F32) return fc_err_set(err, FC_ERR_INPUT, "'fp8_quant' expects f32 x; got %s", fc_dtype_name(x->dtype));
+    osh[0] = x->shape;
+    odt[0] = g->fp8.data[n->a.i[0]].fmt;
+    return FC_OK;
+}
+
+RULE(fp8_dequant) {
+    (void)nout;
+    FC_TRY(fp8_scale_input(g, n, err));
+    const IrValue *q = in(g, n, 0);
+    if (q->dtype != FC_F8E4M3 && q->dtype != FC_F8E5M2)
+        return fc_err_set(err, FC_ERR_INPUT, "'fp8_dequant' expects an f8 q; got %s", fc_dtype_name(q->dtype));
+    osh[0] = q->shape;
+    odt[0] = FC_F32;
+    return FC_OK;
+}

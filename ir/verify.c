@@ -20,6 +20,8 @@
  */
 #include "ir.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -148,7 +150,13 @@ static FcStatus check_node(const IrGraph *g, int i, FcErr *err) {
     if (!(named & (1u << 6)) && n->a.dtype != 0)
         return bad(g, err, "%s: attribute slot d is set but '%s' does not use it", nd, info->name);
 
-    if (info->cat == IR_CAT_BINARY || info->cat == IR_CAT_COMPARE || info->cat == IR_CAT_SELECT) {
+    if (n->op == IR_OP_FP8_QUANT || n->op == IR_OP_FP8_DEQUANT) {
+        /* the scale is the slot's own: an fp8_scale node's result (of the same slot for a quant) */
+        const IrValue *sv = ir_cval(g, n->in[1]);
+        const IrNode *sn = sv->node >= 0 ? &g->nodes.data[sv->node] : NULL;
+        if (!sn || sn->op != IR_OP_FP8_SCALE || (n->op == IR_OP_FP8_QUANT && sn->a.i[0] != n->a.i[0]))
+            return bad(g, err, "%s: its scale %%%d is not an fp8_scale of its slot", nd, n->in[1]);
+    } else if (info->cat == IR_CAT_BINARY || info->cat == IR_CAT_COMPARE || info->cat == IR_CAT_SELECT) {
         int a = info->cat == IR_CAT_SELECT ? 1 : 0;
         FcDtype ta = ir_cval(g, n->in[a])->dtype, tb = ir_cval(g, n->in[a + 1])->dtype;
         if (ta != tb)
@@ -196,7 +204,22 @@ FcStatus ir_verify(const IrGraph *g, FcErr *err) {
                 return bad(g, err, "value %%%d says it is result %d of node %d, which it is not", v, val->result, val->node);
         }
     }
+    for (int k = 0; k < g->fp8.len; k++) {
+        const IrFp8Slot *sl = &g->fp8.data[k];
+        int e;
+        if (sl->fmt != FC_F8E4M3 && sl->fmt != FC_F8E5M2) return bad(g, err, "f8 slot %d has format %d, not an f8 type", k, (int)sl->fmt);
+        if (!(sl->scale > 0) || !isfinite(sl->scale) || frexp(sl->scale, &e) != 0.5)
+            return bad(g, err, "f8 slot %d's scale %g is not a positive finite power of two", k, sl->scale);
+    }
     for (int i = 0; i < g->nodes.len; i++) FC_TRY(check_node(g, i, err));
+    /* one tensor a slot: at most one fp8_quant of each */
+    for (int i = 0; i < g->nodes.len; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        if (n->op != IR_OP_FP8_QUANT) continue;
+        for (int j = i + 1; j < g->nodes.len; j++)
+            if (g->nodes.data[j].op == IR_OP_FP8_QUANT && g->nodes.data[j].a.i[0] == n->a.i[0])
+                return bad(g, err, "nodes %d and %d both quantize with f8 slot %lld", i, j, (long long)n->a.i[0]);
+    }
     for (int i = 0; i < g->outputs.len; i++) {
         int v = g->outputs.data[i];
         if (v < 0 || v >= g->values.len) return bad(g, err, "output %d: id %%%d is out of range", i, v);

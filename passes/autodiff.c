@@ -345,6 +345,9 @@ static FcStatus rule_binary(Ad *d, const IrNode *n, int g) {
         }
         break;
     }
+    case IR_OP_FP8_QUANT: case IR_OP_FP8_DEQUANT:
+        return fc_err_set(d->err, FC_ERR_UNSUPPORTED, "training at --precision f8 is not supported yet (no gradient "
+                          "rule for '%s')", ir_ops[n->op].name);
     default:
         return fc_err_set(d->err, FC_ERR_INTERNAL, "internal error: pass_autodiff: no rule for '%s'", ir_ops[n->op].name);
     }
@@ -639,6 +642,7 @@ static FcStatus run(Ad *d, AdJoint *j) {
     for (int v = 0; v < src->values.len; v++) d->map[v] = -1;
     g->next_origin = src->next_origin;
     j->first_bwd_origin = src->next_origin;
+    FC_TRY(ir_copy_fp8_slots(g, src, d->err));
     /* inputs: the block's, then the outputs' gradients */
     for (int i = 0; i < src->inputs.len; i++) {
         const IrValue *x = ir_cval(src, src->inputs.data[i]);

@@ -47,6 +47,7 @@ FcStatus pass_dce(const IrGraph *in, IrGraph **out, FcErr *err) {
     /* the copy */
     for (int v = 0; v < nv && s == FC_OK; v++) map[v] = -1;
     if (s == FC_OK) g->next_origin = in->next_origin;
+    if (s == FC_OK) s = ir_copy_fp8_slots(g, in, err);
     for (int i = 0; s == FC_OK && i < in->inputs.len; i++) {
         const IrValue *x = ir_cval(in, in->inputs.data[i]);
         map[in->inputs.data[i]] = ir_add_input(g, x->name, x->dtype, &x->shape, in->is_param.data[i]);

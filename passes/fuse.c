@@ -6,7 +6,10 @@
  *
  * Eager (--no-fuse): one group per source op (the nodes' origin), the baseline.
  * Fused: every node starts alone; then, in topological order, each node's group absorbs
- * the groups producing its inputs (vertical fusion), then groups that read the same value
+ * the groups producing its inputs (vertical fusion; an fp8_dequant does not absorb its f8
+ * input's producer but waits to be absorbed by its reader, which then takes that producer
+ * too where it can, so that an f8 value crosses a kernel boundary in f8, never dequantized
+ * to f32), then groups that read the same value
  * merge (sibling fusion, a multi-output kernel), each merge taken only when
  *   - the merged group is schedulable by one of lower.c's schedules:
  *       pointwise  elementwise ops, broadcasts and index maps (reshape, transpose, slice,
@@ -217,6 +220,7 @@ static const char *schedulable(Fuse *f, int a, int b) {
             if (!in_cand(f, i, a, b)) continue;
             const IrNode *n = &g->nodes.data[i];
             if (f->mark[i] == 2) {
+                if (n->op == IR_OP_FP8_QUANT) return "an f8 store records its amax in a kernel's body, not its tail";
                 if (ir_ops[n->op].cat == IR_CAT_REDUCE) {
                     int p = V(f, n->in[0])->node;
                     if (p < 0 || !in_cand(f, p, a, b) || f->mark[p] != 1)
@@ -323,9 +327,16 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
     for (int i = 0; i < f.n; i++) {
         const IrNode *n = &g->nodes.data[i];
         if (opt->library_gemm && feeds_library_product(&f, i)) continue;
+        if (n->op == IR_OP_FP8_DEQUANT) continue;   /* waits for its reader, below */
         for (int j = 0; j < n->nin; j++) {
             int p = ir_cval(g, n->in[j])->node;
-            if (p >= 0 && !generated(&f, n->in[j])) try_merge(&f, f.grp[p], f.grp[i]);
+            if (p < 0 || generated(&f, n->in[j])) continue;
+            try_merge(&f, f.grp[p], f.grp[i]);
+            /* an f8 value's dequant goes with its reader, and through it the reader takes the
+             * quant's group where it can; where it cannot, the value crosses in f8 */
+            const IrNode *d = &g->nodes.data[p];
+            int q = d->op == IR_OP_FP8_DEQUANT ? ir_cval(g, d->in[0])->node : -1;
+            if (q >= 0 && f.grp[p] == f.grp[i]) try_merge(&f, f.grp[q], f.grp[i]);
         }
     }
     /* sibling: groups reading the same value */

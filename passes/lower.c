@@ -118,6 +118,7 @@ typedef struct Lower {
     bool *used_outside;      /* [values] read by another group or a block output */
     int *buf_of_val;         /* [values] buffer id, or -1 */
     int plant;               /* FUSEC_PLANT_BUG's value (plant_target), or -1 */
+    int state_buf;           /* the f8 scaling state (KIR_BUF_STATE), or -1 when the graph has no slot */
 
     /* the kernel being built */
     KirKernel *k;
@@ -675,6 +676,21 @@ static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
     return kir_cast(L->k, ctype(val(L, v)->dtype), vref(L, acc));
 }
 
+/* fp8_quant(x, s) at idx: x * s in f32 (the store to an f8 buffer rounds it, saturating; so does
+ * --strict-rounding here), and |x| into the slot's amax of this run (KS_AMAX: wherever the kernel
+ * computes it, stored or not, since the reference rounds it with the slot's scale either way).
+ * fp8_dequant(q, s): q / s, exact. s is a scalar: it broadcasts. */
+static int emit_fp8(Lower *L, const IrNode *n, const int *idx) {
+    const IrShape *os = &val(L, n->out[0])->shape;
+    int ii[IR_MAX_RANK], none[1] = {0};
+    bcast_index(L, os, &val(L, n->in[0])->shape, idx, ii);
+    int x = emit(L, n->in[0], ii), sc = emit(L, n->in[1], none);
+    if (n->op == IR_OP_FP8_DEQUANT) return kir_bin(L->k, KB_DIV, x, sc);
+    LCHECK(L, L->state_buf >= 0 && !L->k->in_tail);
+    kir_amax(L->k, param_for_buf(L, L->state_buf, true), ci(L, n->a.i[0] * KIR_FP8_STRIDE + 1), x);
+    return strict_round(L, val(L, n->out[0])->dtype, kir_bin(L->k, KB_MUL, x, sc));
+}
+
 static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
     const IrValue *o = val(L, v);
     KirType t = ctype(o->dtype);
@@ -686,6 +702,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
     }
     case IR_CAT_BINARY:
     case IR_CAT_COMPARE: {
+        if (n->op == IR_OP_FP8_QUANT || n->op == IR_OP_FP8_DEQUANT) return emit_fp8(L, n, idx);
         bcast_index(L, &o->shape, &val(L, n->in[0])->shape, idx, ii);
         bcast_index(L, &o->shape, &val(L, n->in[1])->shape, idx, jj);
         int a = emit(L, n->in[0], ii), b = emit(L, n->in[1], jj);
@@ -704,6 +721,10 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
     case IR_CAT_REDUCE:
         return emit_reduce_serial(L, n, v, idx);
     case IR_CAT_GENERATOR:
+        if (n->op == IR_OP_FP8_SCALE) {   /* the slot's scale in this run, from the state */
+            LCHECK(L, L->state_buf >= 0);
+            return kir_load(L->k, param_for_buf(L, L->state_buf, false), ci(L, n->a.i[0] * KIR_FP8_STRIDE));
+        }
         if (n->op == IR_OP_DROPOUT_MASK) return emit_dropout_mask(L, n, &o->shape, idx);
         if (n->op == IR_OP_FULL) {
             if (t == KT_F32 || t == KT_F64) return kir_round(L->k, o->dtype, fconst(L, t, n->a.f));
@@ -817,6 +838,7 @@ static void kernel_end(Lower *L, const char *ops) {
         int prm = L->param_of_buf[b];
         if (prm < 0) continue;
         la.args[prm] = b;
+        if (L->p->buffers.data[b].kind == KIR_BUF_STATE) continue;   /* a scale and an amax: not modelled */
         int64_t bytes = L->p->buffers.data[b].numel * (int64_t)fc_dtype_size(L->p->buffers.data[b].dtype);
         if (k->params.data[prm].written) k->bytes_written += bytes;
         else k->bytes_read += bytes;
@@ -1929,6 +1951,61 @@ static int add_buffer(Lower *L, KirBufKind kind, int index, int v) {
     return L->p->buffers.len - 1;
 }
 
+/* The f8 scaling update, the program's first launch (kir.h, KIR_BUF_STATE): for each slot this
+ * graph quantizes with, the amax of the last run pushed into the history (newest first, the
+ * oldest dropped) and reset to 0, and the scale set to the largest power of two s with
+ * s * max(history) <= the format's largest finite value (found by halving and doubling, exact),
+ * kept where that maximum is 0 or not finite. One thread: the statements are block-uniform, and
+ * a GPU's threads would otherwise race on the history's shift. */
+static void lower_fp8_update(Lower *L) {
+    const IrGraph *g = L->g;
+    bool any = false;
+    for (int i = 0; i < g->nodes.len; i++) any |= g->nodes.data[i].op == IR_OP_FP8_QUANT;
+    if (!any) return;
+    kernel_begin(L, -1, "fp8_update", 1, 1);
+    if (failed(L)) return;
+    rename_kernel(L, "fp8_update");
+    int st = param_for_buf(L, L->state_buf, true);
+    for (int i = 0; i < g->nodes.len && !failed(L); i++) {
+        const IrNode *n = &g->nodes.data[i];
+        if (n->op != IR_OP_FP8_QUANT) continue;
+        int64_t base = n->a.i[0] * KIR_FP8_STRIDE;
+        double fmax = g->fp8.data[n->a.i[0]].fmt == FC_F8E4M3 ? 448.0 : 57344.0;
+        int h[KIR_FP8_HISTORY + 1], m = kir_var(L->k, KT_F32), sv = kir_var(L->k, KT_F32);
+        for (int j = 0; j <= KIR_FP8_HISTORY; j++) {   /* h[0]: this run's amax, h[j]: history[j - 1] */
+            h[j] = kir_var(L->k, KT_F32);
+            kir_let(L->k, h[j], kir_load(L->k, st, ci(L, base + 1 + j)));
+        }
+        kir_let(L->k, m, vref(L, h[0]));
+        for (int j = 1; j < KIR_FP8_HISTORY; j++)   /* the history after the push: h[0 .. H) */
+            kir_assign(L->k, m, kir_bin(L->k, KB_MAX, vref(L, m), vref(L, h[j])));
+        kir_let(L->k, sv, kir_load(L->k, st, ci(L, base)));
+        int F = fconst(L, KT_F32, fmax), two = fconst(L, KT_F32, 2.0), half = fconst(L, KT_F32, 0.5);
+        int ok = kir_bin(L->k, KB_AND, kir_bin(L->k, KB_GT, vref(L, m), fconst(L, KT_F32, 0.0)),
+                         kir_bin(L->k, KB_LT, vref(L, m), fconst(L, KT_F32, INFINITY)));
+        kir_if(L->k, ok);
+        int it = kir_var(L->k, KT_I64);
+        kir_assign(L->k, sv, fconst(L, KT_F32, 1.0));
+        /* 1 * 2^-150 ... 2^126: halve while s m > fmax, then double while 2 s m <= fmax */
+        kir_for(L->k, KIR_LOOP_SERIAL, it, ci(L, 0), ci(L, 160));
+        kir_assign(L->k, sv, kir_select(L->k, kir_bin(L->k, KB_GT, kir_bin(L->k, KB_MUL, vref(L, sv), vref(L, m)), F),
+                                        kir_bin(L->k, KB_MUL, vref(L, sv), half), vref(L, sv)));
+        kir_end(L->k);
+        int it2 = kir_var(L->k, KT_I64);
+        kir_for(L->k, KIR_LOOP_SERIAL, it2, ci(L, 0), ci(L, 126));
+        int up = kir_bin(L->k, KB_MUL, vref(L, sv), two);
+        kir_assign(L->k, sv, kir_select(L->k, kir_bin(L->k, KB_LE, kir_bin(L->k, KB_MUL, up, vref(L, m)), F), up,
+                                        vref(L, sv)));
+        kir_end(L->k);
+        kir_end(L->k);
+        kir_store(L->k, st, ci(L, base), vref(L, sv));
+        kir_store(L->k, st, ci(L, base + 1), fconst(L, KT_F32, 0.0));
+        for (int j = 0; j < KIR_FP8_HISTORY; j++) kir_store(L->k, st, ci(L, base + 2 + j), vref(L, h[j]));
+        hc_reset(L);
+    }
+    kernel_end(L, "fp8_update");
+}
+
 /* A planted miscompile, for the tests of the tools that find one (fusec run --check, --bisect;
  * docs/testing.md): with FUSEC_PLANT_BUG=OP in the environment, a fused program computes the
  * first result of the graph's first elementwise node of op OP times 1 + 2^-4, wherever a kernel
@@ -2078,6 +2155,13 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
         if (x->node < 0 || is_view || L.buf_of_val[v] >= 0) out_copy[j] = true;
         else L.buf_of_val[v] = out_buf[j];
     }
+    L.state_buf = -1;
+    if (g->fp8.len > 0 && !failed(&L)) {   /* a few slots: no overflow */
+        KirBuffer b = {.kind = KIR_BUF_STATE, .index = 0, .dtype = FC_F32, .numel = (int64_t)g->fp8.len * KIR_FP8_STRIDE,
+                       .value = -1};
+        if (!FC_VEC_PUSH(&L.p->buffers, b)) fail_oom(&L);
+        L.state_buf = L.p->buffers.len - 1;
+    }
     int64_t ws = 0;
     for (int v = 0; v < nv && !failed(&L); v++) {
         const IrValue *x = val(&L, v);
@@ -2114,6 +2198,7 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     /* 4. kernels, in group order, then the output copies */
     if (node_kernel)
         for (int i = 0; i < nn; i++) node_kernel[i] = -1;
+    if (L.state_buf >= 0 && !failed(&L)) lower_fp8_update(&L);
     for (int gr = 0; gr < L.ngroups && !failed(&L); gr++) {
         if (L.group_is_view[gr]) continue;
         int before = L.p->kernels.len;

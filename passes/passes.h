@@ -16,11 +16,13 @@ FcStatus pass_decompose(const IrGraph *in, IrGraph **out, FcErr *err);
  * rules of its own for softmax and log_softmax). keep NULL: decompose everything. */
 FcStatus pass_decompose_keep(const IrGraph *in, const bool *keep, IrGraph **out, FcErr *err);
 
-/* precision.c: storage precision (--precision bf16|f16): every value declared or computed as
+/* precision.c: storage precision (--precision bf16|f16|f8): every value declared or computed as
  * f32 is stored as p (FC_BF16 or FC_F16), but the results of sum, mean, cross_entropy, full and
  * iota, which stay f32 and whose consumers read their lowered operands widened to f32; a cast to
- * f32 becomes a cast to p. Requires: a verified graph. Leaves: a verified graph with the same
- * inputs and outputs (names, shapes, order), their f32 dtypes lowered. */
+ * f32 becomes a cast to p. p = FC_F8E4M3: the interface and outputs bf16, every other such value
+ * E4M3 with an f8 slot of its own (fp8_quant, fp8_dequant; precision.c's header). Requires: a
+ * verified graph without f8 slots. Leaves: a verified graph with the same inputs and outputs
+ * (names, shapes, order), their f32 dtypes lowered. */
 FcStatus pass_precision(const IrGraph *in, FcDtype p, IrGraph **out, FcErr *err);
 
 /* libgemm.c: where products are library calls (PassOptions.library_gemm), every matmul of

@@ -24,8 +24,17 @@
  * the producer's or the consumer's kernel, the eager program in that op's kernel, and a value
  * crosses a kernel boundary in p, never in f32 and then again in p.
  *
- * f8 (E4M3/E5M2) needs per-tensor scales to keep activations in its range; the pass does not
- * make them, and the library refuses --precision f8 before it runs. */
+ * f8 (p = FC_F8E4M3; docs/precision.md "f8"): the interface and the block outputs are bf16 (as
+ * at bf16), the wide values as above, the logits of softmax, log_softmax and cross_entropy bf16
+ * (their results depend on the logits' differences, which 3 bits lose), and every other f32
+ * value v is stored in E4M3 with a slot of
+ * its own (IrGraph.fp8): q = fp8_quant(v, fp8_scale(slot)) under v's producer's origin, read by
+ * each consumer as fp8_dequant(q, s) under the consumer's origin (fusion keeps the dequant with
+ * its reader: the value crosses a kernel boundary as q). Every op then computes from f32
+ * operands. An index map (reshape, transpose, slice, split, broadcast) of one f8 value is applied
+ * to q itself and keeps its scale. attention's operands are f32 then: the composite runs in f32
+ * from end to end (its scores are not stored narrow at f8). Training at f8 is refused by the
+ * library (no gradient rules for the f8 ops yet). */
 #include "passes.h"
 
 #include <math.h>
@@ -35,7 +44,12 @@ typedef struct Px {
     const IrGraph *src;
     IrGraph *g;
     int *map;          /* src value id -> g value id */
-    FcDtype p;         /* the storage type */
+    FcDtype p;         /* the storage type (at f8: bf16, the interface's and the outputs') */
+    bool f8;           /* --precision f8: intermediates are fp8_quant values */
+    int *scale_of;     /* [g values] f8: the fp8_scale value of an fp8_quant result, else -1 */
+    int cap;           /* scale_of's room */
+    bool *is_output;   /* [src values] a block output */
+    bool *keep_bf16;   /* [src values] f8: stored bf16, not E4M3 (the logits of a softmax) */
     FcErr *err;
     const IrNode *n;   /* the node being copied */
     IrLoc loc;         /* what every node made now gets: n's location, origin and origin op, */
@@ -106,6 +120,33 @@ static FcStatus attention_steps(Px *x, const IrNode *n, int *out) {
     return emit(x, IR_OP_MATMUL, pv, 2, NULL, out);
 }
 
+/* f8: value v of g is f8 with scale sc (an fp8_scale value) */
+static FcStatus set_scale(Px *x, int v, int sc) {
+    if (v >= x->cap) {
+        int cap = 2 * v + 16, *bigger = fc_calloc((size_t)cap, sizeof *bigger);
+        if (!bigger) return FC_OOM(x->err);
+        for (int i = 0; i < cap; i++) bigger[i] = i < x->cap ? x->scale_of[i] : -1;
+        fc_free(x->scale_of);
+        x->scale_of = bigger;
+        x->cap = cap;
+    }
+    x->scale_of[v] = sc;
+    return FC_OK;
+}
+
+/* f8: v (f32) stored as E4M3 with a slot of its own: q = fp8_quant(v, fp8_scale(slot)), under
+ * the producer's origin (its kernel stores q and records the amax). */
+static FcStatus quantize(Px *x, int v, int *out) {
+    int slot = ir_add_fp8_slot(x->g, FC_F8E4M3), sc, q;
+    if (slot < 0) return FC_OOM(x->err);
+    IrAttrs a = {.i = {slot}};
+    FC_TRY(emit(x, IR_OP_FP8_SCALE, NULL, 0, &a, &sc));
+    FC_TRY(emit(x, IR_OP_FP8_QUANT, (int[]){v, sc}, 2, &a, &q));
+    *out = q;
+    return set_scale(x, q, sc);
+}
+static int scale_of(const Px *x, int v) { return x->f8 && v < x->cap ? x->scale_of[v] : -1; }
+
 static FcStatus run_node(Px *x, const IrNode *n) {
     x->n = n;
     x->loc = n->loc;
@@ -123,16 +164,42 @@ static FcStatus run_node(Px *x, const IrNode *n) {
             return FC_OK;
         }
     }
+    /* f8: an index map of one f8 value moves the f8 bytes, under the same scale (no slot of its
+     * own, no rounding again), unless a result is a block output (bf16) */
+    if (x->f8 && ir_ops[n->op].cat == IR_CAT_SHAPE && n->nin == 1 && scale_of(x, x->map[n->in[0]]) >= 0) {
+        bool out = false;
+        for (int k = 0; k < n->nout; k++) out |= x->is_output[n->out[k]];
+        if (!out) {
+            int sc = scale_of(x, x->map[n->in[0]]), first = -1;
+            FC_TRY(emit(x, n->op, &x->map[n->in[0]], 1, &n->a, &first));
+            for (int k = 0; k < n->nout; k++) {
+                x->map[n->out[k]] = first + k;
+                FC_TRY(set_scale(x, first + k, sc));
+                const char *nm = ir_cval(x->src, n->out[k])->name;
+                if (nm && !(ir_val(x->g, first + k)->name = arena_strdup(&x->g->arena, nm))) return FC_OOM(x->err);
+            }
+            return FC_OK;
+        }
+    }
     int *ins = fc_calloc((size_t)(n->nin > 0 ? n->nin : 1), sizeof *ins);
     if (!ins) return FC_OOM(x->err);
-    bool widen = wide_op(n->op);
-    for (int k = 0; k < n->nin; k++) {
+    /* f8: every op computes in f32 from its operands read back (an f8 value dequantized here,
+     * under this op's origin, so that fusion keeps the conversion with its reader) */
+    bool widen = wide_op(n->op) || x->f8;
+    FcStatus s = FC_OK;
+    for (int k = 0; k < n->nin && s == FC_OK; k++) {
         FC_CHECK(x->err, n->in[k] >= 0 && n->in[k] < x->src->values.len && x->map[n->in[k]] >= 0);
         ins[k] = x->map[n->in[k]];
         /* an f32 operand that stayed f32 (a wide value): the lowered ones meet it in f32 */
         if (ir_cval(x->src, n->in[k])->dtype == FC_F32 && ir_cval(x->g, ins[k])->dtype == FC_F32) widen = true;
+        int sc = scale_of(x, ins[k]);
+        for (int j = 0; j < k && sc >= 0; j++)   /* read twice (x * x): one dequant */
+            if (n->in[j] == n->in[k]) {
+                ins[k] = ins[j];
+                sc = -1;
+            }
+        if (sc >= 0) s = emit(x, IR_OP_FP8_DEQUANT, (int[]){ins[k], sc}, 2, NULL, &ins[k]);
     }
-    FcStatus s = FC_OK;
     for (int k = 0; k < n->nin && s == FC_OK && widen; k++)
         if (ir_cval(x->src, n->in[k])->dtype == FC_F32) s = cast_to(x, ins[k], FC_F32, &ins[k]);
     IrAttrs a = n->a;
@@ -144,8 +211,11 @@ static FcStatus run_node(Px *x, const IrNode *n) {
     FC_CHECK(x->err, x->g->nodes.data[x->g->nodes.len - 1].nout == n->nout);
     for (int k = 0; k < n->nout; k++) {
         int v = first + k;
-        /* an f32 result is stored in p, but a wide op's */
-        if (!wide_op(n->op) && ir_cval(x->src, n->out[k])->dtype == FC_F32) FC_TRY(cast_to(x, v, x->p, &v));
+        /* an f32 result is stored in p, but a wide op's; at f8 in E4M3, but a block output's */
+        if (!wide_op(n->op) && ir_cval(x->src, n->out[k])->dtype == FC_F32) {
+            if (x->f8 && !x->is_output[n->out[k]] && !x->keep_bf16[n->out[k]]) FC_TRY(quantize(x, v, &v));
+            else FC_TRY(cast_to(x, v, x->p, &v));
+        }
         x->map[n->out[k]] = v;
         const char *nm = ir_cval(x->src, n->out[k])->name;
         if (nm && !(ir_val(x->g, v)->name = arena_strdup(&x->g->arena, nm))) return FC_OOM(x->err);
@@ -165,12 +235,29 @@ static FcStatus run(Px *x) {
 
 FcStatus pass_precision(const IrGraph *in, FcDtype p, IrGraph **out, FcErr *err) {
     *out = NULL;
-    FC_CHECK(err, in != NULL && (p == FC_BF16 || p == FC_F16));
-    Px x = {.src = in, .p = p, .err = err};
+    FC_CHECK(err, in != NULL && (p == FC_BF16 || p == FC_F16 || p == FC_F8E4M3));
+    FC_CHECK(err, in->fp8.len == 0);
+    Px x = {.src = in, .p = p == FC_F8E4M3 ? FC_BF16 : p, .f8 = p == FC_F8E4M3, .err = err};
     x.g = ir_graph_new(in->name, in->file);
     x.map = fc_calloc((size_t)(in->values.len > 0 ? in->values.len : 1), sizeof *x.map);
-    FcStatus s = x.g && x.map ? run(&x) : FC_OOM(err);
+    x.is_output = fc_calloc((size_t)in->values.len + 1, sizeof *x.is_output);
+    FcStatus s = x.g && x.map && x.is_output ? FC_OK : FC_OOM(err);
+    for (int i = 0; s == FC_OK && i < in->outputs.len; i++) x.is_output[in->outputs.data[i]] = true;
+    /* f8: the logits of softmax, log_softmax and cross_entropy stay bf16: their results depend
+     * on the differences of the logits, and E4M3's 3 bits leave logits of magnitude 10 an error
+     * of about 0.6, which moves a probability by half (examples/softmax_logits.tf: 67 %) */
+    x.keep_bf16 = x.f8 && s == FC_OK ? fc_calloc((size_t)in->values.len + 1, sizeof *x.keep_bf16) : NULL;
+    if (x.f8 && s == FC_OK && !x.keep_bf16) s = FC_OOM(err);
+    for (int i = 0; x.keep_bf16 && i < in->nodes.len; i++) {
+        const IrNode *n = &in->nodes.data[i];
+        if (n->op == IR_OP_SOFTMAX || n->op == IR_OP_LOG_SOFTMAX || n->op == IR_OP_CROSS_ENTROPY)
+            x.keep_bf16[n->in[0]] = true;
+    }
+    if (s == FC_OK) s = run(&x);
     fc_free(x.map);
+    fc_free(x.is_output);
+    fc_free(x.keep_bf16);
+    fc_free(x.scale_of);
     if (s != FC_OK) {
         ir_graph_free(x.g);
         return s;

@@ -363,6 +363,8 @@ static FcStatus build(Rm *r, const Choice *c, RematPlan *p) {
     FcStatus s = fm && bm && F && B ? FC_OK : FC_OOM(err);
     for (int v = 0; v < nv && s == FC_OK; v++) fm[v] = bm[v] = -1;
     if (s == FC_OK) F->next_origin = B->next_origin = g->next_origin;
+    if (s == FC_OK) s = ir_copy_fp8_slots(F, g, err);
+    if (s == FC_OK) s = ir_copy_fp8_slots(B, g, err);
     /* forward: the block's inputs and the forward's nodes */
     for (int i = 0; i < j->nfwd_inputs && s == FC_OK; i++) {
         const IrValue *x = ir_cval(g, g->inputs.data[i]);

@@ -261,9 +261,9 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     b->popt.sm = opts ? opts->sm : 90;
     b->popt.library_gemm = true;   /* f32/f64 products through cuBLASLt (AOT) and the BLAS (CPU) */
     strcpy(b->arch, opts ? opts->arch : "sm_90");
-    if (opts && strcmp(opts->precision, "f8") == 0)
-        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--precision f8 is not supported yet: f8 storage needs per-tensor "
-                          "scales, which fusec does not make (bf16 and f16 are supported)");
+    if (opts && strcmp(opts->precision, "f8") == 0 && opts->train)
+        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--precision f8 with --train is not supported yet: the f8 values "
+                          "have no gradient rules (f8 runs forward programs; bf16 and f16 train)");
     FeOptions fo = {0};
     if (opts) {
         fo.block = opts->block;
@@ -277,7 +277,8 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     if (s != FC_OK) return block_fail(b, s);
     if (opts && strcmp(opts->precision, "keep") != 0) {
         IrGraph *low = NULL;
-        s = pass_precision(b->src, strcmp(opts->precision, "bf16") == 0 ? FC_BF16 : FC_F16, &low, &b->err);
+        FcDtype p = strcmp(opts->precision, "bf16") == 0 ? FC_BF16 : strcmp(opts->precision, "f16") == 0 ? FC_F16 : FC_F8E4M3;
+        s = pass_precision(b->src, p, &low, &b->err);
         if (s != FC_OK) return block_fail(b, s);
         ir_graph_free(b->src);
         b->src = low;
@@ -1234,8 +1235,144 @@ struct FcProgram {
     int ls_interval, ls_good, ls_backoffs;
     FcTensor **ls_gout;
     int64_t ws_counted;      /* workspace bytes counted on the device */
+    FcTensor *fp8;           /* --precision f8: the delayed-scaling state (kir.h KIR_BUF_STATE), f32
+                              * [slots * KIR_FP8_STRIDE] on the device, kept between runs; NULL: none */
     bool unusable;
 };
+
+/* ---- f8 scaling state (--precision f8; docs/precision.md "f8") ----------------------------------- */
+static bool pow2_scale(double s) {
+    int e;
+    return s > 0 && isfinite(s) && frexp(s, &e) == 0.5 && s >= 0x1p-126 && s <= 0x1p126;
+}
+static void graph_set_scales(const IrGraph *cg, const double *s) {
+    IrGraph *g = (IrGraph *)cg;   /* the block's own graphs */
+    for (int k = 0; g && k < g->fp8.len; k++) g->fp8.data[k].scale = s[k];
+}
+static void unit_set_scales(Unit *u, const double *s) {
+    graph_set_scales(u->graph, s);
+    graph_set_scales(u->res.graph, s);
+    graph_set_scales(u->res_cpu.graph, s);
+    graph_set_scales(u->res_gen.graph, s);
+    for (int i = 0; i < u->n_res_dev; i++) graph_set_scales(u->res_dev[i].graph, s);
+}
+
+int fc_block_num_fp8_slots(const FcBlock *b) { return b && b->src ? b->src->fp8.len : 0; }
+
+FcStatus fc_block_set_fp8_scales(FcBlock *b, const double *scales, int n) {
+    if (!b) return FC_ERR_USAGE;
+    if (!block_ready(b)) return fc_err_set(&b->err, FC_ERR_USAGE, "the block did not compile");
+    if (n != b->src->fp8.len || (n > 0 && !scales))
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_set_fp8_scales: the block has %d f8 slots; got %d scales",
+                          b->src->fp8.len, n);
+    for (int k = 0; k < n; k++)
+        if (!pow2_scale(scales[k]))
+            return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_set_fp8_scales: scale %d is %g, not a power of two in "
+                              "[2^-126, 2^126]", k, scales[k]);
+    graph_set_scales(b->src, scales);
+    graph_set_scales(b->joint.graph, scales);
+    graph_set_scales(b->plan.fwd, scales);
+    graph_set_scales(b->plan.bwd, scales);
+    unit_set_scales(&b->fwd, scales);
+    unit_set_scales(&b->bwd, scales);
+    return FC_OK;
+}
+
+/* The state of a new program: every slot's scale the block's (1 unless fc_block_set_fp8_scales
+ * set others), no amax yet; bound to its kernel programs. */
+static FcStatus program_fp8_state(FcProgram *p) {
+    const IrGraph *g = p->blk->src;
+    int n = g->fp8.len;
+    if (n == 0 || p->dev->kind == FC_DEVICE_REFERENCE) return FC_OK;
+    int64_t dims[1] = {(int64_t)n * KIR_FP8_STRIDE};
+    float *init = fc_calloc((size_t)dims[0], sizeof *init);
+    if (!init) return FC_OOM(&p->err);
+    for (int k = 0; k < n; k++) init[k * KIR_FP8_STRIDE] = (float)g->fp8.data[k].scale;
+    FcStatus s = fc_tensor_new(p->dev, FC_F32, 1, dims, &p->fp8);
+    if (s == FC_OK) s = fc_tensor_copy_from_host(p->fp8, init, (size_t)dims[0] * sizeof *init);
+    fc_free(init);
+    if (s != FC_OK) return fc_err_set(&p->err, s, "allocating the f8 scaling state: %s", p->dev->err.msg);
+    if (p->cpu) rt_cpu_set_state(p->cpu, p->fp8->data);
+    if (p->bcpu) rt_cpu_set_state(p->bcpu, p->fp8->data);
+    if (p->cuda) rt_cuda_set_state(p->cuda, p->fp8->data);
+    if (p->bcuda) rt_cuda_set_state(p->bcuda, p->fp8->data);
+    return FC_OK;
+}
+
+/* The scale delayed scaling sets from a history whose largest magnitude is m (the update kernel's
+ * rule, passes/lower.c lower_fp8_update, in the same f32 arithmetic): the largest power of two s
+ * with s * m <= fmax, at most 2^126; `old` where m is 0 or not finite. */
+static double fp8_scale_for(double amax, FcDtype fmt, double old) {
+    float m = (float)amax, F = fmt == FC_F8E4M3 ? 448.0f : 57344.0f, sc = 1.0f;
+    if (!(m > 0) || !(m < INFINITY)) return old;
+    for (int i = 0; i < 160; i++) sc = sc * m > F ? sc * 0.5f : sc;
+    for (int i = 0; i < 126; i++) sc = sc * 2.0f * m <= F ? sc * 2.0f : sc;
+    return sc;
+}
+
+FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs) {
+    if (!b) return FC_ERR_USAGE;
+    if (!block_ready(b)) return fc_err_set(&b->err, FC_ERR_USAGE, "the block did not compile");
+    const IrGraph *g = b->src;
+    int n = g->fp8.len, nin = g->inputs.len;
+    if (n == 0) return FC_OK;
+    if (nin && !inputs) return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_calibrate_fp8: inputs are required");
+    for (int i = 0; i < nin; i++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        if (!inputs[i] || inputs[i]->dtype != x->dtype || !ir_shape_eq(&inputs[i]->shape, &x->shape))
+            return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_calibrate_fp8: input %d ('%s') is missing or does not "
+                              "match the block", i, x->name);
+    }
+    void **h = fc_calloc((size_t)nin + 1, sizeof *h);
+    double *amax = fc_calloc((size_t)n, sizeof *amax), *sc = fc_calloc((size_t)n, sizeof *sc);
+    FcStatus s = h && amax && sc ? FC_OK : FC_OOM(&b->err);
+    int fetched = 0;
+    for (int i = 0; s == FC_OK && i < nin; i++)
+        if ((s = host_begin(inputs[i], true, &h[i])) == FC_OK) fetched = i + 1;
+    /* to a fixed point: a slot's tensor depends on the slots before it, which may saturate at
+     * the scales of the pass before (a chain of n slots settles in at most n + 1 passes); each
+     * slot's amax is the largest of every pass's, as delayed scaling's history keeps it, so the
+     * scales only fall and the passes end */
+    double *seen = fc_calloc((size_t)n, sizeof *seen);
+    if (s == FC_OK && !seen) s = FC_OOM(&b->err);
+    bool changed = true;
+    for (int pass = 0; pass <= n + 1 && changed && s == FC_OK; pass++) {
+        s = rt_interp_fp8_amax(g, (const void *const *)h, amax, &b->err);
+        changed = false;
+        for (int k = 0; s == FC_OK && k < n; k++) {
+            if (isnan(amax[k]) || amax[k] > seen[k]) seen[k] = amax[k];
+            sc[k] = fp8_scale_for(seen[k], g->fp8.data[k].fmt, g->fp8.data[k].scale);
+            changed |= sc[k] != g->fp8.data[k].scale;
+        }
+        if (s == FC_OK && changed) s = fc_block_set_fp8_scales(b, sc, n);
+    }
+    fc_free(seen);
+    for (int i = 0; i < fetched; i++) host_end(inputs[i], h[i], false);
+    fc_free(h);
+    fc_free(amax);
+    fc_free(sc);
+    return block_fail(b, s);
+}
+
+FcStatus fc_program_fp8_scales(FcProgram *p, double *scales, int n) {
+    if (!p) return FC_ERR_USAGE;
+    const IrGraph *g = p->blk->src;
+    if (n != g->fp8.len || (n > 0 && !scales))
+        return fc_err_set(&p->err, FC_ERR_USAGE, "fc_program_fp8_scales: the block has %d f8 slots; got room for %d",
+                          g->fp8.len, n);
+    if (!p->fp8) {   /* the reference device: the block's */
+        for (int k = 0; k < n; k++) scales[k] = g->fp8.data[k].scale;
+        return FC_OK;
+    }
+    size_t nb = (size_t)n * KIR_FP8_STRIDE * sizeof(float);
+    float *h = fc_calloc(nb / sizeof(float), sizeof *h);
+    if (!h) return FC_OOM(&p->err);
+    FcStatus s = fc_tensor_copy_to_host(p->fp8, h, nb);
+    for (int k = 0; s == FC_OK && k < n; k++) scales[k] = h[k * KIR_FP8_STRIDE];
+    fc_free(h);
+    if (s != FC_OK) return fc_err_set(&p->err, s, "reading the f8 scaling state: %s", fc_tensor_last_error(p->fp8));
+    return FC_OK;
+}
 
 /* The kernel program of unit u for device d. */
 static FcStatus unit_program(FcBlock *b, Unit *u, FcDevice *d, const KirProgram **out) {
@@ -1296,7 +1433,7 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
     p->dev = d;
     FC_TRY(program_load(p, &b->fwd, &p->prog, &p->cpu, &p->cuda));
     if (p->prog) dev_count(d, p->ws_counted = p->prog->workspace_bytes);
-    if (!b->train) return FC_OK;
+    if (!b->train) return program_fp8_state(p);
     FC_TRY(program_load(p, &b->bwd, &p->bprog, &p->bcpu, &p->bcuda));
     if (p->bprog) {
         /* the forward's and the backward's temporaries share one workspace on the CPU */
@@ -1308,6 +1445,7 @@ FcStatus fc_program_new(FcBlock *b, FcDevice *d, FcProgram **out) {
         dev_count(d, more);
         p->ws_counted += more;
     }
+    FC_TRY(program_fp8_state(p));
     if (d->kind == FC_DEVICE_REFERENCE) {
         p->last_in = fc_calloc((size_t)b->src->inputs.len + 1, sizeof *p->last_in);
         p->last_out = fc_calloc((size_t)b->src->outputs.len + 1, sizeof *p->last_out);
@@ -1324,6 +1462,7 @@ void fc_program_free(FcProgram *p) {
     rt_cuda_program_free(p->cuda);
     for (int k = 0; k < p->nsaved; k++) fc_tensor_free(p->saved[k]);
     fc_free(p->saved);
+    fc_tensor_free(p->fp8);
     for (int j = 0; p->ls_gout && j < p->blk->src->outputs.len; j++) fc_tensor_free(p->ls_gout[j]);
     fc_free(p->ls_gout);
     fc_free(p->last_in);

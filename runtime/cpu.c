@@ -58,6 +58,7 @@ struct RtCpuProgram {
     void **args;            /* per-launch argument scratch, max nargs */
     int max_args;
     int nt_stores;          /* stores made non-temporal (cg_llvm_stream_stores) */
+    float *state;           /* the f8 scaling state (KIR_BUF_STATE), the caller's; NULL: none */
 };
 
 /* ---- LLVM setup -------------------------------------------------------------------------- */
@@ -486,6 +487,8 @@ void rt_cpu_free(RtCpuProgram *cp) {
     fc_free(cp);
 }
 
+void rt_cpu_set_state(RtCpuProgram *cp, float *state) { cp->state = state; }
+
 void *rt_cpu_workspace(const RtCpuProgram *cp) { return cp ? cp->ws : NULL; }
 
 int rt_cpu_threads(const RtCpuProgram *cp) { return cp ? cp->nthreads : 0; }
@@ -525,11 +528,12 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
         const KirBuffer *b = &p->buffers.data[l->args[a]];
         void *ptr;
         if (b->kind == KIR_BUF_TEMP) ptr = cp->ws + b->offset;
+        else if (b->kind == KIR_BUF_STATE) ptr = cp->state;
         else if (b->kind == KIR_BUF_INPUT) ptr = inputs ? inputs[b->index] : NULL;
         else ptr = outputs ? outputs[b->index] : NULL;
         if (!ptr && b->numel > 0)
-            return fc_err_set(err, FC_ERR_USAGE, "cpu: %s %d of the block is a NULL pointer",
-                              b->kind == KIR_BUF_INPUT ? "input" : "output", b->index);
+            return fc_err_set(err, b->kind == KIR_BUF_STATE ? FC_ERR_INTERNAL : FC_ERR_USAGE, "cpu: %s %d of the block is a NULL pointer",
+                              b->kind == KIR_BUF_INPUT ? "input" : b->kind == KIR_BUF_STATE ? "the f8 state" : "output", b->index);
         cp->args[a] = ptr;
     }
     if (k->library) {   /* a matrix product through the BLAS, its rows split over the pool */

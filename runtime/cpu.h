@@ -22,6 +22,9 @@ FcStatus rt_cpu_run(RtCpuProgram *cp, void *const *inputs, void *const *outputs,
 /* Runs launch i alone (for per-kernel timing); buffers as for rt_cpu_run. */
 FcStatus rt_cpu_run_launch(RtCpuProgram *cp, int i, void *const *inputs, void *const *outputs,
                            FcErr *err);
+/* Binds the program's f8 scaling state (KIR_BUF_STATE: host memory of at least that buffer's
+ * size, the caller's, kept between runs); a program with a state buffer needs it before it runs. */
+void rt_cpu_set_state(RtCpuProgram *cp, float *state);
 /* The program's workspace (temporaries at their KirBuffer offsets); NULL when it has none. */
 void *rt_cpu_workspace(const RtCpuProgram *cp);
 /* A buffer of `bytes` for the CPU: 2 MiB-aligned and advised to use huge pages from 2 MiB

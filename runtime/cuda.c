@@ -578,9 +578,11 @@ struct RtCudaProgram {
     int32_t *status_host;    /* [nstatus] read back after a run */
     CUdeviceptr *args;       /* [max_args + 3] argument values of one launch (+ status, sync) */
     void **argp;             /* [max_args + 3] pointers to them, NULL-ended (cuLaunchKernel's kernelParams) */
+    CUdeviceptr state;       /* the f8 scaling state (KIR_BUF_STATE), the caller's; 0: none */
 };
 
 RtCuda *rt_cuda_program_device(const RtCudaProgram *cp) { return cp ? cp->d : NULL; }
+void rt_cuda_set_state(RtCudaProgram *cp, void *dev_state) { cp->state = dptr(dev_state); }
 void *rt_cuda_workspace(const RtCudaProgram *cp) { return cp && cp->ws ? (void *)(uintptr_t)cp->ws : NULL; }
 
 /* The program's structure (kir_check_program, as the CPU device checks it; bugs upstream are
@@ -755,6 +757,11 @@ static FcStatus bind(const RtCudaProgram *cp, int b, void *const *in, void *cons
         *addr = cp->ws + (CUdeviceptr)kb->offset;
         return FC_OK;
     }
+    if (kb->kind == KIR_BUF_STATE) {
+        if (!cp->state) return fc_err_set(err, FC_ERR_INTERNAL, "cuda: the program's f8 state is not bound");
+        *addr = cp->state;
+        return FC_OK;
+    }
     ptr = kb->kind == KIR_BUF_INPUT ? (in ? in[kb->index] : NULL) : (out ? out[kb->index] : NULL);
     if (!ptr && kb->numel > 0)
         return fc_err_set(err, FC_ERR_USAGE, "cuda: %s %d of the block is a NULL pointer",
@@ -776,7 +783,8 @@ static FcStatus check_launches(RtCudaProgram *cp, int first, int last, void *con
         FC_TRY(bind(cp, i, in, out, &xa, err));
         for (int j = 0; j < p->buffers.len; j++) {
             const KirBuffer *y = &p->buffers.data[j];
-            if (y->kind == KIR_BUF_TEMP || cp->buf_bytes[j] == 0 || (y->kind == x->kind && y->index == x->index))
+            if (y->kind == KIR_BUF_TEMP || y->kind == KIR_BUF_STATE || cp->buf_bytes[j] == 0 ||
+                (y->kind == x->kind && y->index == x->index))
                 continue;
             FC_TRY(bind(cp, j, in, out, &ya, err));
             if (xa < ya + (CUdeviceptr)cp->buf_bytes[j] && ya < xa + (CUdeviceptr)cp->buf_bytes[i])

@@ -99,6 +99,9 @@ FcStatus rt_cuda_copy_gbps(RtCuda *d, double *gbps, FcErr *err);
  * NULL) tells whether the cubin came from the cache. */
 FcStatus rt_cuda_compile(RtCuda *d, const KirProgram *p, RtCudaProgram **out, bool *cache_hit, FcErr *err);
 void rt_cuda_program_free(RtCudaProgram *cp);
+/* Binds the program's f8 scaling state (KIR_BUF_STATE: device memory of at least that buffer's
+ * size, the caller's, kept between runs); a program with a state buffer needs it to run. */
+void rt_cuda_set_state(RtCudaProgram *cp, void *dev_state);
 /* The device address of the program's workspace (temporaries at their KirBuffer offsets); NULL
  * when it has none. */
 void *rt_cuda_workspace(const RtCudaProgram *cp);

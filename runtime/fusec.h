@@ -323,6 +323,30 @@ FcStatus fc_program_planned_bytes(const FcProgram *p, int64_t *bytes);
 FcStatus fc_program_set_loss_scaling(FcProgram *p, double init_scale, int growth_interval);
 FcStatus fc_program_loss_scale(const FcProgram *p, double *scale, int *backoffs);
 
+/* f8 delayed scaling (--precision f8, docs/precision.md): every tensor stored in f8 has a slot
+ * whose scale (a power of two) the program sets at the start of each run from the largest
+ * magnitudes of that tensor in its last 16 runs (s * amax <= 448 for E4M3), kept in a state each
+ * program owns. A new program starts with the block's scales (1 unless set below), so its first
+ * run saturates what lies above 448 / s, and a tensor computed from a saturated one is then
+ * too small too: run steps until fc_program_fp8_scales stops changing (a chain of k f8 tensors
+ * settles in at most k + 1 runs) before the steps that count; `fusec run` does.
+ * fc_block_num_fp8_slots: how many slots (0 at other precisions). fc_program_fp8_scales: the
+ * scales of p's last run (the block's on the reference device), n = the slot count.
+ * fc_block_set_fp8_scales: the scales the reference interpreter uses for this block (the
+ * reference device, fc_block_check_tolerances, fc_program_check_kernels, fc_block_bisect) and
+ * that new programs start with: copy a program's in to compare like with like (fusec run
+ * --check does). Not thread-safe with other calls on the block. */
+int fc_block_num_fp8_slots(const FcBlock *b);
+FcStatus fc_program_fp8_scales(FcProgram *p, double *scales, int n);
+FcStatus fc_block_set_fp8_scales(FcBlock *b, const double *scales, int n);
+/* Sets the block's scales (as fc_block_set_fp8_scales) from runs of the reference interpreter
+ * on `inputs` (tensors of any device, the block's dtypes and shapes), repeated until the scales
+ * settle (a tensor computed from one that saturated at the last run's scale grows once that
+ * scale falls): what delayed scaling settles to on these inputs. Programs made afterwards
+ * start with them, and their first run keeps them (its history is empty): every program of
+ * the block and the reference then scale alike from the first run, which the tests use. */
+FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs);
+
 /* Times whole training steps, forward then backward, as fc_program_time does the forward:
  * `warmup` + `repeat` steps, the median in *total_ms; per_launch_ms (may be NULL) gets one
  * median per launch, the forward's then the backward's (fc_program_num_launches counts both in

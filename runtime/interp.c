@@ -623,6 +623,28 @@ EX(FULL) {
     return FC_OK;
 }
 
+/* ---- f8 scaling (ops.def) ---------------------------------------------------------------------
+ * fp8_scale: the scale the graph's slot table holds (the program's, when --check copied it in).
+ * fp8_quant: x * s; the driver's rounding to the slot's format (saturating) follows, as for any
+ * computing op. fp8_dequant: q / s, exact for a power-of-two s. */
+EX(FP8_SCALE) {
+    (void)in;
+    int64_t k = n->a.i[0];
+    if (k < 0 || k >= g->fp8.len) return fc_err_set(err, FC_ERR_INTERNAL, "internal error: fp8_scale of slot %lld", (long long)k);
+    out[0][0] = g->fp8.data[k].scale;
+    return FC_OK;
+}
+static double b_fp8_quant(double x, double s) { return x * s; }
+static double b_fp8_dequant(double q, double s) { return q / s; }
+EX(FP8_QUANT) {
+    (void)err;
+    return binary(g, n, in, out, b_fp8_quant);
+}
+EX(FP8_DEQUANT) {
+    (void)err;
+    return binary(g, n, in, out, b_fp8_dequant);
+}
+
 /* Philox-4x32-10 as Random123 defines it: 10 rounds, the key bumped by the Weyl constants
  * between rounds. */
 void rt_interp_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
@@ -884,8 +906,28 @@ static int device_ulps(IrOp op, FcDtype t) {
     }
 }
 
+FcStatus rt_interp_fp8_amax(const IrGraph *g, const void *const *inputs, double *amax, FcErr *err) {
+    double **keep = fc_calloc((size_t)g->values.len + 1, sizeof *keep);
+    if (!keep) return FC_OOM(err);
+    for (int k = 0; k < g->fp8.len; k++) amax[k] = 0;
+    FcStatus st = rt_interp_forward_keep(g, inputs, NULL, NULL, keep, NULL, err);
+    for (int i = 0; st == FC_OK && i < g->nodes.len; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        if (n->op != IR_OP_FP8_QUANT) continue;
+        const double *x = keep[n->in[0]];
+        int64_t m = count(&val(g, n->in[0])->shape);
+        double a = amax[n->a.i[0]];
+        for (int64_t j = 0; x && j < m; j++) a = isnan(a) || isnan(x[j]) ? NAN : fabs(x[j]) > a ? fabs(x[j]) : a;
+        amax[n->a.i[0]] = a;
+    }
+    for (int v = 0; v < g->values.len; v++) fc_free(keep[v]);
+    fc_free(keep);
+    return st;
+}
+
 /* Does op get noise? Not abs, relu and the max/min family: exact everywhere, and noise on
- * them would untie ties (whose gradient split the check must see). neg is exact too but keeps
+ * them would untie ties (whose gradient split the check must see); nor fp8_dequant, a division
+ * by a power of two. neg is exact too but keeps
  * its noise: it stands for the rounding of the sum that adds it (x + (-x) summed in another
  * order is not 0), which output noise on that sum (0 times anything) cannot show. */
 static bool rounds(IrOp op) {
@@ -893,7 +935,7 @@ static bool rounds(IrOp op) {
     case IR_CAT_UNARY: case IR_CAT_BINARY: case IR_CAT_REDUCE: case IR_CAT_MATMUL: case IR_CAT_COMPOSITE:
     case IR_CAT_SCATTER:
         return op != IR_OP_ABS && op != IR_OP_RELU && op != IR_OP_MAXIMUM && op != IR_OP_MINIMUM &&
-               op != IR_OP_MAX && op != IR_OP_MIN;
+               op != IR_OP_MAX && op != IR_OP_MIN && op != IR_OP_FP8_DEQUANT;
     default: return false;
     }
 }

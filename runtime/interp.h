@@ -36,6 +36,11 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
  * rounding alone moves from a wrong one (docs/difftest.md). */
 FcStatus rt_interp_run_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs, uint64_t seed,
                              FcErr *err);
+/* The largest magnitude each f8 slot's tensor takes in a run of g (rt_interp_run's, with the
+ * scales of g's slot table): amax[k] = max |x| over the input x of slot k's fp8_quant (0 for a
+ * slot nothing quantizes with; NaN propagates). amax: g->fp8.len entries. For calibrating the
+ * scales (fc_block_calibrate_fp8). */
+FcStatus rt_interp_fp8_amax(const IrGraph *g, const void *const *inputs, double *amax, FcErr *err);
 /* Whether some computing op (not a cast, generator or shape op) of g has a 16- or 8-bit float
  * result: only then do the two roundings differ. */
 bool rt_interp_has_narrow_intermediates(const IrGraph *g);

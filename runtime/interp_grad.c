@@ -188,6 +188,7 @@ BW_NONE(NE)
 BW_NONE(IOTA)
 BW_NONE(FULL)
 BW_NONE(DROPOUT_MASK)
+BW_NONE(FP8_SCALE)
 
 /* ---- elementwise unary: gx += gy * f'(x) --------------------------------------------------------- */
 static FcStatus unary_bw(const Bw *b, double (*d)(double)) {
@@ -308,6 +309,12 @@ BW_BINARY(DIV, p_div)
 BW_BINARY(POW, p_pow)
 BW_BINARY(MAXIMUM, p_max)
 BW_BINARY(MINIMUM, p_min)
+/* f8 scaling: straight through the rounding (the format's rounding has no useful derivative;
+ * the scales are state, never differentiated) */
+static void p_fp8_quant(double x, double s, double *dx, double *ds) { (void)x, *dx = s, *ds = 0; }
+static void p_fp8_dequant(double q, double s, double *dq, double *ds) { (void)q, *dq = 1.0 / s, *ds = 0; }
+BW_BINARY(FP8_QUANT, p_fp8_quant)
+BW_BINARY(FP8_DEQUANT, p_fp8_dequant)
 
 /* where(c, a, b): the gradient goes to a where c holds, to b elsewhere; none to c. */
 BW(WHERE) {

@@ -37,7 +37,7 @@ else()
                          SKIP_RETURN_CODE 77 TIMEOUT 240 LABELS acceptance
                          ENVIRONMENT "${_acc_env}")
   endforeach()
-  foreach(_p bf16 f16)
+  foreach(_p bf16 f16 f8)
     add_test(NAME acceptance_numpy_${_p}
              COMMAND ${Python3_EXECUTABLE} ${_acc}/check_numpy.py --fusec $<TARGET_FILE:fusec>
                      --precision ${_p})

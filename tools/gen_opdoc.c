@@ -151,7 +151,7 @@ static void print_page(FILE *f) {
         if (sections[c].note[0]) fprintf(f, "%s\n\n", sections[c].note);
         fprintf(f, "| call | computes | dtypes | result |\n| --- | --- | --- | --- |\n");
         for (int i = 0; i < IR_OP_COUNT; i++) {
-            if (strcmp(ops[i].cat, sections[c].cat) != 0) continue;
+            if (strcmp(ops[i].cat, sections[c].cat) != 0 || strcmp(sigs[i].kind, "INTERNAL") == 0) continue;
             const Sig *s = &sigs[i];
             fprintf(f, "| `%s(", ops[i].name);
             for (int a = 0; a < s->nargs; a++) {
@@ -177,6 +177,23 @@ static void print_page(FILE *f) {
             cell(f, s->result);
             fprintf(f, " |\n");
         }
+    }
+    fprintf(f, "\n## Made by the compiler\n\n"
+               "Ops that passes put in the graph and the language does not have (their names are free for\n"
+               "blocks and values). They appear in `--emit ir`.\n\n"
+               "| op | inputs | computes | dtypes | result |\n| --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < IR_OP_COUNT; i++) {
+        const Sig *s = &sigs[i];
+        if (strcmp(s->kind, "INTERNAL") != 0) continue;
+        fprintf(f, "| `%s` | ", ops[i].name);
+        for (int a = 0; a < s->nargs; a++) fprintf(f, "%s%s", a ? ", " : "", s->args[a]);
+        fprintf(f, " | ");
+        cell(f, s->meaning);
+        fprintf(f, " | ");
+        cell(f, s->dtypes);
+        fprintf(f, " | ");
+        cell(f, s->result);
+        fprintf(f, " |\n");
     }
     fprintf(f, "\n## In the graph IR\n\n"
                "How each op appears in `--emit ir`: its tensor inputs, its results, the attributes it\n"

@@ -294,8 +294,9 @@ static void print_help(void) {
         "                          bind or override `dim NAME`; VALUE a positive decimal integer",
         "  --arch ARCH             sm_80, sm_86, sm_89 or sm_90 (default sm_90)",
         "  --no-fuse               compile eagerly: one launch per source op (compile and run)",
-        "  --precision P           keep (default), bf16, f16 or f8 storage precision (only",
-        "                          keep is supported in this version)",
+        "  --precision P           keep (default), bf16 or f16 (values stored in 16 bits,",
+        "                          computed in f32), f8 (intermediates in E4M3 with delayed",
+        "                          scaling, the interface bf16; not with --train)",
         "  --strict-rounding       round every intermediate to its dtype as eager does",
         "  --train                 also compile the backward: run writes grad_NAME.npy for every",
         "                          float input and param (docs/training.md)",
@@ -1494,8 +1495,35 @@ static int cmd_run(const Args *a) {
             printf("  input  %s %s random (seed %" PRIu64 ")\n", nm, shp, a->seed);
     }
 
-    FcStatus s = fc_program_run(bd.prog, bd.in, bd.out);
-    if (s != FC_OK) { rc = report(s, "running the block", fc_program_last_error(bd.prog), 0); goto done; }
+    /* f8: delayed scaling sets each slot's scale from earlier runs' amax, so the block runs
+     * until the scales settle (a run at scale 1 saturates what lies above 448, and what is
+     * computed from a saturated tensor is too small until that tensor's scale falls: a chain
+     * of k f8 tensors settles in at most k + 1 runs); the run written out and checked is the
+     * next one, with the settled scales (docs/precision.md, "f8") */
+    int nslots = fc_block_num_fp8_slots(b), ncal = 0;
+    bool f8 = nslots > 0 && a->device != FC_DEVICE_REFERENCE;
+    double *sc = f8 ? calloc((size_t)nslots * 2, sizeof *sc) : NULL;
+    if (f8 && !sc) { rc = oom(); goto done; }
+    FcStatus s = FC_OK;
+    for (bool settled = !f8; !settled && s == FC_OK && ncal < nslots + 2;) {
+        s = fc_program_run(bd.prog, bd.in, bd.out);
+        if (s == FC_OK && ++ncal > 1) s = fc_program_fp8_scales(bd.prog, sc + nslots, nslots);
+        settled = ncal > 2 && memcmp(sc, sc + nslots, sizeof *sc * (size_t)nslots) == 0;
+        if (ncal > 1) memcpy(sc, sc + nslots, sizeof *sc * (size_t)nslots);
+    }
+    if (s == FC_OK) s = fc_program_run(bd.prog, bd.in, bd.out);
+    if (s != FC_OK) { free(sc); rc = report(s, "running the block", fc_program_last_error(bd.prog), 0); goto done; }
+    if (f8) {
+        /* the reference interpreter rounds each f8 value with the scale this run used */
+        s = fc_program_fp8_scales(bd.prog, sc, nslots);
+        if (s == FC_OK) s = fc_block_set_fp8_scales(b, sc, nslots);
+        double lo = sc[0], hi = lo;
+        for (int k = 1; k < nslots; k++) lo = sc[k] < lo ? sc[k] : lo, hi = sc[k] > hi ? sc[k] : hi;
+        free(sc);
+        if (s != FC_OK) { rc = report(s, "reading the f8 scales", fc_program_last_error(bd.prog), 0); goto done; }
+        printf("  f8     %d tensor%s in E4M3, scales 2^%d .. 2^%d (delayed scaling, settled after %d run%s)\n",
+               nslots, nslots == 1 ? "" : "s", (int)lround(log2(lo)), (int)lround(log2(hi)), ncal, ncal == 1 ? "" : "s");
+    }
     /* made only now, so that a run that fails leaves nothing behind */
     if (missing && (rc = make_out_dir(dir)) != 0) goto done;
 

@@ -27,6 +27,8 @@ Usage:
   --device cuda runs on a GPU instead of the CPU;
   --precision bf16|f16 compiles at that storage precision: the NumPy reference starts from
   the inputs rounded to the type and the bound is 8 u of the type (docs/precision.md);
+  --precision f8: the inputs rounded to bf16 (the interface at f8), every intermediate E4M3
+  in fusec and unrounded in NumPy, the bound 4 u of E4M3 (0.25);
   --full adds each example's default dims where they are skipped for speed
   (residual_ln_gelu's [8192, 1024]); --keep keeps the temp dir; -v prints fusec's output.
 """
@@ -50,7 +52,10 @@ except ImportError:
 REL_TOL = 1e-4
 PRECISION = "keep"      # --precision: bf16 or f16 store the blocks in 16 bits (docs/precision.md)
 # The bound --check applies to a narrow output, a(t) u(t) = 8 u (docs/tolerances.md)
-PRECISION_TOL = {"bf16": 8 * 2.0 ** -8, "f16": 8 * 2.0 ** -11}
+PRECISION_TOL = {"bf16": 8 * 2.0 ** -8, "f16": 8 * 2.0 ** -11,
+                 # f8: the interface is bf16 and every intermediate E4M3 (u = 2^-4); the bound of an
+                 # f8 value, a(t) u(t) = 4 u (docs/tolerances.md), against the math unrounded
+                 "f8": 4 * 2.0 ** -4}
 
 
 def round_to_precision(a):
@@ -58,7 +63,7 @@ def round_to_precision(a):
     a = np.asarray(a, dtype=np.float32)
     if PRECISION == "f16":
         return a.astype(np.float16).astype(np.float64)
-    if PRECISION == "bf16":
+    if PRECISION in ("bf16", "f8"):   # f8: the block's interface is bf16
         b = a.view(np.uint32).astype(np.uint64)
         b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
         return b.astype(np.uint32).view(np.float32).astype(np.float64)
@@ -693,9 +698,10 @@ def main():
     ap.add_argument("--full", action="store_true", help="also the large default dims")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="the device fusec runs on (default cpu)")
-    ap.add_argument("--precision", default="keep", choices=("keep", "bf16", "f16"),
+    ap.add_argument("--precision", default="keep", choices=("keep", "bf16", "f16", "f8"),
                     help="compile at this storage precision; the reference starts from the "
-                         "inputs rounded to it, and the bound is 8 u of the type")
+                         "inputs rounded to it (bf16 at f8), and the bound is 8 u of the type "
+                         "(4 u of E4M3 at f8)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("-v", "--verbose", action="store_true", help="print fusec's output")
     args = ap.parse_args()

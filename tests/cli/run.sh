@@ -100,9 +100,39 @@ else
     echo "note: NumPy not available: skipping the .npy content checks"
 fi
 
+# --precision f8 (docs/precision.md, "f8"), fused and eager: the run settles its scales first and
+# says so, and --check compares with the reference at the scales the run used.
+if [ "$HAVE_NUMPY" = 1 ]; then
+    for fuse in "" --no-fuse; do
+        rm -rf o_f8; mkdir o_f8
+        expect 0 run small.tf --precision f8 $fuse --input x=x.npy --input g=g.npy --input b=b.npy \
+            --out-dir o_f8 --check || continue
+        out_has "E4M3, scales 2^"
+        out_has "(delayed scaling, settled after"
+        python3 - <<'PY' || fail "--precision f8 $fuse: run's outputs are not NumPy's evaluation within 4 u of E4M3"
+import numpy as np
+def bf16(a):
+    b = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+u = 2.0 ** -4   # E4M3: the intermediates; the interface is bf16
+x = bf16(np.load("x.npy")); g = bf16(np.load("g.npy")); b = bf16(np.load("b.npy").astype(np.float32))
+m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+h = (x - m) / np.sqrt(v + 1e-5) * g + b
+gl = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+want_y = gl + x; want_s = (h * x).sum(-1)
+y = np.load("o_f8/y.npy").astype(np.float64); s = np.load("o_f8/out1.npy")
+ey = np.abs(y - want_y).max() / np.abs(want_y).max(); es = np.abs(s - want_s).max() / np.abs(want_s).max()
+assert ey <= 4 * u and es <= 4 * u, (ey, es, 4 * u)
+assert max(ey, es) > 2.0 ** -9, ("suspiciously exact: were the intermediates stored in f8?", ey, es)
+PY
+    done
+fi
+
 # --strict-rounding at a --precision: the fused program rounds every intermediate as the eager
-# one does, so their outputs are the same bits (docs/precision.md).
-for p in bf16 f16; do
+# one does, so their outputs are the same bits (docs/precision.md; at f8 both settle to the same
+# scales on the same inputs).
+for p in bf16 f16 f8; do
     rm -rf "s_$p" "e_$p"
     expect 0 run small.tf --precision $p --strict-rounding --random 5 --out-dir "s_$p" &&
         expect 0 run small.tf --precision $p --no-fuse --random 5 --out-dir "e_$p" &&

@@ -312,7 +312,8 @@ FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, 
     sb_free(&diags);
     if (st != FC_OK || !emu_precision || !strcmp(emu_precision, "keep")) return st;
     IrGraph *low = NULL;
-    st = pass_precision(*g, !strcmp(emu_precision, "bf16") ? FC_BF16 : FC_F16, &low, err);
+    st = pass_precision(*g, !strcmp(emu_precision, "bf16") ? FC_BF16 : !strcmp(emu_precision, "f16") ? FC_F16 : FC_F8E4M3,
+                        &low, err);
     ir_graph_free(*g);
     *g = low;
     return st;
@@ -412,6 +413,13 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
         c->out_n[i] = 1;
         for (int d = 0; d < info.rank; d++) c->out_n[i] *= info.dims[d];
         if (!ok) snprintf(why, n, "%s: output %d: %s", name, i, fc_block_last_error(blk));
+    }
+    /* f8: the scales one run on these inputs sets (the reference's and the unit's) */
+    c->nfp8 = fc_block_num_fp8_slots(blk);
+    if (ok && c->nfp8 > 0) {
+        c->fp8_scale = emu_xcalloc((size_t)c->nfp8, sizeof *c->fp8_scale);
+        ok = fc_block_calibrate_fp8(blk, ti) == FC_OK && fc_program_fp8_scales(prog, c->fp8_scale, c->nfp8) == FC_OK;
+        if (!ok) snprintf(why, n, "%s: f8 calibration: %s", name, fc_block_last_error(blk));
     }
     FcStatus rs = ok ? fc_program_run(prog, ti, to) : FC_ERR_INTERNAL;
     if (ok && rs != FC_OK) snprintf(why, n, "%s: reference run: %s", name, fc_program_last_error(prog));
@@ -709,10 +717,16 @@ static void put_wrapper(StrBuf *o, const EmuCase *c) {
     if (c->train) { put_train_wrapper(o, c); return; }
     sb_printf(o, "extern \"C\" int fcemu_ws_%d(size_t *b) { return fcemu_c%d::fusec_emu_workspace_size(b); }\n", c->id, c->id);
     sb_printf(o, "extern \"C\" int fcemu_run_%d(void *const *in, void *const *out, void *ws, size_t wsb) {\n"
-                 "    (void)in; (void)out;\n    return fcemu_c%d::fusec_emu_forward(", c->id, c->id);
+                 "    (void)in; (void)out;\n", c->id);
+    if (c->nfp8 > 0) {   /* a fresh f8 state: the case's scales, no history (kir.h KIR_BUF_STATE) */
+        sb_printf(o, "    static float st[%d];\n    for (int k = 0; k < %d; k++) st[k] = 0.0f;\n", c->nfp8 * KIR_FP8_STRIDE,
+                  c->nfp8 * KIR_FP8_STRIDE);
+        for (int k = 0; k < c->nfp8; k++) sb_printf(o, "    st[%d] = (float)(%.17g);\n", k * KIR_FP8_STRIDE, c->fp8_scale[k]);
+    }
+    sb_printf(o, "    return fcemu_c%d::fusec_emu_forward(", c->id);
     for (int i = 0; i < c->nin; i++) sb_printf(o, "(const %s *)in[%d], ", emu_ctype(c->in_dt[i]), i);
     for (int i = 0; i < c->nout; i++) sb_printf(o, "(%s *)out[%d], ", emu_ctype(c->out_dt[i]), i);
-    sb_puts(o, "ws, wsb, (cudaStream_t)0);\n}\n");
+    sb_puts(o, c->nfp8 > 0 ? "st, ws, wsb, (cudaStream_t)0);\n}\n" : "ws, wsb, (cudaStream_t)0);\n}\n");
 }
 
 typedef struct Job { char cmd[2048]; char log[300]; int rc; } Job;
@@ -1286,6 +1300,7 @@ void emu_free(EmuRunner *r, bool keep) {
         for (int k = 0; c->in && k < c->nin; k++) free(c->in[k]);
         for (int k = 0; c->want && k < c->nout; k++) free(c->want[k]);
         free(c->in); free(c->want); free(c->tol); free(c->in_dt); free(c->out_dt); free(c->in_n); free(c->out_n);
+        free(c->fp8_scale);
     }
     free(r->cases);
     free(r->rt_err);

@@ -66,6 +66,10 @@ struct EmuCase {
      * train_nout outputs are the block's, the rest the float inputs' gradients */
     bool train;
     int train_nin, train_nout;
+    /* --precision f8: the unit takes the f8 state; each run starts from a fresh one with these
+     * scales (the block's, calibrated on the case's inputs), which the reference used too */
+    int nfp8;
+    double *fp8_scale;        /* [nfp8] */
 };
 
 typedef struct EmuRunner {

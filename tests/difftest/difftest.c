@@ -513,6 +513,7 @@ static double sensitivity(Run *u, bool grad, int j, const char *const *noisy) {
         FcProgram *pr = NULL;
         FcTensor **gin = NULL;
         FcStatus st = grad ? compile_opts(noisy[trial], base != P_EAGER, NULL, remat_of[base], -1, &b) : compile(noisy[trial], 1, NULL, &b);
+        if (st == FC_OK && fc_block_num_fp8_slots(b) > 0) st = fc_block_calibrate_fp8(b, u->in);
         if (st == FC_OK) st = fc_program_new(b, base == P_REF ? u->ref : u->cpu, &pr);
         if (st == FC_OK && (fc_block_num_outputs(b) != u->nout || fc_block_num_inputs(b) != u->nin)) st = FC_ERR_INTERNAL;
         if (st == FC_OK && grad && !(gin = new_tensors(base == P_REF ? u->ref : u->cpu, b, false))) st = FC_ERR_NOMEM;
@@ -723,26 +724,6 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         msgf(r, "device: %s", fc_device_last_error(u.cpu ? u.cpu : u.ref));
         goto done;
     }
-    for (int k = 0; k < u.nprog; k++) {
-        FcBlock *b = u.blk[k == P_REF ? P_FUSED : k];
-        s = fc_program_new(b, k == P_REF ? u.ref : u.cpu, &u.prog[k]);
-        if (s != FC_OK) {
-            r->cls = DR_PROGRAM;
-            r->which = k;
-            r->status = s;
-            msgf(r, "%s program: %s: %s", who_name[k], fc_status_name(s), u.prog[k] ? fc_program_last_error(u.prog[k]) : fc_block_last_error(b));
-            goto done;
-        }
-    }
-    /* f16 training as `fusec run` does it: the fused program with dynamic loss scaling */
-    if (c->train && g_precision && strcmp(g_precision, "f16") == 0 &&
-        (s = fc_program_set_loss_scaling(u.prog[P_FUSED], 65536, 0)) != FC_OK && s != FC_ERR_UNSUPPORTED) {
-        r->cls = DR_PROGRAM;
-        r->which = P_FUSED;
-        r->status = s;
-        msgf(r, "fused program: loss scaling: %s", fc_program_last_error(u.prog[P_FUSED]));
-        goto done;
-    }
     FcBlock *b0 = u.blk[P_FUSED];
     u.nin = fc_block_num_inputs(b0);
     u.nout = fc_block_num_outputs(b0);
@@ -777,6 +758,37 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
             msgf(r, "%s %d: %s", g ? "the gradient of output" : "input", j, fc_block_last_error(b0));
             goto done;
         }
+    }
+    /* --precision f8: every block scales as the reference interpreter would after one run on
+     * these inputs (fc_block_calibrate_fp8); the programs made now start from those scales and
+     * keep them in their one run, so fused, eager and the reference round alike */
+    for (int k = 0; k < u.nprog && fc_block_num_fp8_slots(b0) > 0; k++)
+        if (k != P_REF && (s = fc_block_calibrate_fp8(u.blk[k], u.in)) != FC_OK) {
+            r->cls = DR_RUN;
+            r->which = k;
+            r->status = s;
+            msgf(r, "%s: f8 calibration: %s: %s", who_name[k], fc_status_name(s), fc_block_last_error(u.blk[k]));
+            goto done;
+        }
+    for (int k = 0; k < u.nprog; k++) {
+        FcBlock *b = u.blk[k == P_REF ? P_FUSED : k];
+        s = fc_program_new(b, k == P_REF ? u.ref : u.cpu, &u.prog[k]);
+        if (s != FC_OK) {
+            r->cls = DR_PROGRAM;
+            r->which = k;
+            r->status = s;
+            msgf(r, "%s program: %s: %s", who_name[k], fc_status_name(s), u.prog[k] ? fc_program_last_error(u.prog[k]) : fc_block_last_error(b));
+            goto done;
+        }
+    }
+    /* f16 training as `fusec run` does it: the fused program with dynamic loss scaling */
+    if (c->train && g_precision && strcmp(g_precision, "f16") == 0 &&
+        (s = fc_program_set_loss_scaling(u.prog[P_FUSED], 65536, 0)) != FC_OK && s != FC_ERR_UNSUPPORTED) {
+        r->cls = DR_PROGRAM;
+        r->which = P_FUSED;
+        r->status = s;
+        msgf(r, "fused program: loss scaling: %s", fc_program_last_error(u.prog[P_FUSED]));
+        goto done;
     }
     /* reference first, then fused, eager (and remat-full); every output and gradient poisoned
      * before every run. The reference backward may not be there yet: FC_ERR_UNSUPPORTED skips
@@ -1517,7 +1529,7 @@ static int usage(void) {
             "usage: difftest [--seed S | --seed-from STRING] [--count N] [--first G] [--nvrtc-every K] [--emu-every K] [--out DIR] [--jobs J]\n"
             "                [--exclude OP,OP...] [--min-stmts N] [--max-stmts N] [--timeout S]\n"
             "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--emu-contract] [--no-fork]\n"
-            "                [--self-check] [--self-check-emu] [--verbose] [--precision bf16|f16]\n"
+            "                [--self-check] [--self-check-emu] [--verbose] [--precision bf16|f16|f8]\n"
             "                [--train | --train-every K] [--budget-every K]\n"
             "                [--print] [--replay FILE.tf [--input-seed S]]\n"
             "ops for --exclude:");
@@ -1565,7 +1577,9 @@ static int replay(const Opts *o) {
     bool train = o->train || strstr(src, "# mode=train") != NULL;
     /* and one checked at a --precision, which (unless given) the replay uses too */
     const char *hp = strstr(src, "# precision=");
-    if (hp && !g_precision) g_precision = emu_precision = !strncmp(hp + 12, "bf16", 4) ? "bf16" : !strncmp(hp + 12, "f16", 3) ? "f16" : NULL;
+    if (hp && !g_precision)
+        g_precision = emu_precision = !strncmp(hp + 12, "bf16", 4) ? "bf16" : !strncmp(hp + 12, "f16", 3) ? "f16"
+                                    : !strncmp(hp + 12, "f8", 2) ? "f8" : NULL;
     Check ck = {train, o->nvrtc_every > 0, train && o->budget_every > 0, o->self_check, 0};
     Result r;
     run_check(src, NULL, seed, &ck, o, &r);
@@ -1643,7 +1657,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--emu-contract")) g_emu_contract = true;
         else if (!strcmp(a, "--precision")) {
             NEEDV();
-            if (strcmp(v, "bf16") && strcmp(v, "f16") && strcmp(v, "keep")) return usage();
+            if (strcmp(v, "bf16") && strcmp(v, "f16") && strcmp(v, "f8") && strcmp(v, "keep")) return usage();
             g_precision = emu_precision = strcmp(v, "keep") ? v : NULL;
         }
         else if (!strcmp(a, "--self-check")) o.self_check = true;
@@ -1660,6 +1674,11 @@ int main(int argc, char **argv) {
     if (o.gen.max_stmts < o.gen.min_stmts) o.gen.max_stmts = o.gen.min_stmts;
     if (!o.fork) o.jobs = 1;
     if (o.self_check_emu && o.emu_every == 0) o.emu_every = 1;
+    /* f8 compiles forward programs only (docs/precision.md, "f8") */
+    if (g_precision && !strcmp(g_precision, "f8")) {
+        if (o.train) return usage();
+        o.train_every = 0;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     if (g_emu_contract && !__builtin_cpu_supports("fma")) {
         fprintf(stderr, "difftest: --emu-contract needs a CPU with FMA instructions\n");

@@ -237,6 +237,11 @@ static void add_bad_label(int from) {
     if (f->nin >= 2 && f->in_dt[1] == FC_I32 && f->in_n[1] == 15) ((int32_t *)c->in[1])[4] = 17;
     c->want_status = FC_ERR_RUNTIME_DATA;
     c->compare = outputs_unspecified;
+    if (f->nfp8 > 0) {   /* the same unit: the same f8 state */
+        c->nfp8 = f->nfp8;
+        c->fp8_scale = emu_xcalloc((size_t)f->nfp8, sizeof *c->fp8_scale);
+        memcpy(c->fp8_scale, f->fp8_scale, (size_t)f->nfp8 * sizeof *c->fp8_scale);
+    }
 }
 
 /* ---- the emulator's self-test ------------------------------------------------------------------------- */

@@ -58,7 +58,11 @@ static int64_t numel_of(int v) {
 
 /* Runs g: inputs given as doubles (stored in each input's dtype with host.c), outputs poisoned
  * (all bytes 0xFF: NaN for floats) and read back as doubles into outs[k] (malloc'd). */
+static FcStatus run_mode(const double *const *ins, double **outs, RtRounding mode, FcErr *err);
 static FcStatus run(const double *const *ins, double **outs, FcErr *err) {
+    return run_mode(ins, outs, RT_ROUND_EVERY_OP, err);
+}
+static FcStatus run_mode(const double *const *ins, double **outs, RtRounding mode, FcErr *err) {
     int ni = g->inputs.len, no = g->outputs.len;
     void **ib = calloc((size_t)ni + 1, sizeof *ib), **ob = calloc((size_t)no + 1, sizeof *ob);
     REQUIRE(ib && ob);
@@ -76,7 +80,7 @@ static FcStatus run(const double *const *ins, double **outs, FcErr *err) {
         REQUIRE(ob[k]);
         memset(ob[k], 0xFF, bytes);
     }
-    FcStatus st = rt_interp_run(g, (const void *const *)ib, ob, err);
+    FcStatus st = rt_interp_run_rounding(g, (const void *const *)ib, ob, mode, err);
     for (int k = 0; k < no; k++) {
         const IrValue *v = ir_cval(g, g->outputs.data[k]);
         int64_t n = numel_of(g->outputs.data[k]);
@@ -536,6 +540,50 @@ static void test_generators(void) {
     for (int k = 0; k < 4; k++) free(o[k]);
 }
 
+/* f8 scaling: x * s rounded to the slot's format (saturating), q / s back; the scale is the
+ * graph's slot table's; a fused kernel's meaning (RT_ROUND_AT_OUTPUTS) keeps the quantized value
+ * in f32 where it is not an output. */
+static void test_fp8(void) {
+    new_graph();
+    REQUIRE(ir_add_fp8_slot(g, FC_F8E4M3) == 0 && ir_add_fp8_slot(g, FC_F8E5M2) == 1);
+    g->fp8.data[0].scale = 4;
+    g->fp8.data[1].scale = 0x1p-4;
+    int x = input(FC_F32, SH(5)), y = input(FC_F32, SH(2));
+    int s0 = add(IR_OP_FP8_SCALE, NULL, 0, (IrAttrs){.i = {0}}), s1 = add(IR_OP_FP8_SCALE, NULL, 0, (IrAttrs){.i = {1}});
+    int q = add(IR_OP_FP8_QUANT, INS(x, s0), (IrAttrs){.i = {0}});
+    output(add(IR_OP_FP8_DEQUANT, INS(q, s0), (IrAttrs){0}));
+    output(q);
+    output(s0);
+    output(add(IR_OP_FP8_QUANT, INS(y, s1), (IrAttrs){.i = {1}}));
+    static const double xv[] = {1.0, 0.3, -100, 200, 0.02}, yv[] = {2e6, -3};
+    const double *ins[] = {xv, yv};
+    /* x * 4 = 4, 1.2, -400, 800, 0.08 in E4M3: 4, 1.25, -384 (a tie, to even), 448 (saturated),
+     * 0.078125 (10 quanta of 2^-7) */
+    static const double want_q[] = {4, 1.25, -384, 448, 0.078125};
+    double *o[4], *w[4];
+    FcErr err = {0};
+    REQUIRE(run(ins, o, &err) == FC_OK);
+    for (int i = 0; i < 5; i++) {
+        EXPECT(o[1][i] == want_q[i], "fp8_quant [%d]: got %.17g, want %.17g", i, o[1][i], want_q[i]);
+        EXPECT(o[0][i] == want_q[i] / 4, "fp8_dequant [%d]: got %.17g, want %.17g", i, o[0][i], want_q[i] / 4);
+    }
+    EXPECT(o[2][0] == 4, "fp8_scale: %g", o[2][0]);
+    /* y / 16 = 125000 (saturated to E5M2's 57344, not inf), -0.1875 (exact in E5M2) */
+    EXPECT(o[3][0] == 57344 && o[3][1] == -0.1875, "fp8_quant e5m2: %.17g %.17g", o[3][0], o[3][1]);
+    /* kept wide inside a kernel: the dequantized value is x itself, the stored q still rounds */
+    REQUIRE(run_mode(ins, w, RT_ROUND_AT_OUTPUTS, &err) == FC_OK);
+    for (int i = 0; i < 5; i++) {
+        EXPECT(w[0][i] == (double)(float)xv[i], "fp8_dequant kept wide [%d]: got %.17g", i, w[0][i]);
+        EXPECT(w[1][i] == want_q[i], "fp8_quant at an output [%d]: got %.17g", i, w[1][i]);
+    }
+    /* another scale in the table, another result: the reference uses the program's scales */
+    g->fp8.data[0].scale = 0.5;
+    double *h[4];
+    REQUIRE(run(ins, h, &err) == FC_OK);
+    EXPECT(h[1][3] == 96 && h[0][3] == 192, "scale 0.5: 200 -> %g -> %g", h[1][3], h[0][3]);
+    for (int k = 0; k < 4; k++) free(o[k]), free(w[k]), free(h[k]);
+}
+
 static void test_gather(void) {
     double table[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     new_graph();
@@ -957,6 +1005,7 @@ int main(void) {
     test_attention();
     test_shape_ops();
     test_generators();
+    test_fp8();
     test_gather();
     test_scatter_add();
     test_matmul();

@@ -395,6 +395,32 @@ static void test_cast_exact(void) {
     for (int j = 0; j < 4; j++) free(ob[j]);
 }
 
+/* f8 scaling, exactly: straight through the rounding, times the scale into fp8_quant's x, over
+ * it out of fp8_dequant's q (so a quantize-dequantize pair passes the gradient unchanged); the
+ * scale, state, gets none. */
+static void test_fp8_exact(void) {
+    new_graph();
+    REQUIRE(ir_add_fp8_slot(g, FC_F8E4M3) == 0);
+    g->fp8.data[0].scale = 8;
+    int x = input(SH(3), G_SIGNED);
+    int xf = add(IR_OP_CAST, INS(x), (IrAttrs){.dtype = FC_F32});
+    int s = add(IR_OP_FP8_SCALE, NULL, 0, (IrAttrs){.i = {0}});
+    int q = add(IR_OP_FP8_QUANT, INS(xf, s), (IrAttrs){.i = {0}});
+    output(add(IR_OP_CAST, INS(add(IR_OP_FP8_DEQUANT, INS(q, s), (IrAttrs){0})), (IrAttrs){.dtype = FC_F64}));
+    output(q);
+    double xv[3] = {1.25, -2.75, 0.3}, gx[3];
+    const double w0[3] = {0.5, -1, 2}, w1[3] = {1, 2, 3};
+    const double *gw[] = {w0, w1};
+    double *gi[] = {gx};
+    void *ob[2];
+    for (int j = 0; j < 2; j++) REQUIRE((ob[j] = malloc(64)));
+    FcErr err = {0};
+    const void *ins[] = {xv};
+    REQUIRE(rt_interp_grad(g, ins, ob, gw, gi, &err) == FC_OK);
+    for (int e = 0; e < 3; e++) EXPECT(gx[e] == w0[e] + 8 * w1[e], "fp8 gradient %d: %g", e, gx[e]);
+    for (int j = 0; j < 2; j++) free(ob[j]);
+}
+
 /* ---- reductions ------------------------------------------------------------------------------------ */
 static void test_reductions(void) {
     static const IrOp ops[] = {IR_OP_SUM, IR_OP_MEAN, IR_OP_MAX, IR_OP_MIN};
@@ -908,6 +934,7 @@ int main(void) {
     test_binary();
     test_where_compare_cast();
     test_cast_exact();
+    test_fp8_exact();
     test_reductions();
     test_ties();
     test_softmax();

@@ -135,7 +135,15 @@ static IrGraph *all_ops_graph(void) {
     for (int op = 0; op < IR_OP_COUNT; op++)
         if (ir_ops[op].cat == IR_CAT_UNARY) last = N(g, (IrOp)op, NOATTR, x);
     for (int op = 0; op < IR_OP_COUNT; op++)
-        if (ir_ops[op].cat == IR_CAT_BINARY) last = N(g, (IrOp)op, NOATTR, last, y);
+        if (ir_ops[op].cat == IR_CAT_BINARY && op != IR_OP_FP8_QUANT && op != IR_OP_FP8_DEQUANT)
+            last = N(g, (IrOp)op, NOATTR, last, y);
+    /* f8 scaling: an E4M3 slot read back, an E5M2 slot stored as it is */
+    CHECK(ir_add_fp8_slot(g, FC_F8E4M3) == 0 && ir_add_fp8_slot(g, FC_F8E5M2) == 1);
+    g->fp8.data[0].scale = 0.25;
+    g->fp8.data[1].scale = 0x1p40;
+    int s0 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {0}})), s1 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {1}}));
+    output(g, N(g, IR_OP_FP8_DEQUANT, NOATTR, N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {0}}), last, s0), s0), "dq");
+    output(g, N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {1}}), y, s1), "q5");
     int c = x;
     for (int op = 0; op < IR_OP_COUNT; op++)
         if (ir_ops[op].cat == IR_CAT_COMPARE) c = N(g, (IrOp)op, NOATTR, x, y);
@@ -357,9 +365,21 @@ static const struct {
     {HDR "  %1 = full() {shape=[], value=-x, dtype=f32} : f32[] @0:0 #0\n", "e.ir:3:32: error: unexpected character '-'"},
     {HDR "  $\n", "e.ir:3:3: error: unexpected character '$'"},
     {HDR "  \xc3\xa9\n", "e.ir:3:3: error: unexpected byte 0xc3"},
-    {HDR "  neg\n", "e.ir:3:3: error: expected 'input', 'param', 'output' or a node, found 'neg'"},
+    {HDR "  neg\n", "e.ir:3:3: error: expected 'input', 'param', 'output', 'fp8' or a node, found 'neg'"},
     {HDR "  %1 = matmul(%0, %0) : f32[2, 2] @0:0 #0\n",
      "e.ir:3:8: error: matrix product inner sizes differ: f32[2, 3] @ f32[2, 3] (3 vs 2)"},
+    {HDR "  fp8 slot 1: f8e4m3 scale=1\n", "e.ir:3:12: error: f8 slots are numbered in order: expected 0, found 1"},
+    {HDR "  fp8 slot 0: bf16 scale=1\n", "e.ir:3:15: error: an f8 slot's format is f8e4m3 or f8e5m2"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=3\n", "e.ir:3:28: error: an f8 slot's scale is a positive finite power of two"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=-0.5\n", "e.ir:3:28: error: an f8 slot's scale is a positive finite power of two"},
+    {HDR "  fp8 slot 0: f8e4m3\n", "e.ir:3:21: error: expected 'scale', found end of line"},
+    {HDR "  %1 = fp8_scale() {slot=0} : f32[] @0:0 #0\n", "e.ir:3:8: error: 'fp8_scale' names f8 slot 0; the graph has 0"},
+    {HDR "  fp8 slot 0: f8e5m2 scale=1\n  %1 = fp8_scale() {slot=0} : f32[] @0:0 #0\n"
+         "  %2 = fp8_quant(%0, %0) {slot=0} : f8e5m2[2, 3] @0:0 #0\n",
+     "e.ir:5:8: error: 'fp8_quant' expects an f32[] scale; got f32[2, 3]"},
+    {HDR "  fp8 slot 0: f8e5m2 scale=1\n  %1 = fp8_scale() {slot=0} : f32[] @0:0 #0\n"
+         "  %2 = fp8_dequant(%0, %1) : f32[2, 3] @0:0 #0\n",
+     "e.ir:5:8: error: 'fp8_dequant' expects an f8 q; got f32"},
 };
 
 static void test_parse_errors(void) {
@@ -521,6 +541,23 @@ static void plant(int which, IrGraph *g) {
     case 12: g->inputs.data[1] = 0; break;                       /* an input listed twice */
     case 13: sum_n->a.i[2] = 7; break;                           /* unused int slot */
     case 14: neg_n->op = IR_OP_SPLIT; break;                     /* result count for split */
+    default: {   /* f8: slot 0 (E4M3) and slot 1, x quantized with slot 0 */
+        FcErr err = {0};
+        CHECK(ir_add_fp8_slot(g, FC_F8E4M3) == 0 && ir_add_fp8_slot(g, FC_F8E4M3) == 1);
+        int s0 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {0}})), s1 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {1}}));
+        int q = N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {0}}), 0, s0);
+        CHECK_OK(ir_verify(g, &err), err);
+        if (which == 15) g->fp8.data[0].scale = 3;
+        if (which == 16) g->fp8.data[0].fmt = FC_F32;
+        if (which == 17) g->nodes.data[5].in[1] = s1;                        /* another slot's scale */
+        if (which == 18) {                                                   /* a second quant of slot 0 */
+            int q2 = N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {1}}), 1, s1);
+            g->nodes.data[ir_cval(g, q2)->node].a.i[0] = 0;
+            g->nodes.data[ir_cval(g, q2)->node].in[1] = s0;
+        }
+        (void)q;
+        break;
+    }
     }
 }
 
@@ -540,6 +577,10 @@ static const char *const plant_msgs[] = {
     "internal error: ir_verify: block 'small': input 1: value %0 says it comes from node -1, result 0",
     "internal error: ir_verify: block 'small': node 1 (%3 = sum): attribute slot i2 is 7 but 'sum' does not use it",
     "internal error: ir_verify: block 'small': node 2 (%4 = split): has 1 results; expected 0",
+    "internal error: ir_verify: block 'small': f8 slot 0's scale 3 is not a positive finite power of two",
+    "internal error: ir_verify: block 'small': f8 slot 0 has format 1, not an f8 type",
+    "internal error: ir_verify: block 'small': node 5 (%7 = fp8_quant): its scale %6 is not an fp8_scale of its slot",
+    "internal error: ir_verify: block 'small': nodes 5 and 6 both quantize with f8 slot 0",
 };
 
 static void test_verifier(void) {
