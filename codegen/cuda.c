@@ -1974,9 +1974,22 @@ static const char status_text[] =
     " *  10  a kernel's grid exceeds CUDA's limit of 2^31-1 blocks\n";
 
 /* The comment at the top of a training unit, after the signatures. */
+/* The f8 state argument's lines of the interface comment (none without it). */
+static void put_fp8_comment(StrBuf *out, const Aot *a, const char *entry) {
+    if (!a->fp8_floats) return;
+    sb_printf(out, " *   fp8_state: --precision f8's delayed scaling (%lld floats, %lld f8 tensors): the\n"
+                   " *              scales and amax histories, kept from call to call; make it once with\n"
+                   " *              fusec_%s_fp8_state_init(fp8_state, stream) (every scale 1, no history).\n"
+                   " *              Each forward first sets every scale from the history, then records its\n"
+                   " *              amaxes (a backward reads its forward's scales); run a call or a few to\n"
+                   " *              calibrate before the calls that count.\n",
+              (long long)a->fp8_floats, (long long)(a->fp8_floats / KIR_FP8_STRIDE), entry);
+}
+
 static void put_train_comment(StrBuf *out, const Aot *a, const AotFn *fw, const AotFn *bw, const char *entry) {
     sb_puts(out, " *\n * Arguments:\n");
     put_arg_lines(out, a);
+    put_fp8_comment(out, a, entry);
     sb_printf(out, " *   saved: at least fusec_%s_saved_bytes() bytes (%lld), 256-byte aligned (cudaMalloc memory\n"
                    " *          is); may be NULL when that size is 0. The forward writes it, its backward reads it.\n",
               entry, (long long)a->saved_bytes);
@@ -2059,13 +2072,7 @@ static FcStatus put_aot(Aot *a, AotFn *fns, int n, const char *entry, StrBuf *ou
     } else {
         sb_puts(out, " *\n * Arguments:\n");
         put_arg_lines(out, a);
-        if (a->fp8_floats)
-            sb_printf(out, " *   fp8_state: --precision f8's delayed scaling (%lld floats, %lld f8 tensors): the\n"
-                           " *              scales and amax histories, kept from call to call; make it once with\n"
-                           " *              fusec_%s_fp8_state_init(fp8_state, stream) (every scale 1, no history).\n"
-                           " *              Each call first sets every scale from the history, then records its\n"
-                           " *              amaxes; run one call to calibrate before the calls that count.\n",
-                      (long long)a->fp8_floats, (long long)(a->fp8_floats / KIR_FP8_STRIDE), entry);
+        put_fp8_comment(out, a, entry);
         sb_printf(out, " *   workspace: at least fusec_%s_workspace_size() bytes (%lld), 256-byte aligned\n"
                        " *              (cudaMalloc memory is); may be NULL when that size is 0.\n", entry, (long long)fw->need);
         sb_puts(out, status_text);

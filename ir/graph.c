@@ -106,7 +106,7 @@ void ir_graph_free(IrGraph *g) {
 }
 
 int ir_add_fp8_slot(IrGraph *g, FcDtype fmt) {
-    IrFp8Slot sl = {fmt, 1.0};
+    IrFp8Slot sl = {fmt, 1.0, false};
     return FC_VEC_PUSH(&g->fp8, sl) ? g->fp8.len - 1 : -1;
 }
 
@@ -203,6 +203,7 @@ FcStatus ir_copy_fp8_slots(IrGraph *dst, const IrGraph *src, FcErr *err) {
     for (int k = 0; k < src->fp8.len; k++) {
         if (ir_add_fp8_slot(dst, src->fp8.data[k].fmt) < 0) return FC_OOM(err);
         dst->fp8.data[k].scale = src->fp8.data[k].scale;
+        dst->fp8.data[k].read_only = src->fp8.data[k].read_only;
     }
     return FC_OK;
 }

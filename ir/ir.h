@@ -115,6 +115,9 @@ struct IrNode {
 typedef struct IrFp8Slot {
     FcDtype fmt;      /* FC_F8E4M3 or FC_F8E5M2 */
     double scale;     /* a positive finite power of two */
+    bool read_only;   /* this graph's program reads the slot's scale but neither records its amax
+                       * nor updates it (a training step's backward, recomputing forward values:
+                       * the forward's program owns the slot) */
 } IrFp8Slot;
 
 struct IrGraph {

@@ -503,6 +503,7 @@ typedef struct PSlot {
     Tok at;
     FcDtype fmt;
     double scale;
+    bool read_only;
 } PSlot;
 
 typedef struct Items {
@@ -563,6 +564,10 @@ static FcStatus parse_slot(Parser *ps, Items *it) {
     int e;
     if (!(sl.scale > 0) || !isfinite(sl.scale) || frexp(sl.scale, &e) != 0.5)
         return perr(ps, st.line, st.col, "an f8 slot's scale is a positive finite power of two");
+    if (is_word(ps, "read_only")) {
+        sl.read_only = true;
+        FC_TRY(next(ps));
+    }
     FC_TRY(expect_eol(ps));
     if (!FC_VEC_PUSH(&it->slots, sl)) return FC_OOM(ps->err);
     return FC_OK;
@@ -830,6 +835,7 @@ FcStatus ir_parse(const char *text, const char *file, IrGraph **out, FcErr *err)
     for (int k = 0; k < it.slots.len; k++) {
         if (ir_add_fp8_slot(g, it.slots.data[k].fmt) < 0) TRY_(FC_OOM(err));
         g->fp8.data[k].scale = it.slots.data[k].scale;
+        g->fp8.data[k].read_only = it.slots.data[k].read_only;
     }
     TRY_(build(&ps, g, &it));
     if (next_origin < g->next_origin)

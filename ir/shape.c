@@ -598,7 +598,8 @@ RULE(fp8_quant) {
     FC_TRY(fp8_slot(g, n, err));
     FC_TRY(fp8_scale_input(g, n, err));
     const IrValue *x = in(g, n, 0);
-    if (x->dtype != FC_F32) return fc_err_set(err, FC_ERR_INPUT, "'fp8_quant' expects f32 x; got %s", fc_dtype_name(x->dtype));
+    if (x->dtype != FC_F32 && x->dtype != FC_BF16 && x->dtype != FC_F16)
+        return fc_err_set(err, FC_ERR_INPUT, "'fp8_quant' expects f32, bf16 or f16 x; got %s", fc_dtype_name(x->dtype));
     osh[0] = x->shape;
     odt[0] = g->fp8.data[n->a.i[0]].fmt;
     return FC_OK;
@@ -610,7 +611,10 @@ RULE(fp8_dequant) {
     const IrValue *q = in(g, n, 0);
     if (q->dtype != FC_F8E4M3 && q->dtype != FC_F8E5M2)
         return fc_err_set(err, FC_ERR_INPUT, "'fp8_dequant' expects an f8 q; got %s", fc_dtype_name(q->dtype));
+    if (n->a.dtype != FC_F32 && n->a.dtype != FC_BF16 && n->a.dtype != FC_F16)
+        return fc_err_set(err, FC_ERR_INPUT, "'fp8_dequant' makes f32, bf16 or f16; got %s",
+                          fc_dtype_name(n->a.dtype) ? fc_dtype_name(n->a.dtype) : "?");
     osh[0] = q->shape;
-    odt[0] = FC_F32;
+    odt[0] = n->a.dtype;
     return FC_OK;
 }

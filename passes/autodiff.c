@@ -48,6 +48,10 @@ typedef struct Ad {
     int *borigin;          /* forward origin -> backward origin, -1 before first use */
     int norigin;
     int nfwd_values;       /* values of the forward (and the gradient inputs): ids below this */
+    int *quant_of;         /* [nfwd_values] the forward node that quantizes the value (fp8_quant), -1 */
+    int *scaled;           /* [nfwd_values] for a scaled f8 value (--precision f8: an fp8_quant's
+                            * result or an index map of one) the dtype its fp8_quant read, which
+                            * its adjoint has; FC_DTYPE_COUNT for any other value */
     FcErr *err;
     IrLoc loc;
     int origin;
@@ -74,6 +78,12 @@ static FcStatus bin(Ad *d, IrOp op, int a, int b, int *out) {
 }
 static const IrValue *V(const Ad *d, int v) { return ir_cval(d->g, v); }
 static FcDtype DT(const Ad *d, int v) { return V(d, v)->dtype; }
+/* The dtype of v's adjoint: v's own, but for a scaled f8 value the type it was quantized from (its
+ * scale belongs to the forward tensor, not to its gradient; E5M2 gradients with scales of their
+ * own are not made). */
+static FcDtype ADT(const Ad *d, int v) {
+    return v < d->nfwd_values && d->scaled && d->scaled[v] != FC_DTYPE_COUNT ? (FcDtype)d->scaled[v] : DT(d, v);
+}
 static FcStatus scalar(Ad *d, FcDtype t, double v, int *out) {
     IrAttrs a = {.f = v, .dtype = t};
     return emit(d, IR_OP_FULL, NULL, 0, &a, out);
@@ -165,7 +175,7 @@ static IrShape keep_shape(const IrShape *x, const int64_t *axes, int naxes) {
 static FcStatus accumulate(Ad *d, int x, int c) {
     FC_CHECK(d->err, x >= 0 && x < d->nfwd_values);
     if (!d->rg[x]) return FC_OK;
-    FC_CHECK(d->err, ir_shape_eq(&V(d, x)->shape, &V(d, c)->shape) && DT(d, x) == DT(d, c));
+    FC_CHECK(d->err, ir_shape_eq(&V(d, x)->shape, &V(d, c)->shape) && ADT(d, x) == DT(d, c));
     if (d->adj[x] < 0) {
         d->adj[x] = c;
         return FC_OK;
@@ -345,9 +355,17 @@ static FcStatus rule_binary(Ad *d, const IrNode *n, int g) {
         }
         break;
     }
+    /* f8 scaling: straight through the rounding (it has no useful derivative), times the scale
+     * into fp8_quant's x, over it out of fp8_dequant's q (the pair passes g unchanged: s is a
+     * power of two); q's adjoint has the type q was quantized from (ADT); the scale, state,
+     * gets none */
     case IR_OP_FP8_QUANT: case IR_OP_FP8_DEQUANT:
-        return fc_err_set(d->err, FC_ERR_UNSUPPORTED, "training at --precision f8 is not supported yet (no gradient "
-                          "rule for '%s')", ir_ops[n->op].name);
+        if (d->rg[a]) {
+            FC_TRY(cast(d, g, FC_F32, &t));
+            FC_TRY(bin(d, n->op == IR_OP_FP8_QUANT ? IR_OP_MUL : IR_OP_DIV, t, b, &u));
+            FC_TRY(cast(d, u, ADT(d, a), &ca));
+        }
+        break;
     default:
         return fc_err_set(d->err, FC_ERR_INTERNAL, "internal error: pass_autodiff: no rule for '%s'", ir_ops[n->op].name);
     }
@@ -611,6 +629,20 @@ static FcStatus backward_node(Ad *d, const IrNode *n) {
         d->origin = d->g->next_origin++;
     }
     d->origin_op = n->origin_op;
+    /* f8: a rule that reads the result y (exp's, softmax's, a quotient's) reads it as it was
+     * stored, dequantized from its E4M3 copy: the backward then needs that 1-byte copy, not y,
+     * as at bf16 it reads the rounded y */
+    IrNode m;
+    int yq[1];
+    if (d->quant_of && d->quant_of[y] >= 0) {
+        const IrNode *qn = &d->g->nodes.data[d->quant_of[y]];
+        int qs[2] = {qn->out[0], qn->in[1]};
+        IrAttrs da = {.dtype = DT(d, y)};
+        FC_TRY(emit(d, IR_OP_FP8_DEQUANT, qs, 2, &da, &yq[0]));
+        m = *n;
+        m.out = yq;
+        n = &m;
+    }
     switch (ir_ops[n->op].cat) {
     case IR_CAT_UNARY: return rule_unary(d, n, g);
     case IR_CAT_BINARY: return rule_binary(d, n, g);
@@ -689,6 +721,19 @@ static FcStatus run(Ad *d, AdJoint *j) {
     int nfwd_nodes = g->nodes.len;
     int nv = g->values.len;
     d->nfwd_values = nv;
+    d->scaled = s == FC_OK ? fc_calloc((size_t)nv + 1, sizeof(int)) : NULL;
+    if (s == FC_OK && !d->scaled) s = FC_OOM(d->err);
+    d->quant_of = s == FC_OK ? fc_calloc((size_t)nv + 1, sizeof(int)) : NULL;
+    if (s == FC_OK && !d->quant_of) s = FC_OOM(d->err);
+    for (int v = 0; s == FC_OK && v <= nv; v++) d->scaled[v] = FC_DTYPE_COUNT, d->quant_of[v] = -1;
+    for (int i = 0; s == FC_OK && i < nfwd_nodes; i++)
+        if (g->nodes.data[i].op == IR_OP_FP8_QUANT) d->quant_of[g->nodes.data[i].in[0]] = i;
+    for (int i = 0; s == FC_OK && i < nfwd_nodes; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        int sc = n->op == IR_OP_FP8_QUANT ? (int)ir_cval(g, n->in[0])->dtype
+               : ir_ops[n->op].cat == IR_CAT_SHAPE && n->nin == 1 ? d->scaled[n->in[0]] : FC_DTYPE_COUNT;
+        for (int r = 0; r < n->nout; r++) d->scaled[n->out[r]] = sc;
+    }
     /* adjoints belong to forward values only (ids below nv): the backward's own values
      * never get one */
     int cap = nv + 1;
@@ -763,6 +808,8 @@ FcStatus pass_autodiff(const IrGraph *in, AdJoint *out, FcErr *err) {
     fc_free(d.adj);
     fc_free(d.rg);
     fc_free(d.borigin);
+    fc_free(d.scaled);
+    fc_free(d.quant_of);
     out->graph = d.g;
     if (s != FC_OK) ad_joint_free(out);
     return s;

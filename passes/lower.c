@@ -676,19 +676,28 @@ static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
     return kir_cast(L->k, ctype(val(L, v)->dtype), vref(L, acc));
 }
 
-/* fp8_quant(x, s) at idx: x * s in f32 (the store to an f8 buffer rounds it, saturating; so does
- * --strict-rounding here), and |x| into the slot's amax of this run (KS_AMAX: wherever the kernel
+/* fp8_quant(x, s) at idx: x * s rounded to the slot's format, saturating, wherever it is computed
+ * (as a cast is: every kernel that reads the f8 value or computes it again, a backward's
+ * recomputation included, sees the same value), and |x| into the slot's amax of this run (KS_AMAX: wherever the kernel
  * computes it, stored or not, since the reference rounds it with the slot's scale either way).
- * fp8_dequant(q, s): q / s, exact. s is a scalar: it broadcasts. */
+ * fp8_dequant(q, s): q * (1 / s), exact. s is a scalar: it broadcasts. */
 static int emit_fp8(Lower *L, const IrNode *n, const int *idx) {
     const IrShape *os = &val(L, n->out[0])->shape;
     int ii[IR_MAX_RANK], none[1] = {0};
     bcast_index(L, os, &val(L, n->in[0])->shape, idx, ii);
     int x = emit(L, n->in[0], ii), sc = emit(L, n->in[1], none);
-    if (n->op == IR_OP_FP8_DEQUANT) return kir_bin(L->k, KB_DIV, x, sc);
-    LCHECK(L, L->state_buf >= 0 && !L->k->in_tail);
-    kir_amax(L->k, param_for_buf(L, L->state_buf, true), ci(L, n->a.i[0] * KIR_FP8_STRIDE + 1), x);
-    return strict_round(L, val(L, n->out[0])->dtype, kir_bin(L->k, KB_MUL, x, sc));
+    /* q * (1 / s): exact as q / s is (s a power of two), and the reciprocal of the scale, loop
+     * invariant, leaves the loop with its load: a multiply an element instead of a divide */
+    if (n->op == IR_OP_FP8_DEQUANT) return kir_bin(L->k, KB_MUL, x, kir_un(L->k, KU_RECIP, sc));
+    LCHECK(L, L->state_buf >= 0 && !L->k->in_tail && n->a.i[0] < L->g->fp8.len);
+    /* a 16-bit x (a value the graph stores in bf16 or f16 before E4M3) is rounded to its type
+     * first, here as in every program: eager's kernel, which computes x and quantizes it in
+     * registers, then gives the bits --strict-rounding gives */
+    FcDtype xt = val(L, n->in[0])->dtype;
+    if (xt != FC_F32) x = kir_round(L->k, xt, x);
+    if (!L->g->fp8.data[n->a.i[0]].read_only)
+        kir_amax(L->k, param_for_buf(L, L->state_buf, true), ci(L, n->a.i[0] * KIR_FP8_STRIDE + 1), x);
+    return kir_round(L->k, val(L, n->out[0])->dtype, kir_bin(L->k, KB_MUL, x, sc));
 }
 
 static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
@@ -1952,7 +1961,7 @@ static int add_buffer(Lower *L, KirBufKind kind, int index, int v) {
 }
 
 /* The f8 scaling update, the program's first launch (kir.h, KIR_BUF_STATE): for each slot this
- * graph quantizes with, the amax of the last run pushed into the history (newest first, the
+ * graph quantizes with and owns (not read_only), the amax of the last run pushed into the history (newest first, the
  * oldest dropped) and reset to 0, and the scale set to the largest power of two s with
  * s * max(history) <= the format's largest finite value (found by halving and doubling, exact),
  * kept where that maximum is 0 or not finite. One thread: the statements are block-uniform, and
@@ -1960,7 +1969,8 @@ static int add_buffer(Lower *L, KirBufKind kind, int index, int v) {
 static void lower_fp8_update(Lower *L) {
     const IrGraph *g = L->g;
     bool any = false;
-    for (int i = 0; i < g->nodes.len; i++) any |= g->nodes.data[i].op == IR_OP_FP8_QUANT;
+    for (int i = 0; i < g->nodes.len; i++)
+        any |= g->nodes.data[i].op == IR_OP_FP8_QUANT && !g->fp8.data[g->nodes.data[i].a.i[0]].read_only;
     if (!any) return;
     kernel_begin(L, -1, "fp8_update", 1, 1);
     if (failed(L)) return;
@@ -1968,7 +1978,7 @@ static void lower_fp8_update(Lower *L) {
     int st = param_for_buf(L, L->state_buf, true);
     for (int i = 0; i < g->nodes.len && !failed(L); i++) {
         const IrNode *n = &g->nodes.data[i];
-        if (n->op != IR_OP_FP8_QUANT) continue;
+        if (n->op != IR_OP_FP8_QUANT || g->fp8.data[n->a.i[0]].read_only) continue;
         int64_t base = n->a.i[0] * KIR_FP8_STRIDE;
         double fmax = g->fp8.data[n->a.i[0]].fmt == FC_F8E4M3 ? 448.0 : 57344.0;
         int h[KIR_FP8_HISTORY + 1], m = kir_var(L->k, KT_F32), sv = kir_var(L->k, KT_F32);

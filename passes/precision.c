@@ -24,17 +24,19 @@
  * the producer's or the consumer's kernel, the eager program in that op's kernel, and a value
  * crosses a kernel boundary in p, never in f32 and then again in p.
  *
- * f8 (p = FC_F8E4M3; docs/precision.md "f8"): the interface and the block outputs are bf16 (as
- * at bf16), the wide values as above, the logits of softmax, log_softmax and cross_entropy bf16
- * (their results depend on the logits' differences, which 3 bits lose), and every other f32
- * value v is stored in E4M3 with a slot of
- * its own (IrGraph.fp8): q = fp8_quant(v, fp8_scale(slot)) under v's producer's origin, read by
- * each consumer as fp8_dequant(q, s) under the consumer's origin (fusion keeps the dequant with
- * its reader: the value crosses a kernel boundary as q). Every op then computes from f32
- * operands. An index map (reshape, transpose, slice, split, broadcast) of one f8 value is applied
- * to q itself and keeps its scale. attention's operands are f32 then: the composite runs in f32
- * from end to end (its scores are not stored narrow at f8). Training at f8 is refused by the
- * library (no gradient rules for the f8 ops yet). */
+ * f8 (p = FC_F8E4M3; docs/precision.md "f8"): the graph is bf16's (the interface and the block
+ * outputs bf16, or the 16-bit type the source declared; the wide values f32), and every value bf16
+ * would store (and, at f8, every value the source declared or computed as bf16 or f16) but a
+ * block output and the logits of softmax, log_softmax and cross_entropy (their results depend on
+ * the logits' differences, which 3 bits lose; also what makes them through index maps, the
+ * causal mask, casts, + - * / and a matrix product: attention's scores) is stored in E4M3 with a slot of its own
+ * (IrGraph.fp8): q = fp8_quant(v, fp8_scale(slot)) under v's producer's origin, read by each
+ * reader as fp8_dequant(q, s) in the 16-bit type v would have been stored in, under the reader's
+ * origin (fusion keeps the dequant with its reader: the value crosses a kernel boundary as q).
+ * So the ops run as at bf16 and their gradients are bf16. An index map (reshape, transpose,
+ * slice, split, broadcast) of one f8 value is applied to q itself and keeps its scale.
+ * attention's operands are then not of type p: the composite stays whole (its scores are not
+ * stored in f8). */
 #include "passes.h"
 
 #include <math.h>
@@ -47,6 +49,7 @@ typedef struct Px {
     FcDtype p;         /* the storage type (at f8: bf16, the interface's and the outputs') */
     bool f8;           /* --precision f8: intermediates are fp8_quant values */
     int *scale_of;     /* [g values] f8: the fp8_scale value of an fp8_quant result, else -1 */
+    FcDtype *deq_dt;   /* [g values] f8: the type its readers read it back as (bf16, or f16) */
     int cap;           /* scale_of's room */
     bool *is_output;   /* [src values] a block output */
     bool *keep_bf16;   /* [src values] f8: stored bf16, not E4M3 (the logits of a softmax) */
@@ -121,31 +124,46 @@ static FcStatus attention_steps(Px *x, const IrNode *n, int *out) {
 }
 
 /* f8: value v of g is f8 with scale sc (an fp8_scale value) */
-static FcStatus set_scale(Px *x, int v, int sc) {
+static FcStatus set_scale(Px *x, int v, int sc, FcDtype dt) {
     if (v >= x->cap) {
         int cap = 2 * v + 16, *bigger = fc_calloc((size_t)cap, sizeof *bigger);
-        if (!bigger) return FC_OOM(x->err);
+        FcDtype *dts = fc_calloc((size_t)cap, sizeof *dts);
+        if (!bigger || !dts) {
+            fc_free(bigger);
+            fc_free(dts);
+            return FC_OOM(x->err);
+        }
         for (int i = 0; i < cap; i++) bigger[i] = i < x->cap ? x->scale_of[i] : -1;
+        if (x->cap) memcpy(dts, x->deq_dt, sizeof *dts * (size_t)x->cap);
         fc_free(x->scale_of);
+        fc_free(x->deq_dt);
         x->scale_of = bigger;
+        x->deq_dt = dts;
         x->cap = cap;
     }
     x->scale_of[v] = sc;
+    x->deq_dt[v] = dt;
     return FC_OK;
 }
 
-/* f8: v (f32) stored as E4M3 with a slot of its own: q = fp8_quant(v, fp8_scale(slot)), under
- * the producer's origin (its kernel stores q and records the amax). */
-static FcStatus quantize(Px *x, int v, int *out) {
+/* f8: v stored as E4M3 with a slot of its own: q = fp8_quant(v, fp8_scale(slot)), under the
+ * producer's origin (its kernel stores q and records the amax); its readers read it back as dt
+ * (the 16-bit type v would have been stored in). */
+static FcStatus quantize(Px *x, int v, FcDtype dt, int *out) {
     int slot = ir_add_fp8_slot(x->g, FC_F8E4M3), sc, q;
     if (slot < 0) return FC_OOM(x->err);
     IrAttrs a = {.i = {slot}};
     FC_TRY(emit(x, IR_OP_FP8_SCALE, NULL, 0, &a, &sc));
     FC_TRY(emit(x, IR_OP_FP8_QUANT, (int[]){v, sc}, 2, &a, &q));
     *out = q;
-    return set_scale(x, q, sc);
+    return set_scale(x, q, sc, dt);
 }
 static int scale_of(const Px *x, int v) { return x->f8 && v < x->cap ? x->scale_of[v] : -1; }
+/* Does the pass lower a source value of dtype t? f32 at every precision; at f8 also the 16-bit
+ * types the source declared (a block written in bf16 stores its intermediates in E4M3 too). */
+static bool narrowable(const Px *x, FcDtype t) {
+    return t == FC_F32 || (x->f8 && (t == FC_BF16 || t == FC_F16));
+}
 
 static FcStatus run_node(Px *x, const IrNode *n) {
     x->n = n;
@@ -172,9 +190,10 @@ static FcStatus run_node(Px *x, const IrNode *n) {
         if (!out) {
             int sc = scale_of(x, x->map[n->in[0]]), first = -1;
             FC_TRY(emit(x, n->op, &x->map[n->in[0]], 1, &n->a, &first));
+            FcDtype dt = x->deq_dt[x->map[n->in[0]]];
             for (int k = 0; k < n->nout; k++) {
                 x->map[n->out[k]] = first + k;
-                FC_TRY(set_scale(x, first + k, sc));
+                FC_TRY(set_scale(x, first + k, sc, dt));
                 const char *nm = ir_cval(x->src, n->out[k])->name;
                 if (nm && !(ir_val(x->g, first + k)->name = arena_strdup(&x->g->arena, nm))) return FC_OOM(x->err);
             }
@@ -183,9 +202,10 @@ static FcStatus run_node(Px *x, const IrNode *n) {
     }
     int *ins = fc_calloc((size_t)(n->nin > 0 ? n->nin : 1), sizeof *ins);
     if (!ins) return FC_OOM(x->err);
-    /* f8: every op computes in f32 from its operands read back (an f8 value dequantized here,
-     * under this op's origin, so that fusion keeps the conversion with its reader) */
-    bool widen = wide_op(n->op) || x->f8;
+    /* f8: an f8 operand is read back (dequantized, under this op's origin so that fusion keeps
+     * the conversion with its reader) as the 16-bit type it would have had; the op then runs as
+     * at bf16 */
+    bool widen = wide_op(n->op);
     FcStatus s = FC_OK;
     for (int k = 0; k < n->nin && s == FC_OK; k++) {
         FC_CHECK(x->err, n->in[k] >= 0 && n->in[k] < x->src->values.len && x->map[n->in[k]] >= 0);
@@ -198,10 +218,11 @@ static FcStatus run_node(Px *x, const IrNode *n) {
                 ins[k] = ins[j];
                 sc = -1;
             }
-        if (sc >= 0) s = emit(x, IR_OP_FP8_DEQUANT, (int[]){ins[k], sc}, 2, NULL, &ins[k]);
+        IrAttrs da = {.dtype = sc >= 0 ? x->deq_dt[ins[k]] : FC_F32};
+        if (sc >= 0) s = emit(x, IR_OP_FP8_DEQUANT, (int[]){ins[k], sc}, 2, &da, &ins[k]);
     }
     for (int k = 0; k < n->nin && s == FC_OK && widen; k++)
-        if (ir_cval(x->src, n->in[k])->dtype == FC_F32) s = cast_to(x, ins[k], FC_F32, &ins[k]);
+        if (narrowable(x, ir_cval(x->src, n->in[k])->dtype)) s = cast_to(x, ins[k], FC_F32, &ins[k]);
     IrAttrs a = n->a;
     if (n->op == IR_OP_CAST && a.dtype == FC_F32 && !widen) a.dtype = x->p;
     int first = -1;
@@ -211,10 +232,18 @@ static FcStatus run_node(Px *x, const IrNode *n) {
     FC_CHECK(x->err, x->g->nodes.data[x->g->nodes.len - 1].nout == n->nout);
     for (int k = 0; k < n->nout; k++) {
         int v = first + k;
-        /* an f32 result is stored in p, but a wide op's; at f8 in E4M3, but a block output's */
-        if (!wide_op(n->op) && ir_cval(x->src, n->out[k])->dtype == FC_F32) {
-            if (x->f8 && !x->is_output[n->out[k]] && !x->keep_bf16[n->out[k]]) FC_TRY(quantize(x, v, &v));
-            else FC_TRY(cast_to(x, v, x->p, &v));
+        /* an f32 result is stored in p, but a wide op's; at f8 (which takes 16-bit values too) in
+         * E4M3, but a block output's, a softmax's logits and a wide op's, which keep p or the
+         * 16-bit type the source declared */
+        FcDtype sd = ir_cval(x->src, n->out[k])->dtype;
+        if (narrowable(x, sd)) {
+            if (wide_op(n->op)) {
+                if (sd != FC_F32) FC_TRY(cast_to(x, v, sd, &v));
+            } else if (x->f8 && !x->is_output[n->out[k]] && !x->keep_bf16[n->out[k]]) {
+                FC_TRY(quantize(x, v, sd == FC_F32 ? x->p : sd, &v));
+            } else {
+                FC_TRY(cast_to(x, v, sd == FC_F32 ? x->p : sd, &v));
+            }
         }
         x->map[n->out[k]] = v;
         const char *nm = ir_cval(x->src, n->out[k])->name;
@@ -245,19 +274,33 @@ FcStatus pass_precision(const IrGraph *in, FcDtype p, IrGraph **out, FcErr *err)
     for (int i = 0; s == FC_OK && i < in->outputs.len; i++) x.is_output[in->outputs.data[i]] = true;
     /* f8: the logits of softmax, log_softmax and cross_entropy stay bf16: their results depend
      * on the differences of the logits, and E4M3's 3 bits leave logits of magnitude 10 an error
-     * of about 0.6, which moves a probability by half (examples/softmax_logits.tf: 67 %) */
+     * of about 0.6, which moves a probability by half (examples/softmax_logits.tf: 67 %); as FP8
+     * attention keeps its scores wide */
     x.keep_bf16 = x.f8 && s == FC_OK ? fc_calloc((size_t)in->values.len + 1, sizeof *x.keep_bf16) : NULL;
     if (x.f8 && s == FC_OK && !x.keep_bf16) s = FC_OOM(err);
-    for (int i = 0; x.keep_bf16 && i < in->nodes.len; i++) {
+    for (int i = in->nodes.len - 1; x.keep_bf16 && i >= 0; i--) {
         const IrNode *n = &in->nodes.data[i];
-        if (n->op == IR_OP_SOFTMAX || n->op == IR_OP_LOG_SOFTMAX || n->op == IR_OP_CROSS_ENTROPY)
+        if (n->op == IR_OP_SOFTMAX || n->op == IR_OP_LOG_SOFTMAX || n->op == IR_OP_CROSS_ENTROPY) {
             x.keep_bf16[n->in[0]] = true;
+            continue;
+        }
+        /* and what makes them through ops that carry their values over: index maps, the causal
+         * mask, casts, sums, differences, products and quotients (the scaled scores q @ kT *
+         * scale of an attention written out) */
+        IrCategory c = ir_ops[n->op].cat;
+        bool carry = c == IR_CAT_SHAPE || c == IR_CAT_CAST || n->op == IR_OP_CAUSAL_MASK || n->op == IR_OP_NEG ||
+                     n->op == IR_OP_ADD || n->op == IR_OP_SUB || n->op == IR_OP_MUL || n->op == IR_OP_DIV ||
+                     n->op == IR_OP_MATMUL;
+        bool kept = false;
+        for (int r = 0; r < n->nout; r++) kept |= x.keep_bf16[n->out[r]];
+        for (int k = 0; carry && kept && k < n->nin; k++) x.keep_bf16[n->in[k]] = true;
     }
     if (s == FC_OK) s = run(&x);
     fc_free(x.map);
     fc_free(x.is_output);
     fc_free(x.keep_bf16);
     fc_free(x.scale_of);
+    fc_free(x.deq_dt);
     if (s != FC_OK) {
         ir_graph_free(x.g);
         return s;

@@ -365,6 +365,9 @@ static FcStatus build(Rm *r, const Choice *c, RematPlan *p) {
     if (s == FC_OK) F->next_origin = B->next_origin = g->next_origin;
     if (s == FC_OK) s = ir_copy_fp8_slots(F, g, err);
     if (s == FC_OK) s = ir_copy_fp8_slots(B, g, err);
+    /* the backward reads the forward's scales (fixed from one forward's start to the next's);
+     * the forward's program records the amaxes and updates them */
+    for (int k = 0; s == FC_OK && k < B->fp8.len; k++) B->fp8.data[k].read_only = true;
     /* forward: the block's inputs and the forward's nodes */
     for (int i = 0; i < j->nfwd_inputs && s == FC_OK; i++) {
         const IrValue *x = ir_cval(g, g->inputs.data[i]);

@@ -261,9 +261,6 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     b->popt.sm = opts ? opts->sm : 90;
     b->popt.library_gemm = true;   /* f32/f64 products through cuBLASLt (AOT) and the BLAS (CPU) */
     strcpy(b->arch, opts ? opts->arch : "sm_90");
-    if (opts && strcmp(opts->precision, "f8") == 0 && opts->train)
-        return fc_err_set(&b->err, FC_ERR_UNSUPPORTED, "--precision f8 with --train is not supported yet: the f8 values "
-                          "have no gradient rules (f8 runs forward programs; bf16 and f16 train)");
     FeOptions fo = {0};
     if (opts) {
         fo.block = opts->block;
@@ -1352,6 +1349,30 @@ FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs) {
     fc_free(amax);
     fc_free(sc);
     return block_fail(b, s);
+}
+
+/* f8: the block's scales set to those p's next run will use (its first launch, fp8_update,
+ * applies this rule to the state: the last run's amax pushed into the history, each scale from
+ * the history's largest), so that a reference computed before that run rounds as it will. */
+static FcStatus program_sync_next_scales(FcProgram *p) {
+    const IrGraph *g = p->blk->src;
+    int n = g->fp8.len;
+    if (!p->fp8 || n == 0) return FC_OK;
+    size_t nf = (size_t)n * KIR_FP8_STRIDE;
+    float *h = fc_calloc(nf, sizeof *h);
+    double *sc = fc_calloc((size_t)n, sizeof *sc);
+    FcStatus s = h && sc ? fc_tensor_copy_to_host(p->fp8, h, nf * sizeof *h) : FC_OOM(&p->err);
+    for (int k = 0; s == FC_OK && k < n; k++) {
+        const float *st = h + (size_t)k * KIR_FP8_STRIDE;
+        float m = st[1];   /* this run's amax, then the history but its oldest */
+        for (int j = 0; j < KIR_FP8_HISTORY - 1; j++) m = isnan(m) || isnan(st[2 + j]) ? NAN : st[2 + j] > m ? st[2 + j] : m;
+        sc[k] = fp8_scale_for(m, g->fp8.data[k].fmt, st[0]);
+    }
+    if (s == FC_OK) s = fc_block_set_fp8_scales(p->blk, sc, n);
+    if (s != FC_OK && s != FC_ERR_NOMEM) s = fc_err_set(&p->err, s, "f8 scales: %s", p->blk->err.msg);
+    fc_free(h);
+    fc_free(sc);
+    return s;
 }
 
 FcStatus fc_program_fp8_scales(FcProgram *p, double *scales, int n) {
@@ -2475,6 +2496,7 @@ FcStatus fc_program_check_kernels(FcProgram *p, FcTensor *const *inputs, FcTenso
     }
     FC_TRY(check_args(p, inputs, outputs));
     FC_TRY(stage_inputs(p, inputs));
+    FC_TRY(program_sync_next_scales(p));
     p->have_forward = false;
     void *in[4096], *out[4096];
     FC_TRY(forward_bind(p, inputs, outputs, in, out));

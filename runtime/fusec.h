@@ -388,7 +388,9 @@ FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
  * nearly equal values, such as the sum of a softmax's input gradient), counted in illcond and
  * not as a failure. fn gets one FcKernelCheck per
  * launch that leaves a value; *nfailed (may be NULL) counts the launches over their bound. Under
- * loss scaling (fc_program_set_loss_scaling) the backward runs with the scaled gradients. The
+ * loss scaling (fc_program_set_loss_scaling) the backward runs with the scaled gradients. At
+ * --precision f8 the block's scales are first set to those this run uses (as
+ * fc_block_set_fp8_scales; the run's own first kernel sets them from the state). The
  * outputs and gradients are left as a run leaves them. On the reference device there are no
  * kernels: fn is never called. */
 typedef struct FcKernelCheck {

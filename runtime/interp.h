@@ -41,7 +41,7 @@ FcStatus rt_interp_run_noisy(const IrGraph *g, const void *const *inputs, void *
  * slot nothing quantizes with; NaN propagates). amax: g->fp8.len entries. For calibrating the
  * scales (fc_block_calibrate_fp8). */
 FcStatus rt_interp_fp8_amax(const IrGraph *g, const void *const *inputs, double *amax, FcErr *err);
-/* Whether some computing op (not a cast, generator or shape op) of g has a 16- or 8-bit float
+/* Whether some computing op (not a cast, generator, shape op or fp8_quant) of g has a 16- or 8-bit float
  * result: only then do the two roundings differ. */
 bool rt_interp_has_narrow_intermediates(const IrGraph *g);
 

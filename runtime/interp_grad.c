@@ -739,6 +739,20 @@ static FcStatus node_bw(const IrGraph *g, const IrNode *n, double **val, double 
     return st;
 }
 
+/* The dtype a program keeps result r of node n's gradient in: the value's, but for an f8 value of
+ * --precision f8 (an fp8_quant's result, or an index map of one) the type it was quantized from,
+ * whose gradient it carries (passes/autodiff.c ADT): its scale is the forward tensor's. */
+static FcDtype grad_dtype(const IrGraph *g, const IrNode *n, int r) {
+    while (ir_ops[n->op].cat == IR_CAT_SHAPE && n->nin == 1) {
+        const IrValue *x = ir_cval(g, n->in[0]);
+        if (x->node < 0) break;
+        n = &g->nodes.data[x->node];
+        r = 0;
+    }
+    if (n->op == IR_OP_FP8_QUANT) return ir_cval(g, n->in[0])->dtype;
+    return ir_cval(g, n->out[r])->dtype;
+}
+
 static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                             const double *const *grad_outputs, double *const *grad_inputs, const uint64_t *noise,
                             FcErr *err);
@@ -813,7 +827,7 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
         for (int r = 0; noise && r < n->nout; r++) {
             int v = n->out[r];
             if (!gr[v]) continue;
-            FcDtype t = ir_cval(g, v)->dtype;
+            FcDtype t = grad_dtype(g, n, r);
             int64_t m = numel(vshape(g, v));
             rt_interp_perturb(gr[v], m, t, *noise, k, r, 1);
             for (int64_t j = 0; (t == FC_F8E4M3 || t == FC_F8E5M2) && j < m; j++) gr[v][j] = rt_interp_round(t, gr[v][j]);

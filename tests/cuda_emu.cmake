@@ -26,11 +26,13 @@ foreach(_p bf16 f16)
     endif()
   endforeach()
 endforeach()
-# And the forward units at --precision f8 (every intermediate E4M3, the unit taking the f8 state;
-# the emulated runs start from the scales the block calibrates on the case's inputs, which the
-# reference uses too). Training at f8 is not built yet.
-if(TARGET test_cuda_emu)
-  add_test(NAME test_cuda_emu_f8 COMMAND test_cuda_emu)
-  set_tests_properties(test_cuda_emu_f8 PROPERTIES TIMEOUT 400 LABELS cuda_emu SKIP_RETURN_CODE 77
-                       ENVIRONMENT "FUSEC_EMU_PRECISION=f8")
-endif()
+# And at --precision f8 (intermediates E4M3, the units taking the f8 state; every emulated run
+# starts from a fresh state at the scales the block calibrates on the case's inputs, which the
+# reference uses too).
+foreach(t test_cuda_emu test_cuda_emu_train)
+  if(TARGET ${t})
+    add_test(NAME ${t}_f8 COMMAND ${t})
+    set_tests_properties(${t}_f8 PROPERTIES TIMEOUT 400 LABELS cuda_emu SKIP_RETURN_CODE 77
+                         ENVIRONMENT "FUSEC_EMU_PRECISION=f8")
+  endif()
+endforeach()

@@ -40,7 +40,7 @@
 #                        the CPU programs' non-temporal stores (docs/cpu.md).
 #   difftest_bf16, difftest_f16, difftest_f8  100 other graphs each (seed 20261127; 20 in a
 #                        sanitizer build) compiled at --precision bf16 / f16 / f8 (docs/precision.md):
-#                        as difftest_cpu (f8: forward programs only), every 20th also emulated
+#                        as difftest_cpu, every 20th also emulated
 #                        (none in a sanitizer build).
 #   difftest_noisy       the noisy variants used by the conditioning check compile, for 1000
 #                        graphs of seed 20240601 (a check of the generator; seconds).
@@ -111,8 +111,8 @@ set_tests_properties(difftest_cpu difftest_fresh difftest_selfcheck difftest_emu
 # difftest_bf16, difftest_f16: other graphs compiled at --precision bf16 and f16 (pass_precision,
 # docs/precision.md), every 10th a training program, every 10th through NVRTC, every 20th through
 # the CUDA emulation: the lowered program against the reference run of the same lowered block.
-# difftest_f8 likewise at --precision f8 (forward programs: f8 does not train yet); every block
-# calibrates its f8 scales on the graph's inputs first (fc_block_calibrate_fp8).
+# difftest_f8 likewise at --precision f8; every block calibrates its f8 scales on the graph's
+# inputs first (fc_block_calibrate_fp8).
 foreach(_p bf16 f16 f8)
   add_test(NAME difftest_${_p} COMMAND difftest --precision ${_p} --seed 20261127 --count ${_dt_prec} --nvrtc-every 10
            --emu-every ${_dt_prec_emu} --jobs 2)

@@ -296,7 +296,7 @@ static void print_help(void) {
         "  --no-fuse               compile eagerly: one launch per source op (compile and run)",
         "  --precision P           keep (default), bf16 or f16 (values stored in 16 bits,",
         "                          computed in f32), f8 (intermediates in E4M3 with delayed",
-        "                          scaling, the interface bf16; not with --train)",
+        "                          scaling, the interface and gradients bf16)",
         "  --strict-rounding       round every intermediate to its dtype as eager does",
         "  --train                 also compile the backward: run writes grad_NAME.npy for every",
         "                          float input and param (docs/training.md)",

@@ -182,6 +182,21 @@ MSG="not valid with 'fusec mem'";        expect_usage mem small.tf --no-fuse
 MSG="not valid with 'fusec mem'";        expect_usage mem small.tf --check
 MSG="not valid with 'fusec mem'";        expect_usage mem small.tf -o x
 MSG="no input file";                     expect_usage mem
+# ---- --precision f8 (docs/precision.md, "f8"): the GPT-3 layer (written in bf16) saves its
+# E4M3 values at 1 byte an element, half of what bf16 saves for them; q and k (which make the
+# attention scores) and the input stay bf16. 696 MiB against 1248 MiB; the peak falls too.
+if expect 0 mem "$GPT3" --precision bf16 --json; then
+    is "GPT-3 bf16: saved bytes" "$(jget saved_activation_bytes)" 1308622848
+    bpeak=$(jget peak_bytes_per_device)
+fi
+if expect 0 mem "$GPT3" --precision f8 --json; then
+    is "GPT-3 f8: saved bytes" "$(jget saved_activation_bytes)" 729808896
+    [ "$(jget peak_bytes_per_device)" -lt "${bpeak:-0}" ] || fail "GPT-3 f8: the peak is not below bf16's"
+fi
+if expect 0 mem "$GPT3" --precision f8; then
+    out_has "saved12      f8e4m3[1,96,2048,2048]            402653184  384.00 MiB  softmax at 35:9"
+    out_has "saved9       bf16[2048,1,12288]                 50331648  48.00 MiB   split at 30:15"
+fi
 if expect 0 --help; then
     for w in "fusec mem FILE.tf" --layers --optimizer --zero --devices; do out_has "$w"; done
 fi

@@ -610,6 +610,14 @@ EmuCase *emu_add_train_block(EmuRunner *r, const char *name, const char *src, co
                      fc_block_random_grad_output(blk, j, seed, gy[j]) == FC_OK;
             if (!ok) snprintf(why, n, "%s: output %d: %s", name, j, fc_block_last_error(blk));
         }
+        /* f8: the scales one run on these inputs sets (the reference's and the unit's); the CPU
+         * program of a second attempt is made after them, so its first run keeps them */
+        c->nfp8 = fc_block_num_fp8_slots(blk);
+        if (ok && c->nfp8 > 0 && attempt == 0) {
+            c->fp8_scale = emu_xcalloc((size_t)c->nfp8, sizeof *c->fp8_scale);
+            ok = fc_block_calibrate_fp8(blk, x) == FC_OK && fc_program_fp8_scales(prog, c->fp8_scale, c->nfp8) == FC_OK;
+            if (!ok) snprintf(why, n, "%s: f8 calibration: %s", name, fc_block_last_error(blk));
+        }
         if (ok && fc_program_run(prog, x, y) != FC_OK) {
             snprintf(why, n, "%s: %s forward: %s", name, attempt ? "CPU" : "reference", fc_program_last_error(prog));
             ok = false;
@@ -683,6 +691,15 @@ EmuCase *emu_add_train_block(EmuRunner *r, const char *name, const char *src, co
 }
 
 /* ---- batches: namespaced units, one compile each ------------------------------------------------ */
+/* --precision f8: `st8`, a fresh f8 state for one run: the case's scales, no history (kir.h
+ * KIR_BUF_STATE), so that the unit's first kernel keeps the scales the reference used. */
+static void put_fp8_state(StrBuf *o, const EmuCase *c) {
+    if (c->nfp8 <= 0) return;
+    sb_printf(o, "    static float st8[%d];\n    for (int k = 0; k < %d; k++) st8[k] = 0.0f;\n", c->nfp8 * KIR_FP8_STRIDE,
+              c->nfp8 * KIR_FP8_STRIDE);
+    for (int k = 0; k < c->nfp8; k++) sb_printf(o, "    st8[%d] = (float)(%.17g);\n", k * KIR_FP8_STRIDE, c->fp8_scale[k]);
+}
+
 /* A training case's wrapper: one workspace region holds the larger of the two workspaces, then
  * `saved` (so that the saved buffers end near the region's guard page). */
 static void put_train_wrapper(StrBuf *o, const EmuCase *c) {
@@ -697,11 +714,13 @@ static void put_train_wrapper(StrBuf *o, const EmuCase *c) {
     sb_printf(o, "extern \"C\" int fcemu_run_%d(void *const *in, void *const *out, void *ws, size_t wsb) {\n"
                  "    size_t w = 0, s = 0;\n"
                  "    if (fcemu_sizes_%d(&w, &s) || wsb < w + s) return 2;\n"
-                 "    void *saved = s ? (void *)((char *)ws + w) : (void *)0, *work = w ? ws : (void *)0;\n"
-                 "    int st = fcemu_c%d::fusec_emu_forward(", c->id, c->id, c->id);
+                 "    void *saved = s ? (void *)((char *)ws + w) : (void *)0, *work = w ? ws : (void *)0;\n", c->id, c->id);
+    put_fp8_state(o, c);
+    sb_printf(o, "    int st = fcemu_c%d::fusec_emu_forward(", c->id);
     for (int i = 0; i < c->train_nin; i++) sb_printf(o, "(const %s *)in[%d], ", emu_ctype(c->in_dt[i]), i);
     for (int i = 0; i < c->train_nout; i++) sb_printf(o, "(%s *)out[%d], ", emu_ctype(c->out_dt[i]), i);
-    sb_puts(o, "saved, work, w, (cudaStream_t)0);\n    if (st != 0) return st;\n"
+    sb_puts(o, c->nfp8 > 0 ? "saved, st8, work, w, (cudaStream_t)0);\n" : "saved, work, w, (cudaStream_t)0);\n");
+    sb_puts(o, "    if (st != 0) return st;\n"
                "    for (size_t k = 0; k < w; k++) ((unsigned char *)work)[k] = 0xff;   /* nothing survives in the workspace */\n"
                "    return fcemu_c");
     sb_printf(o, "%d::fusec_emu_backward(", c->id);
@@ -710,7 +729,7 @@ static void put_train_wrapper(StrBuf *o, const EmuCase *c) {
     sb_puts(o, "saved, ");
     for (int i = c->train_nin; i < c->nin; i++) sb_printf(o, "(const %s *)in[%d], ", emu_ctype(c->in_dt[i]), i);
     for (int i = c->train_nout; i < c->nout; i++) sb_printf(o, "(%s *)out[%d], ", emu_ctype(c->out_dt[i]), i);
-    sb_puts(o, "work, w, (cudaStream_t)0);\n}\n");
+    sb_puts(o, c->nfp8 > 0 ? "st8, work, w, (cudaStream_t)0);\n}\n" : "work, w, (cudaStream_t)0);\n}\n");
 }
 
 static void put_wrapper(StrBuf *o, const EmuCase *c) {
@@ -718,15 +737,11 @@ static void put_wrapper(StrBuf *o, const EmuCase *c) {
     sb_printf(o, "extern \"C\" int fcemu_ws_%d(size_t *b) { return fcemu_c%d::fusec_emu_workspace_size(b); }\n", c->id, c->id);
     sb_printf(o, "extern \"C\" int fcemu_run_%d(void *const *in, void *const *out, void *ws, size_t wsb) {\n"
                  "    (void)in; (void)out;\n", c->id);
-    if (c->nfp8 > 0) {   /* a fresh f8 state: the case's scales, no history (kir.h KIR_BUF_STATE) */
-        sb_printf(o, "    static float st[%d];\n    for (int k = 0; k < %d; k++) st[k] = 0.0f;\n", c->nfp8 * KIR_FP8_STRIDE,
-                  c->nfp8 * KIR_FP8_STRIDE);
-        for (int k = 0; k < c->nfp8; k++) sb_printf(o, "    st[%d] = (float)(%.17g);\n", k * KIR_FP8_STRIDE, c->fp8_scale[k]);
-    }
+    put_fp8_state(o, c);
     sb_printf(o, "    return fcemu_c%d::fusec_emu_forward(", c->id);
     for (int i = 0; i < c->nin; i++) sb_printf(o, "(const %s *)in[%d], ", emu_ctype(c->in_dt[i]), i);
     for (int i = 0; i < c->nout; i++) sb_printf(o, "(%s *)out[%d], ", emu_ctype(c->out_dt[i]), i);
-    sb_puts(o, c->nfp8 > 0 ? "st, ws, wsb, (cudaStream_t)0);\n}\n" : "ws, wsb, (cudaStream_t)0);\n}\n");
+    sb_puts(o, c->nfp8 > 0 ? "st8, ws, wsb, (cudaStream_t)0);\n}\n" : "ws, wsb, (cudaStream_t)0);\n}\n");
 }
 
 typedef struct Job { char cmd[2048]; char log[300]; int rc; } Job;

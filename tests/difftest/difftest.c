@@ -306,7 +306,16 @@ typedef struct Run {
     bool ref_bwd;          /* the reference backward ran: gin[P_REF] holds its gradients */
     double *tol, *spread;  /* [nout] */
     double *gtol, *gspread;/* [nin] */
+    double *fp8_scale;     /* [nfp8] --precision f8: the blocks' calibrated scales, which the oracle's
+                            * noisy runs (on graphs made afresh) take too */
+    int nfp8;
 } Run;
+
+/* --precision f8: a graph made afresh (emu_unit_graph) rounds with scales 1; the oracle's runs
+ * compared with a program's take the scales that program's block calibrated */
+static void use_scales(IrGraph *g, const double *sc, int n) {
+    for (int k = 0; k < n && k < g->fp8.len; k++) g->fp8.data[k].scale = sc[k];
+}
 
 static void free_tensors(FcTensor **t, int n) {
     for (int i = 0; t && i < n; i++) fc_tensor_free(t[i]);
@@ -327,6 +336,7 @@ static void run_free(Run *u) {
     free(u->spread);
     free(u->gtol);
     free(u->gspread);
+    free(u->fp8_scale);
     fc_device_free(u->cpu);
     fc_device_free(u->ref);
 }
@@ -406,12 +416,14 @@ static FcStatus inputs_to_host(const Run *u, void **in) {
  * the noisy texts cannot reach (their noise is per statement). in: the block's inputs on the
  * host (nin of them, at least the graph's); tmp and want: tensors of output j's type, want the
  * reference's value. NAN when it cannot be run. */
-static double inner_sens(const char *src, void *const *in, int nin, int j, FcTensor *tmp, const FcTensor *want, uint64_t seed) {
+static double inner_sens(const char *src, const double *sc, int nsc, void *const *in, int nin, int j, FcTensor *tmp,
+                         const FcTensor *want, uint64_t seed) {
     IrGraph *g = NULL, *dg = NULL;
     FcErr err = {0};
     double a = NAN, rel = NAN;
     void **out = NULL;
     FcStatus st = emu_unit_graph(src, "difftest.tf", &(FeOptions){0}, &g, &err);
+    if (st == FC_OK) use_scales(g, sc, nsc);
     if (st == FC_OK) st = pass_decompose(g, &dg, &err);
     if (st == FC_OK && (dg->inputs.len > nin || j >= dg->outputs.len)) st = FC_ERR_INTERNAL;
     size_t nout = st == FC_OK ? dg->outputs.len : 0;
@@ -436,7 +448,7 @@ static double inner_sens(const char *src, void *const *in, int nin, int j, FcTen
 static double inner_sensitivity(Run *u, int j, uint64_t seed) {
     void **in = calloc((size_t)u->nin + 1, sizeof *in);
     FcStatus st = in ? inputs_to_host(u, in) : FC_ERR_NOMEM;
-    double rel = st == FC_OK ? inner_sens(u->src, in, u->nin, j, u->tmp[j], u->out[P_REF][j], seed) : NAN;
+    double rel = st == FC_OK ? inner_sens(u->src, u->fp8_scale, u->nfp8, in, u->nin, j, u->tmp[j], u->out[P_REF][j], seed) : NAN;
     for (int i = 0; in && i < u->nin; i++) free(in[i]);
     free(in);
     return rel;
@@ -455,6 +467,7 @@ static double grad_noise_sensitivity(Run *u, int j, uint64_t seed) {
     double **gout = calloc((size_t)u->nout + 1, sizeof *gout), **gin = calloc((size_t)u->nin + 1, sizeof *gin);
     void *host = NULL;
     FcStatus st = in && gout && gin ? emu_unit_graph(u->src, "difftest.tf", &(FeOptions){0}, &g, &err) : FC_ERR_NOMEM;
+    if (st == FC_OK) use_scales(g, u->fp8_scale, u->nfp8);
     if (st == FC_OK && (g->inputs.len != u->nin || g->outputs.len != u->nout || !u->gin[P_REF] || !u->gin[P_REF][j]))
         st = FC_ERR_INTERNAL;
     if (st == FC_OK) st = inputs_to_host(u, in);
@@ -511,16 +524,34 @@ static double sensitivity(Run *u, bool grad, int j, const char *const *noisy) {
         if (!noisy || !noisy[trial]) break;   /* a replayed file has no noisy texts */
         FcBlock *b = NULL;
         FcProgram *pr = NULL;
-        FcTensor **gin = NULL;
+        FcTensor **gin = NULL, **out = NULL, **seeds = NULL;
+        FcDevice *dev = base == P_REF ? u->ref : u->cpu;
         FcStatus st = grad ? compile_opts(noisy[trial], base != P_EAGER, NULL, remat_of[base], -1, &b) : compile(noisy[trial], 1, NULL, &b);
         if (st == FC_OK && fc_block_num_fp8_slots(b) > 0) st = fc_block_calibrate_fp8(b, u->in);
-        if (st == FC_OK) st = fc_program_new(b, base == P_REF ? u->ref : u->cpu, &pr);
+        if (st == FC_OK) st = fc_program_new(b, dev, &pr);
         if (st == FC_OK && (fc_block_num_outputs(b) != u->nout || fc_block_num_inputs(b) != u->nin)) st = FC_ERR_INTERNAL;
-        if (st == FC_OK && grad && !(gin = new_tensors(base == P_REF ? u->ref : u->cpu, b, false))) st = FC_ERR_NOMEM;
-        if (st == FC_OK) st = run_prog(u, pr, u->tmp, gin, grad);
+        /* the noisy block's own outputs and seeds: noise on a kept-f32 value (a mean) makes it a
+         * computed one, stored in the narrow type at --precision (converted back to compare) */
+        if (st == FC_OK && !(out = new_tensors(dev, b, true))) st = FC_ERR_NOMEM;
+        if (st == FC_OK && grad && (!(gin = new_tensors(dev, b, false)) || !(seeds = new_tensors(u->cpu, b, true)))) st = FC_ERR_NOMEM;
+        for (int k = 0; st == FC_OK && seeds && k < u->nout; k++) {
+            if (seeds[k] && u->gout[k]) st = fc_tensor_convert(seeds[k], u->gout[k], 1);
+            else fc_tensor_free(seeds[k]), seeds[k] = NULL;   /* no gradient for this output */
+        }
+        if (st == FC_OK) {
+            poison_set(b, out, true);
+            st = fc_program_run(pr, u->in, out);
+        }
+        if (st == FC_OK && grad) {
+            poison_set(b, gin, false);
+            st = fc_program_backward(pr, seeds, gin);
+        }
+        if (st == FC_OK && !grad) st = fc_tensor_convert(u->tmp[j], out[j], 1);
         double a = NAN, r = NAN;
         if (st == FC_OK) fc_tensor_compare(grad ? gin[j] : u->tmp[j], grad ? u->gin[base][j] : u->out[P_REF][j], &a, &r);
         free_tensors(gin, u->nin);
+        free_tensors(out, u->nout);
+        free_tensors(seeds, u->nout);
         fc_program_free(pr);
         fc_block_free(b);
         if (st != FC_OK) return NAN;
@@ -780,6 +811,14 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
             msgf(r, "%s program: %s: %s", who_name[k], fc_status_name(s), u.prog[k] ? fc_program_last_error(u.prog[k]) : fc_block_last_error(b));
             goto done;
         }
+    }
+    if ((u.nfp8 = fc_block_num_fp8_slots(b0)) > 0 &&
+        (!(u.fp8_scale = calloc((size_t)u.nfp8, sizeof *u.fp8_scale)) ||
+         fc_program_fp8_scales(u.prog[P_REF], u.fp8_scale, u.nfp8) != FC_OK)) {
+        r->cls = DR_RUN;
+        r->which = P_REF;
+        msgf(r, "reading the f8 scales: %s", fc_program_last_error(u.prog[P_REF]));
+        goto done;
     }
     /* f16 training as `fusec run` does it: the fused program with dynamic loss scaling */
     if (c->train && g_precision && strcmp(g_precision, "f16") == 0 &&
@@ -1088,7 +1127,7 @@ static double emu_sensitivity(const char *src, const EmuCase *c, int j, const ch
     if (st == FC_OK) st = fc_tensor_new(g_emu.ref, c->out_dt[j], 1, dims, &want);
     if (st == FC_OK) st = fc_tensor_copy_from_host(want, c->want[j], fc_tensor_nbytes(want));
     for (int trial = 0; trial < 2 && st == FC_OK; trial++) {
-        double r = inner_sens(src, c->in, nin, j, tmp, want, dt_mix(0xD1Bull + (uint64_t)trial));
+        double r = inner_sens(src, c->fp8_scale, c->nfp8, c->in, nin, j, tmp, want, dt_mix(0xD1Bull + (uint64_t)trial));
         if (isnan(r)) st = FC_ERR_INTERNAL;
         else if (r > worst) worst = r;
     }
@@ -1674,11 +1713,6 @@ int main(int argc, char **argv) {
     if (o.gen.max_stmts < o.gen.min_stmts) o.gen.max_stmts = o.gen.min_stmts;
     if (!o.fork) o.jobs = 1;
     if (o.self_check_emu && o.emu_every == 0) o.emu_every = 1;
-    /* f8 compiles forward programs only (docs/precision.md, "f8") */
-    if (g_precision && !strcmp(g_precision, "f8")) {
-        if (o.train) return usage();
-        o.train_every = 0;
-    }
 #if defined(__x86_64__) || defined(__i386__)
     if (g_emu_contract && !__builtin_cpu_supports("fma")) {
         fprintf(stderr, "difftest: --emu-contract needs a CPU with FMA instructions\n");

@@ -406,7 +406,7 @@ static void test_fp8_exact(void) {
     int xf = add(IR_OP_CAST, INS(x), (IrAttrs){.dtype = FC_F32});
     int s = add(IR_OP_FP8_SCALE, NULL, 0, (IrAttrs){.i = {0}});
     int q = add(IR_OP_FP8_QUANT, INS(xf, s), (IrAttrs){.i = {0}});
-    output(add(IR_OP_CAST, INS(add(IR_OP_FP8_DEQUANT, INS(q, s), (IrAttrs){0})), (IrAttrs){.dtype = FC_F64}));
+    output(add(IR_OP_CAST, INS(add(IR_OP_FP8_DEQUANT, INS(q, s), (IrAttrs){.dtype = FC_F32})), (IrAttrs){.dtype = FC_F64}));
     output(q);
     double xv[3] = {1.25, -2.75, 0.3}, gx[3];
     const double w0[3] = {0.5, -1, 2}, w1[3] = {1, 2, 3};

@@ -142,8 +142,13 @@ static IrGraph *all_ops_graph(void) {
     g->fp8.data[0].scale = 0.25;
     g->fp8.data[1].scale = 0x1p40;
     int s0 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {0}})), s1 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {1}}));
-    output(g, N(g, IR_OP_FP8_DEQUANT, NOATTR, N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {0}}), last, s0), s0), "dq");
-    output(g, N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {1}}), y, s1), "q5");
+    output(g, N(g, IR_OP_FP8_DEQUANT, ((IrAttrs){.dtype = FC_F32}), N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {0}}), last, s0), s0), "dq");
+    int yb = N(g, IR_OP_CAST, ((IrAttrs){.dtype = FC_BF16}), y);
+    output(g, N(g, IR_OP_FP8_DEQUANT, ((IrAttrs){.dtype = FC_BF16}), N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {1}}), yb, s1), s1), "dqb");
+    CHECK(ir_add_fp8_slot(g, FC_F8E5M2) == 2);
+    int s2 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {2}}));
+    output(g, N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {2}}), y, s2), "q5");
+    g->fp8.data[2].read_only = true;
     int c = x;
     for (int op = 0; op < IR_OP_COUNT; op++)
         if (ir_ops[op].cat == IR_CAT_COMPARE) c = N(g, (IrOp)op, NOATTR, x, y);
@@ -378,8 +383,12 @@ static const struct {
          "  %2 = fp8_quant(%0, %0) {slot=0} : f8e5m2[2, 3] @0:0 #0\n",
      "e.ir:5:8: error: 'fp8_quant' expects an f32[] scale; got f32[2, 3]"},
     {HDR "  fp8 slot 0: f8e5m2 scale=1\n  %1 = fp8_scale() {slot=0} : f32[] @0:0 #0\n"
-         "  %2 = fp8_dequant(%0, %1) : f32[2, 3] @0:0 #0\n",
+         "  %2 = fp8_dequant(%0, %1) {dtype=f32} : f32[2, 3] @0:0 #0\n",
      "e.ir:5:8: error: 'fp8_dequant' expects an f8 q; got f32"},
+    {HDR "  fp8 slot 0: f8e5m2 scale=1\n  %1 = fp8_scale() {slot=0} : f32[] @0:0 #0\n"
+         "  %2 = fp8_quant(%0, %1) {slot=0} : f8e5m2[2, 3] @0:0 #0\n  %3 = fp8_dequant(%2, %1) {dtype=i32} : i32[2, 3] @0:0 #0\n",
+     "e.ir:6:8: error: 'fp8_dequant' makes f32, bf16 or f16; got i32"},
+    {HDR "  fp8 slot 0: f8e5m2 scale=1 writable\n", "e.ir:3:30: error: expected end of line, found 'writable'"},
 };
 
 static void test_parse_errors(void) {
