@@ -681,7 +681,7 @@ static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
  * recomputation included, sees the same value), and |x| into the slot's amax of this run (KS_AMAX: wherever the kernel
  * computes it, stored or not, since the reference rounds it with the slot's scale either way).
  * fp8_dequant(q, s): q * (1 / s), exact. s is a scalar: it broadcasts. */
-static int emit_fp8(Lower *L, const IrNode *n, const int *idx) {
+static int emit_fp8(Lower *L, const IrNode *n, const int *idx, bool round) {
     const IrShape *os = &val(L, n->out[0])->shape;
     int ii[IR_MAX_RANK], none[1] = {0};
     bcast_index(L, os, &val(L, n->in[0])->shape, idx, ii);
@@ -697,7 +697,8 @@ static int emit_fp8(Lower *L, const IrNode *n, const int *idx) {
     if (xt != FC_F32) x = kir_round(L->k, xt, x);
     if (!L->g->fp8.data[n->a.i[0]].read_only)
         kir_amax(L->k, param_for_buf(L, L->state_buf, true), ci(L, n->a.i[0] * KIR_FP8_STRIDE + 1), x);
-    return kir_round(L->k, val(L, n->out[0])->dtype, kir_bin(L->k, KB_MUL, x, sc));
+    int q = kir_bin(L->k, KB_MUL, x, sc);
+    return round ? kir_round(L->k, val(L, n->out[0])->dtype, q) : q;
 }
 
 static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
@@ -711,7 +712,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
     }
     case IR_CAT_BINARY:
     case IR_CAT_COMPARE: {
-        if (n->op == IR_OP_FP8_QUANT || n->op == IR_OP_FP8_DEQUANT) return emit_fp8(L, n, idx);
+        if (n->op == IR_OP_FP8_QUANT || n->op == IR_OP_FP8_DEQUANT) return emit_fp8(L, n, idx, true);
         bcast_index(L, &o->shape, &val(L, n->in[0])->shape, idx, ii);
         bcast_index(L, &o->shape, &val(L, n->in[1])->shape, idx, jj);
         int a = emit(L, n->in[0], ii), b = emit(L, n->in[1], jj);
@@ -890,15 +891,18 @@ static void store_value(Lower *L, int v, int lin, const int *idx) {
      * store converts to that type exactly as the cast would round it (to nearest even), rather
      * than round it, widen it and convert it again (pass_precision puts such a cast at every
      * lowered kernel output) */
-    int src = v;
+    int src = v, e = -1;
     if (in_group(L, v) && !L->force_load[v] && L->bound[v] < 0 && L->row_shared[v] < 0) {
         const IrNode *n = node_of(L, v);
         FcDtype to = val(L, v)->dtype;
         if (n->op == IR_OP_CAST && to != FC_F32 && to != FC_F64 && ir_dtype_is_float(to) &&
             ctype(val(L, n->in[0])->dtype) == KT_F32 && ir_dtype_is_float(val(L, n->in[0])->dtype))
             src = n->in[0];
+        /* likewise an f8 value: the store rounds x * s as the quant would (one conversion to
+         * E4M3, not a rounding and then the store's) */
+        if (n->op == IR_OP_FP8_QUANT) e = emit_fp8(L, n, idx, false);
     }
-    int e = emit(L, src, idx);
+    if (e < 0) e = emit(L, src, idx);
     int prm = param_for_buf(L, L->buf_of_val[v], true);
     if (vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype))) kir_store_vec(L->k, prm, lin, e);
     else kir_store(L->k, prm, lin, e);

@@ -129,6 +129,32 @@ PY
     done
 fi
 
+# The CPU's f32 -> f8e4m3 store (docs/cpu.md, "Storage conversions") gives the reference's bits
+# around every E4M3 value and midpoint (+-1 f32 ulp), in the subnormal range, at saturation and
+# for inf and NaN, on this machine's x86 level and on x86-64-v2.
+if [ "$HAVE_NUMPY" = 1 ]; then
+    python3 - <<'PY' || fail "could not write the f8 conversion inputs"
+import numpy as np
+ev = sorted({(m * 2.0 ** -9 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)) for e in range(16) for m in range(8)} - {480.0})
+v = []
+for a, b in zip(ev, ev[1:]):
+    f = np.float32((a + b) / 2)
+    v += [a, f, np.nextafter(f, np.float32(0)), np.nextafter(f, np.float32(1e9))]
+v += [448, 463.99, 464, 465, 1e6, 3e38, np.inf, np.nan, 1e-10, 2.0 ** -10, 2.0 ** -6 - 1e-9, 0.0]
+rng = np.random.default_rng(7)
+v += list(rng.standard_normal(20000) * np.exp(rng.uniform(-15, 8, 20000)))
+a = np.array(v, dtype=np.float32)
+np.save("cvt.npy", np.concatenate([a, -a]).reshape(1, -1))
+open("cvt.tf", "w").write("block c(x: f32[1, %d]) {\n    return cast(x, f8e4m3)\n}\n" % (2 * a.size))
+PY
+    for lv in "" x86-64-v2; do
+        rm -rf cvt_c cvt_r
+        FUSEC_CPU=$lv expect 0 run cvt.tf --input x=cvt.npy --out-dir cvt_c &&
+            expect 0 run cvt.tf --device reference --input x=cvt.npy --out-dir cvt_r &&
+            { cmp -s cvt_c/out0.npy cvt_r/out0.npy || fail "f8e4m3 store${lv:+ at $lv}: not the reference's bits"; }
+    done
+fi
+
 # --strict-rounding at a --precision: the fused program rounds every intermediate as the eager
 # one does, so their outputs are the same bits (docs/precision.md; at f8 both settle to the same
 # scales on the same inputs).
