@@ -678,8 +678,8 @@ static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
 
 /* fp8_quant(x, s) at idx: x * s rounded to the slot's format, saturating, wherever it is computed
  * (as a cast is: every kernel that reads the f8 value or computes it again, a backward's
- * recomputation included, sees the same value), and |x| into the slot's amax of this run (KS_AMAX: wherever the kernel
- * computes it, stored or not, since the reference rounds it with the slot's scale either way).
+ * recomputation included, sees the same value; round false: the caller's store rounds it), and
+ * |x| into the slot's amax of this run (KS_AMAX, wherever the kernel computes it, stored or not).
  * fp8_dequant(q, s): q * (1 / s), exact. s is a scalar: it broadcasts. */
 static int emit_fp8(Lower *L, const IrNode *n, const int *idx, bool round) {
     const IrShape *os = &val(L, n->out[0])->shape;
@@ -1965,8 +1965,9 @@ static int add_buffer(Lower *L, KirBufKind kind, int index, int v) {
 }
 
 /* The f8 scaling update, the program's first launch (kir.h, KIR_BUF_STATE): for each slot this
- * graph quantizes with and owns (not read_only), the amax of the last run pushed into the history (newest first, the
- * oldest dropped) and reset to 0, and the scale set to the largest power of two s with
+ * graph quantizes with and owns (not read_only), the amax of the last run pushed into the
+ * history (newest first, the oldest dropped) and reset to 0, and the scale set to the largest
+ * power of two s with
  * s * max(history) <= the format's largest finite value (found by halving and doubling, exact),
  * kept where that maximum is 0 or not finite. One thread: the statements are block-uniform, and
  * a GPU's threads would otherwise race on the history's shift. */
