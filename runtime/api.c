@@ -1351,6 +1351,20 @@ FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs) {
     return block_fail(b, s);
 }
 
+/* A copy of p's f8 state on the host (*out, the caller frees it). */
+static FcStatus fp8_state_to_host(FcProgram *p, float **out) {
+    size_t nf = (size_t)p->blk->src->fp8.len * KIR_FP8_STRIDE;
+    float *h = fc_calloc(nf, sizeof *h);
+    if (!h) return FC_OOM(&p->err);
+    FcStatus s = fc_tensor_copy_to_host(p->fp8, h, nf * sizeof *h);
+    if (s != FC_OK) {
+        fc_free(h);
+        return fc_err_set(&p->err, s, "reading the f8 scaling state: %s", fc_tensor_last_error(p->fp8));
+    }
+    *out = h;
+    return FC_OK;
+}
+
 /* f8: the block's scales set to those p's next run will use (its first launch, fp8_update,
  * applies this rule to the state: the last run's amax pushed into the history, each scale from
  * the history's largest), so that a reference computed before that run rounds as it will. */
@@ -1358,18 +1372,17 @@ static FcStatus program_sync_next_scales(FcProgram *p) {
     const IrGraph *g = p->blk->src;
     int n = g->fp8.len;
     if (!p->fp8 || n == 0) return FC_OK;
-    size_t nf = (size_t)n * KIR_FP8_STRIDE;
-    float *h = fc_calloc(nf, sizeof *h);
+    float *h = NULL;
     double *sc = fc_calloc((size_t)n, sizeof *sc);
-    FcStatus s = h && sc ? fc_tensor_copy_to_host(p->fp8, h, nf * sizeof *h) : FC_OOM(&p->err);
+    FcStatus s = sc ? fp8_state_to_host(p, &h) : FC_OOM(&p->err);
     for (int k = 0; s == FC_OK && k < n; k++) {
         const float *st = h + (size_t)k * KIR_FP8_STRIDE;
         float m = st[1];   /* this run's amax, then the history but its oldest */
         for (int j = 0; j < KIR_FP8_HISTORY - 1; j++) m = isnan(m) || isnan(st[2 + j]) ? NAN : st[2 + j] > m ? st[2 + j] : m;
         sc[k] = fp8_scale_for(m, g->fp8.data[k].fmt, st[0]);
     }
-    if (s == FC_OK) s = fc_block_set_fp8_scales(p->blk, sc, n);
-    if (s != FC_OK && s != FC_ERR_NOMEM) s = fc_err_set(&p->err, s, "f8 scales: %s", p->blk->err.msg);
+    if (s == FC_OK && (s = fc_block_set_fp8_scales(p->blk, sc, n)) != FC_OK && s != FC_ERR_NOMEM)
+        s = fc_err_set(&p->err, s, "f8 scales: %s", p->blk->err.msg);
     fc_free(h);
     fc_free(sc);
     return s;
@@ -1385,14 +1398,11 @@ FcStatus fc_program_fp8_scales(FcProgram *p, double *scales, int n) {
         for (int k = 0; k < n; k++) scales[k] = g->fp8.data[k].scale;
         return FC_OK;
     }
-    size_t nb = (size_t)n * KIR_FP8_STRIDE * sizeof(float);
-    float *h = fc_calloc(nb / sizeof(float), sizeof *h);
-    if (!h) return FC_OOM(&p->err);
-    FcStatus s = fc_tensor_copy_to_host(p->fp8, h, nb);
+    float *h = NULL;
+    FcStatus s = fp8_state_to_host(p, &h);
     for (int k = 0; s == FC_OK && k < n; k++) scales[k] = h[k * KIR_FP8_STRIDE];
     fc_free(h);
-    if (s != FC_OK) return fc_err_set(&p->err, s, "reading the f8 scaling state: %s", fc_tensor_last_error(p->fp8));
-    return FC_OK;
+    return s;
 }
 
 /* The kernel program of unit u for device d. */
