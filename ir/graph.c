@@ -106,7 +106,7 @@ void ir_graph_free(IrGraph *g) {
 }
 
 int ir_add_fp8_slot(IrGraph *g, FcDtype fmt) {
-    IrFp8Slot sl = {fmt, 1.0, false};
+    IrFp8Slot sl = {fmt, 1.0, false, -1};
     return FC_VEC_PUSH(&g->fp8, sl) ? g->fp8.len - 1 : -1;
 }
 
@@ -204,6 +204,7 @@ FcStatus ir_copy_fp8_slots(IrGraph *dst, const IrGraph *src, FcErr *err) {
         if (ir_add_fp8_slot(dst, src->fp8.data[k].fmt) < 0) return FC_OOM(err);
         dst->fp8.data[k].scale = src->fp8.data[k].scale;
         dst->fp8.data[k].read_only = src->fp8.data[k].read_only;
+        dst->fp8.data[k].grad = src->fp8.data[k].grad;
     }
     return FC_OK;
 }

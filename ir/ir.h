@@ -117,7 +117,9 @@ typedef struct IrFp8Slot {
     double scale;     /* a positive finite power of two */
     bool read_only;   /* this graph's program reads the slot's scale but neither records its amax
                        * nor updates it (a training step's backward, recomputing forward values:
-                       * the forward's program owns the slot) */
+                       * the forward's program owns the slot; the forward, for its gradients' slots) */
+    int grad;         /* --train: the E5M2 slot of this tensor's gradient (passes/autodiff.c rounds
+                       * the adjoint of the slot's fp8_quant with it), -1 none */
 } IrFp8Slot;
 
 struct IrGraph {

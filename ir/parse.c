@@ -504,6 +504,8 @@ typedef struct PSlot {
     FcDtype fmt;
     double scale;
     bool read_only;
+    int grad;
+    Tok grad_at;
 } PSlot;
 
 typedef struct Items {
@@ -535,7 +537,7 @@ static FcStatus parse_input(Parser *ps, Items *it) {
     return FC_OK;
 }
 
-/* fp8 slot K: FORMAT scale=X  (slots in order from 0) */
+/* fp8 slot K: FORMAT scale=X [grad=J] [read_only]  (slots in order from 0) */
 static FcStatus parse_slot(Parser *ps, Items *it) {
     PSlot sl = {.at = ps->tok};
     FC_TRY(next(ps));
@@ -564,6 +566,15 @@ static FcStatus parse_slot(Parser *ps, Items *it) {
     int e;
     if (!(sl.scale > 0) || !isfinite(sl.scale) || frexp(sl.scale, &e) != 0.5)
         return perr(ps, st.line, st.col, "an f8 slot's scale is a positive finite power of two");
+    sl.grad = -1;
+    if (is_word(ps, "grad")) {
+        FC_TRY(next(ps));
+        FC_TRY(expect_punct(ps, '='));
+        int64_t j;
+        sl.grad_at = ps->tok;
+        FC_TRY(expect_int(ps, 0, MAX_ID, "the gradient's slot", &j));
+        sl.grad = (int)j;
+    }
     if (is_word(ps, "read_only")) {
         sl.read_only = true;
         FC_TRY(next(ps));
@@ -836,6 +847,15 @@ FcStatus ir_parse(const char *text, const char *file, IrGraph **out, FcErr *err)
         if (ir_add_fp8_slot(g, it.slots.data[k].fmt) < 0) TRY_(FC_OOM(err));
         g->fp8.data[k].scale = it.slots.data[k].scale;
         g->fp8.data[k].read_only = it.slots.data[k].read_only;
+        g->fp8.data[k].grad = it.slots.data[k].grad;
+    }
+    /* a gradient slot is another slot, E5M2, with none of its own (ir_verify's rule) */
+    for (int k = 0; k < it.slots.len; k++) {
+        const PSlot *sl = &it.slots.data[k];
+        int j = sl->grad;
+        if (j >= 0 && (j >= it.slots.len || j == k || it.slots.data[j].fmt != FC_F8E5M2 || it.slots.data[j].grad != -1))
+            TRY_(perr(&ps, sl->grad_at.line, sl->grad_at.col,
+                      "an f8 slot's gradient slot is another slot, f8e5m2, without a gradient slot of its own"));
     }
     TRY_(build(&ps, g, &it));
     if (next_origin < g->next_origin)

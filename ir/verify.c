@@ -210,6 +210,10 @@ FcStatus ir_verify(const IrGraph *g, FcErr *err) {
         if (sl->fmt != FC_F8E4M3 && sl->fmt != FC_F8E5M2) return bad(g, err, "f8 slot %d has format %d, not an f8 type", k, (int)sl->fmt);
         if (!(sl->scale > 0) || !isfinite(sl->scale) || frexp(sl->scale, &e) != 0.5)
             return bad(g, err, "f8 slot %d's scale %g is not a positive finite power of two", k, sl->scale);
+        /* a tensor's gradient slot: another slot, E5M2, with no gradient slot of its own */
+        if (sl->grad != -1 && (sl->grad < 0 || sl->grad >= g->fp8.len || sl->grad == k ||
+                               g->fp8.data[sl->grad].fmt != FC_F8E5M2 || g->fp8.data[sl->grad].grad != -1))
+            return bad(g, err, "f8 slot %d's gradient slot %d is not another E5M2 slot without one of its own", k, sl->grad);
     }
     for (int i = 0; i < g->nodes.len; i++) FC_TRY(check_node(g, i, err));
     /* one tensor a slot: at most one fp8_quant of each */

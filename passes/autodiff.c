@@ -355,15 +355,30 @@ static FcStatus rule_binary(Ad *d, const IrNode *n, int g) {
         }
         break;
     }
-    /* f8 scaling: straight through the rounding (it has no useful derivative), times the scale
-     * into fp8_quant's x, over it out of fp8_dequant's q (the pair passes g unchanged: s is a
-     * power of two); q's adjoint has the type q was quantized from (ADT); the scale, state,
-     * gets none */
+    /* f8 scaling: straight through the rounding (it has no useful derivative): fp8_quant's x
+     * gets g times the scale, fp8_dequant's q g over it, and the pair passes g unchanged (s is a
+     * power of two). q's adjoint is kept as the adjoint of the value q encodes, q / s, in the
+     * type q was quantized from (ADT): the two rules then pass g on as it is, where the adjoint
+     * in q's own units (g / s, with s up to 2^126) would leave that type's range (a gradient of
+     * 2^-11 over a scale of 2^19 is 0 in f16). Nothing else reads q's adjoint: q is never a
+     * block output (pass_precision keeps those 16-bit). The scale, state, gets none. Where
+     * q's slot has a gradient slot (--train at f8: IrFp8Slot.grad), x's contribution is
+     * stored in E5M2 with that slot's scale (set by delayed scaling from the backward's own
+     * amaxes) and read back as x's type: the backward's gradient is f8 where the forward's
+     * value is, and the rules that read it (a product's two backward products) read the
+     * 1-byte copy. */
     case IR_OP_FP8_QUANT: case IR_OP_FP8_DEQUANT:
         if (d->rg[a]) {
-            FC_TRY(cast(d, g, FC_F32, &t));
-            FC_TRY(bin(d, n->op == IR_OP_FP8_QUANT ? IR_OP_MUL : IR_OP_DIV, t, b, &u));
-            FC_TRY(cast(d, u, ADT(d, a), &ca));
+            int gs = n->op == IR_OP_FP8_QUANT ? d->g->fp8.data[n->a.i[0]].grad : -1;
+            if (gs >= 0) {
+                IrAttrs sa = {.i = {gs}}, da = {.dtype = ADT(d, a)};
+                int gsc, gq;
+                FC_TRY(emit(d, IR_OP_FP8_SCALE, NULL, 0, &sa, &gsc));
+                FC_TRY(emit(d, IR_OP_FP8_QUANT, (int[]){g, gsc}, 2, &sa, &gq));
+                FC_TRY(emit(d, IR_OP_FP8_DEQUANT, (int[]){gq, gsc}, 2, &da, &ca));
+            } else {
+                FC_TRY(cast(d, g, ADT(d, a), &ca));
+            }
         }
         break;
     default:

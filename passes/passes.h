@@ -20,10 +20,11 @@ FcStatus pass_decompose_keep(const IrGraph *in, const bool *keep, IrGraph **out,
  * f32 is stored as p (FC_BF16 or FC_F16), but the results of sum, mean, cross_entropy, full and
  * iota, which stay f32 and whose consumers read their lowered operands widened to f32; a cast to
  * f32 becomes a cast to p. p = FC_F8E4M3: the interface and outputs bf16, every other such value
- * E4M3 with an f8 slot of its own (fp8_quant, fp8_dequant; precision.c's header). Requires: a
+ * E4M3 with an f8 slot of its own (fp8_quant, fp8_dequant; precision.c's header), and with train
+ * an E5M2 slot for its gradient (IrFp8Slot.grad). Requires: a
  * verified graph without f8 slots. Leaves: a verified graph with the same inputs and outputs
  * (names, shapes, order), their f32 dtypes lowered. */
-FcStatus pass_precision(const IrGraph *in, FcDtype p, IrGraph **out, FcErr *err);
+FcStatus pass_precision(const IrGraph *in, FcDtype p, bool train, IrGraph **out, FcErr *err);
 
 /* libgemm.c: where products are library calls (PassOptions.library_gemm), every matmul of
  * f16, bf16 or f8 operands becomes cast-to-f32 operands, an f32 matmul and a cast of the result
@@ -31,6 +32,13 @@ FcStatus pass_precision(const IrGraph *in, FcDtype p, IrGraph **out, FcErr *err)
  * verified graph. Leaves: a verified graph with the same inputs and outputs, or *out NULL when
  * the graph has no such product (nothing to change). */
 FcStatus pass_library_products(const IrGraph *in, IrGraph **out, FcErr *err);
+
+/* dequant.c: every fp8_dequant read by more than one node gets a copy for each reader after the
+ * first (under that reader's origin), so that fusion keeps each with its reader and the f8
+ * value crosses kernel boundaries in f8 (a backward's E5M2 gradient, which its producer's rule
+ * reads several times). Requires: a verified graph. Leaves: a verified graph with the same
+ * inputs and outputs; *out NULL where no dequant has two readers (keep `in`). */
+FcStatus pass_split_dequant(const IrGraph *in, IrGraph **out, FcErr *err);
 
 /* dce.c: removes every node from which no block output can be reached (a value that reaches
  * no output reaches no kernel). Requires: a verified graph. Leaves: a verified graph with the

@@ -1,6 +1,7 @@
 /* pipeline.c: the ordered list of passes, from a source graph to a kernel program.
  *
- *   verify(source) -> decompose -> verify -> dce -> verify -> fuse (groups) -> lower -> memplan
+ *   verify(source) -> decompose -> verify -> dce -> verify -> split_dequant -> library_products
+ *   -> fuse (groups) -> lower -> memplan
  *
  * (dce verifies its result itself; lower builds the schedules and buffers.)
  *
@@ -34,6 +35,14 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
         if (s == FC_OK) {
             ir_graph_free(r.graph);
             r.graph = live;
+        }
+    }
+    if (s == FC_OK) {   /* an f8 value read back once per reader */
+        IrGraph *split = NULL;
+        s = pass_split_dequant(r.graph, &split, err);
+        if (s == FC_OK && split) {
+            ir_graph_free(r.graph);
+            r.graph = split;
         }
     }
     if (s == FC_OK && opt->library_gemm) {   /* narrow products as f32 library calls */

@@ -34,7 +34,10 @@
  * reader as fp8_dequant(q, s) in the 16-bit type v would have been stored in, under the reader's
  * origin (fusion keeps the dequant with its reader: the value crosses a kernel boundary as q).
  * So the ops run as at bf16 and their gradients are bf16. An index map (reshape, transpose,
- * slice, split, broadcast) of one f8 value is applied to q itself and keeps its scale.
+ * slice, split, broadcast) of one f8 value is applied to q itself and keeps its scale. With
+ * train, each such slot gets a second, E5M2 one for the tensor's gradient (IrFp8Slot.grad):
+ * pass_autodiff rounds q's adjoint to E5M2 with it, so the backward's gradients are f8 where the
+ * forward's values are.
  * attention's operands are then not of type p: the composite stays whole (its scores are not
  * stored in f8). */
 #include "passes.h"
@@ -48,6 +51,7 @@ typedef struct Px {
     int *map;          /* src value id -> g value id */
     FcDtype p;         /* the storage type (at f8: bf16, the interface's and the outputs') */
     bool f8;           /* --precision f8: intermediates are fp8_quant values */
+    bool train;        /* f8: every slot gets an E5M2 slot for its tensor's gradient */
     int *scale_of;     /* [g values] f8: the fp8_scale value of an fp8_quant result, else -1 */
     FcDtype *deq_dt;   /* [g values] f8: the type its readers read it back as (bf16, or f16) */
     int cap;           /* scale_of's room */
@@ -152,6 +156,11 @@ static FcStatus set_scale(Px *x, int v, int sc, FcDtype dt) {
 static FcStatus quantize(Px *x, int v, FcDtype dt, int *out) {
     int slot = ir_add_fp8_slot(x->g, FC_F8E4M3), sc, q;
     if (slot < 0) return FC_OOM(x->err);
+    if (x->train) {
+        int gs = ir_add_fp8_slot(x->g, FC_F8E5M2);
+        if (gs < 0) return FC_OOM(x->err);
+        x->g->fp8.data[slot].grad = gs;
+    }
     IrAttrs a = {.i = {slot}};
     FC_TRY(emit(x, IR_OP_FP8_SCALE, NULL, 0, &a, &sc));
     FC_TRY(emit(x, IR_OP_FP8_QUANT, (int[]){v, sc}, 2, &a, &q));
@@ -262,11 +271,11 @@ static FcStatus run(Px *x) {
     return ir_verify(x->g, x->err);
 }
 
-FcStatus pass_precision(const IrGraph *in, FcDtype p, IrGraph **out, FcErr *err) {
+FcStatus pass_precision(const IrGraph *in, FcDtype p, bool train, IrGraph **out, FcErr *err) {
     *out = NULL;
     FC_CHECK(err, in != NULL && (p == FC_BF16 || p == FC_F16 || p == FC_F8E4M3));
     FC_CHECK(err, in->fp8.len == 0);
-    Px x = {.src = in, .p = p == FC_F8E4M3 ? FC_BF16 : p, .f8 = p == FC_F8E4M3, .err = err};
+    Px x = {.src = in, .p = p == FC_F8E4M3 ? FC_BF16 : p, .f8 = p == FC_F8E4M3, .train = train, .err = err};
     x.g = ir_graph_new(in->name, in->file);
     x.map = fc_calloc((size_t)(in->values.len > 0 ? in->values.len : 1), sizeof *x.map);
     x.is_output = fc_calloc((size_t)in->values.len + 1, sizeof *x.is_output);

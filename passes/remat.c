@@ -366,8 +366,13 @@ static FcStatus build(Rm *r, const Choice *c, RematPlan *p) {
     if (s == FC_OK) s = ir_copy_fp8_slots(F, g, err);
     if (s == FC_OK) s = ir_copy_fp8_slots(B, g, err);
     /* the backward reads the forward's scales (fixed from one forward's start to the next's);
-     * the forward's program records the amaxes and updates them */
+     * the forward's program records the amaxes and updates them. The gradients' slots (another
+     * slot's grad) are the backward's own, and read-only in the forward (which never uses them) */
     for (int k = 0; s == FC_OK && k < B->fp8.len; k++) B->fp8.data[k].read_only = true;
+    for (int k = 0; s == FC_OK && k < g->fp8.len; k++) {
+        int gs = g->fp8.data[k].grad;
+        if (gs >= 0 && gs < g->fp8.len) B->fp8.data[gs].read_only = false, F->fp8.data[gs].read_only = true;
+    }
     /* forward: the block's inputs and the forward's nodes */
     for (int i = 0; i < j->nfwd_inputs && s == FC_OK; i++) {
         const IrValue *x = ir_cval(g, g->inputs.data[i]);

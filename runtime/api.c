@@ -275,7 +275,7 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     if (opts && strcmp(opts->precision, "keep") != 0) {
         IrGraph *low = NULL;
         FcDtype p = strcmp(opts->precision, "bf16") == 0 ? FC_BF16 : strcmp(opts->precision, "f16") == 0 ? FC_F16 : FC_F8E4M3;
-        s = pass_precision(b->src, p, &low, &b->err);
+        s = pass_precision(b->src, p, opts->train, &low, &b->err);
         if (s != FC_OK) return block_fail(b, s);
         ir_graph_free(b->src);
         b->src = low;
@@ -1255,6 +1255,16 @@ static void unit_set_scales(Unit *u, const double *s) {
 }
 
 int fc_block_num_fp8_slots(const FcBlock *b) { return b && b->src ? b->src->fp8.len : 0; }
+
+FcStatus fc_block_fp8_slot_dtype(FcBlock *b, int k, FcDtype *dtype) {
+    if (!b || !dtype) return FC_ERR_USAGE;
+    if (!block_ready(b)) return fc_err_set(&b->err, FC_ERR_USAGE, "the block did not compile");
+    if (k < 0 || k >= b->src->fp8.len)
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_fp8_slot_dtype: slot %d; the block has %d f8 slots", k,
+                          b->src->fp8.len);
+    *dtype = b->src->fp8.data[k].fmt;
+    return FC_OK;
+}
 
 FcStatus fc_block_set_fp8_scales(FcBlock *b, const double *scales, int n) {
     if (!b) return FC_ERR_USAGE;

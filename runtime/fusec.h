@@ -337,6 +337,9 @@ FcStatus fc_program_loss_scale(const FcProgram *p, double *scale, int *backoffs)
  * that new programs start with: copy a program's in to compare like with like (fusec run
  * --check does). Not thread-safe with other calls on the block. */
 int fc_block_num_fp8_slots(const FcBlock *b);
+/* Slot k's format: FC_F8E4M3 for a value's, FC_F8E5M2 for a gradient's (a training block: each
+ * value's slot has one for its gradient, which the backward's own runs scale). */
+FcStatus fc_block_fp8_slot_dtype(FcBlock *b, int k, FcDtype *dtype);
 FcStatus fc_program_fp8_scales(FcProgram *p, double *scales, int n);
 FcStatus fc_block_set_fp8_scales(FcBlock *b, const double *scales, int n);
 /* Sets the block's scales (as fc_block_set_fp8_scales) from runs of the reference interpreter

@@ -832,6 +832,15 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
             rt_interp_perturb(gr[v], m, t, *noise, k, r, 1);
             for (int64_t j = 0; (t == FC_F8E4M3 || t == FC_F8E5M2) && j < m; j++) gr[v][j] = rt_interp_round(t, gr[v][j]);
         }
+        /* --train at f8: an fp8_quant whose slot has a gradient slot passes x the gradient g s
+         * stored in E5M2 with that slot's scale s5 (passes/autodiff.c): g rounded as g s s5 (s,
+         * s5 powers of two: the same rounding) */
+        int gs = n->op == IR_OP_FP8_QUANT && n->a.i[0] >= 0 && n->a.i[0] < g->fp8.len ? g->fp8.data[n->a.i[0]].grad : -1;
+        if (gs >= 0 && gs < g->fp8.len && gr[n->out[0]] && val[n->in[1]]) {
+            double f = val[n->in[1]][0] * g->fp8.data[gs].scale;
+            int64_t m = numel(vshape(g, n->out[0]));
+            for (int64_t j = 0; j < m; j++) gr[n->out[0]][j] = rt_interp_round(FC_F8E5M2, gr[n->out[0]][j] * f) / f;
+        }
         if (flows && wanted && (st = node_bw(g, n, val, gr, need, noise, err)) != FC_OK) goto done;
         for (int r = 0; r < n->nout; r++) {
             fc_free(gr[n->out[r]]);

@@ -1499,14 +1499,17 @@ static int cmd_run(const Args *a) {
      * until the scales settle (a run at scale 1 saturates what lies above 448, and what is
      * computed from a saturated tensor is too small until that tensor's scale falls: a chain
      * of k f8 tensors settles in at most k + 1 runs); the run written out and checked is the
-     * next one, with the settled scales (docs/precision.md, "f8") */
+     * next one, with the settled scales (docs/precision.md, "f8"). Training runs whole steps,
+     * so that the gradients' E5M2 scales settle too. */
     int nslots = fc_block_num_fp8_slots(b), ncal = 0;
     bool f8 = nslots > 0 && a->device != FC_DEVICE_REFERENCE;
     double *sc = f8 ? calloc((size_t)nslots * 2, sizeof *sc) : NULL;
     if (f8 && !sc) { rc = oom(); goto done; }
+    if (a->train && (rc = grads_make(b, dev, a, &gr)) != 0) { free(sc); goto done; }
     FcStatus s = FC_OK;
     for (bool settled = !f8; !settled && s == FC_OK && ncal < nslots + 2;) {
         s = fc_program_run(bd.prog, bd.in, bd.out);
+        if (s == FC_OK && a->train) s = fc_program_backward(bd.prog, gr.gout, gr.gin);
         if (s == FC_OK && ++ncal > 1) s = fc_program_fp8_scales(bd.prog, sc + nslots, nslots);
         settled = ncal > 2 && memcmp(sc, sc + nslots, sizeof *sc * (size_t)nslots) == 0;
         if (ncal > 1) memcpy(sc, sc + nslots, sizeof *sc * (size_t)nslots);
@@ -1517,12 +1520,24 @@ static int cmd_run(const Args *a) {
         /* the reference interpreter rounds each f8 value with the scale this run used */
         s = fc_program_fp8_scales(bd.prog, sc, nslots);
         if (s == FC_OK) s = fc_block_set_fp8_scales(b, sc, nslots);
-        double lo = sc[0], hi = lo;
-        for (int k = 1; k < nslots; k++) lo = sc[k] < lo ? sc[k] : lo, hi = sc[k] > hi ? sc[k] : hi;
+        /* the values' slots (E4M3) and, with --train, their gradients' (E5M2) */
+        int cnt[2] = {0, 0};
+        double lo[2] = {0, 0}, hi[2] = {0, 0};
+        for (int k = 0; s == FC_OK && k < nslots; k++) {
+            FcDtype t = FC_F8E4M3;
+            if ((s = fc_block_fp8_slot_dtype(b, k, &t)) != FC_OK) break;
+            int j = t == FC_F8E5M2;
+            if (!cnt[j]++ || sc[k] < lo[j]) lo[j] = sc[k];
+            if (cnt[j] == 1 || sc[k] > hi[j]) hi[j] = sc[k];
+        }
         free(sc);
         if (s != FC_OK) { rc = report(s, "reading the f8 scales", fc_program_last_error(bd.prog), 0); goto done; }
-        printf("  f8     %d tensor%s in E4M3, scales 2^%d .. 2^%d (delayed scaling, settled after %d run%s)\n",
-               nslots, nslots == 1 ? "" : "s", (int)lround(log2(lo)), (int)lround(log2(hi)), ncal, ncal == 1 ? "" : "s");
+        printf("  f8     %d tensor%s in E4M3, scales 2^%d .. 2^%d", cnt[0], cnt[0] == 1 ? "" : "s",
+               (int)lround(log2(lo[0])), (int)lround(log2(hi[0])));
+        if (cnt[1])
+            printf("; %d gradient%s in E5M2, scales 2^%d .. 2^%d", cnt[1], cnt[1] == 1 ? "" : "s",
+                   (int)lround(log2(lo[1])), (int)lround(log2(hi[1])));
+        printf(" (delayed scaling, settled after %d %s%s)\n", ncal, a->train ? "step" : "run", ncal == 1 ? "" : "s");
     }
     /* made only now, so that a run that fails leaves nothing behind */
     if (missing && (rc = make_out_dir(dir)) != 0) goto done;
@@ -1557,8 +1572,6 @@ static int cmd_run(const Args *a) {
 
     /* Training: the backward, and the gradient of every float input as grad_NAME.npy. */
     if (a->train) {
-        rc = grads_make(b, dev, a, &gr);
-        if (rc) goto done;
         /* dynamic loss scaling: by default at f16, whose gradients underflow below 6e-8 */
         bool scaling = a->loss_scale ? strcmp(a->loss_scale, "dynamic") == 0
                                      : a->precision && strcmp(a->precision, "f16") == 0;

@@ -167,15 +167,22 @@ expect 0 run f8.tf --precision f16 --train --out-dir ls3 &&
     err_has "fusec: warning: no loss scaling: the backward stores a gradient in f8e4m3, which saturates instead of overflowing: a loss scale too large for it would go unseen"
 expect 1 run f8.tf --precision f16 --train --loss-scale dynamic --out-dir ls3 &&
     err_has "fusec: error: --loss-scale dynamic: the backward stores a gradient in f8e4m3, which saturates"
-# --precision f8 trains (docs/precision.md, "f8"): the scales settle, the forward saves E4M3
-# values, the gradients (bf16) are checked against the oracle's at the scales the run used
+# --precision f8 trains (docs/precision.md, "f8"): whole steps run until the scales of the
+# values (E4M3) and of their gradients (E5M2) settle, the forward saves E4M3 values, the
+# gradients are checked against the oracle's at the scales the run used
 for fuse in "" --no-fuse; do
     if expect 0 run "$EX/gpt2_mlp.tf" -D B=1 -D T=8 --precision f8 --train --check $fuse --out-dir f8t; then
-        out_has "(delayed scaling, settled after"
+        out_has "  f8     6 tensors in E4M3, scales 2^6 .. 2^7; 6 gradients in E5M2, scales 2^14 .. 2^15 (delayed scaling, settled after 3 steps)"
         out_has "check grad_w_fc:"
         [ -e f8t/grad_w_proj.npy ] || fail "--precision f8 --train $fuse: no grad_w_proj.npy"
     fi
 done
+# its E5M2 gradients have scales of their own: no loss scaling
+expect 1 run "$EX/gpt2_mlp.tf" -D B=1 -D T=8 --precision f8 --train --loss-scale dynamic --out-dir f8t &&
+    err_has "fusec: error: --loss-scale dynamic: the backward stores a gradient in f8e5m2, which saturates"
+# forward only: no gradient slots
+expect 0 run "$EX/gpt2_mlp.tf" -D B=1 -D T=8 --precision f8 --out-dir f8t &&
+    out_has "  f8     6 tensors in E4M3, scales 2^6 .. 2^7 (delayed scaling, settled after 3 runs)"
 MSG="--loss-scale needs --train"; expect_usage run big.tf --loss-scale dynamic --out-dir ls3
 MSG="invalid --loss-scale value 'on' (expected dynamic or off)"; expect_usage run big.tf --train --loss-scale on --out-dir ls3
 finish

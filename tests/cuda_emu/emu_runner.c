@@ -306,14 +306,14 @@ static FcOptions *unit_options(const EmuDim *dims, bool fuse) {
     return opt;
 }
 
-FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, IrGraph **g, FcErr *err) {
+FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, bool train, IrGraph **g, FcErr *err) {
     StrBuf diags = {0};
     FcStatus st = fe_compile(src, strlen(src), file, fo, g, &diags, err);
     sb_free(&diags);
     if (st != FC_OK || !emu_precision || !strcmp(emu_precision, "keep")) return st;
     IrGraph *low = NULL;
     st = pass_precision(*g, !strcmp(emu_precision, "bf16") ? FC_BF16 : !strcmp(emu_precision, "f16") ? FC_F16 : FC_F8E4M3,
-                        &low, err);
+                        train, &low, err);
     ir_graph_free(*g);
     *g = low;
     return st;
@@ -371,7 +371,7 @@ char *emu_gpu_unit(const char *src, const char *file, const EmuDim *dims, bool f
     PassResult res;
     memset(&res, 0, sizeof res);
     char *out = NULL;
-    FcStatus st = emu_unit_graph(src, file, &fo, &g, &err);
+    FcStatus st = emu_unit_graph(src, file, &fo, false, &g, &err);
     PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = false};
     if (st == FC_OK) st = pass_pipeline(g, &po, &res, &err);
     if (st == FC_OK) out = aot_unit(g, &res, &err);
@@ -519,7 +519,7 @@ static bool train_prog(const char *src, const char *file, bool fuse, const char 
     FeOptions fo = {0};
     FcErr err = {0};
     PassRemat mode = !strcmp(remat, "none") ? PASS_REMAT_NONE : !strcmp(remat, "full") ? PASS_REMAT_FULL : PASS_REMAT_AUTO;
-    FcStatus st = emu_unit_graph(src, file, &fo, &t->src, &err);
+    FcStatus st = emu_unit_graph(src, file, &fo, true, &t->src, &err);
     if (st == FC_OK) st = pass_train(t->src, mode, -1, &t->joint, &t->plan, &err);
     PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = lib};
     if (st == FC_OK) st = pass_pipeline(t->plan.fwd, &po, &t->res[0], &err);

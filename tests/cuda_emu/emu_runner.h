@@ -140,8 +140,8 @@ EmuCase *emu_clone_case(EmuRunner *r, int from, const char *name, char *cu);
 extern const char *emu_precision;
 
 /* The frontend's graph of src (fo: its block and dims), at emu_precision (pass_precision), as the
- * library compiles it. */
-FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, IrGraph **g, FcErr *err);
+ * library compiles it (train: for training, at f8 with its gradients' slots). */
+FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, bool train, IrGraph **g, FcErr *err);
 
 char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, FcBlock **blk, char *why, size_t n);
 /* The unit of the GPU-shaped program, as the CUDA device runs it (pass_pipeline with

@@ -416,13 +416,13 @@ static FcStatus inputs_to_host(const Run *u, void **in) {
  * the noisy texts cannot reach (their noise is per statement). in: the block's inputs on the
  * host (nin of them, at least the graph's); tmp and want: tensors of output j's type, want the
  * reference's value. NAN when it cannot be run. */
-static double inner_sens(const char *src, const double *sc, int nsc, void *const *in, int nin, int j, FcTensor *tmp,
-                         const FcTensor *want, uint64_t seed) {
+static double inner_sens(const char *src, bool train, const double *sc, int nsc, void *const *in, int nin, int j,
+                         FcTensor *tmp, const FcTensor *want, uint64_t seed) {
     IrGraph *g = NULL, *dg = NULL;
     FcErr err = {0};
     double a = NAN, rel = NAN;
     void **out = NULL;
-    FcStatus st = emu_unit_graph(src, "difftest.tf", &(FeOptions){0}, &g, &err);
+    FcStatus st = emu_unit_graph(src, "difftest.tf", &(FeOptions){0}, train, &g, &err);
     if (st == FC_OK) use_scales(g, sc, nsc);
     if (st == FC_OK) st = pass_decompose(g, &dg, &err);
     if (st == FC_OK && (dg->inputs.len > nin || j >= dg->outputs.len)) st = FC_ERR_INTERNAL;
@@ -448,7 +448,7 @@ static double inner_sens(const char *src, const double *sc, int nsc, void *const
 static double inner_sensitivity(Run *u, int j, uint64_t seed) {
     void **in = calloc((size_t)u->nin + 1, sizeof *in);
     FcStatus st = in ? inputs_to_host(u, in) : FC_ERR_NOMEM;
-    double rel = st == FC_OK ? inner_sens(u->src, u->fp8_scale, u->nfp8, in, u->nin, j, u->tmp[j], u->out[P_REF][j], seed) : NAN;
+    double rel = st == FC_OK ? inner_sens(u->src, u->train, u->fp8_scale, u->nfp8, in, u->nin, j, u->tmp[j], u->out[P_REF][j], seed) : NAN;
     for (int i = 0; in && i < u->nin; i++) free(in[i]);
     free(in);
     return rel;
@@ -466,7 +466,7 @@ static double grad_noise_sensitivity(Run *u, int j, uint64_t seed) {
     void **in = calloc((size_t)u->nin + 1, sizeof *in);
     double **gout = calloc((size_t)u->nout + 1, sizeof *gout), **gin = calloc((size_t)u->nin + 1, sizeof *gin);
     void *host = NULL;
-    FcStatus st = in && gout && gin ? emu_unit_graph(u->src, "difftest.tf", &(FeOptions){0}, &g, &err) : FC_ERR_NOMEM;
+    FcStatus st = in && gout && gin ? emu_unit_graph(u->src, "difftest.tf", &(FeOptions){0}, true, &g, &err) : FC_ERR_NOMEM;
     if (st == FC_OK) use_scales(g, u->fp8_scale, u->nfp8);
     if (st == FC_OK && (g->inputs.len != u->nin || g->outputs.len != u->nout || !u->gin[P_REF] || !u->gin[P_REF][j]))
         st = FC_ERR_INTERNAL;
@@ -655,6 +655,8 @@ static void budget_sweep(const char *src, Run *u, const char *const *noisy, Resu
         r->budget = pts[i];
         FcStatus s = compile_opts(src, 1, NULL, "auto", pts[i], &b);
         if (s == FC_OK) s = fc_block_train_info(b, &bi);
+        /* f8: scaled as the programs it is compared with (run_one) */
+        if (s == FC_OK && fc_block_num_fp8_slots(b) > 0) s = fc_block_calibrate_fp8(b, u->in);
         if (s != FC_OK) {
             r->cls = DR_BUDGET;
             r->status = s;
@@ -1127,7 +1129,7 @@ static double emu_sensitivity(const char *src, const EmuCase *c, int j, const ch
     if (st == FC_OK) st = fc_tensor_new(g_emu.ref, c->out_dt[j], 1, dims, &want);
     if (st == FC_OK) st = fc_tensor_copy_from_host(want, c->want[j], fc_tensor_nbytes(want));
     for (int trial = 0; trial < 2 && st == FC_OK; trial++) {
-        double r = inner_sens(src, c->fp8_scale, c->nfp8, c->in, nin, j, tmp, want, dt_mix(0xD1Bull + (uint64_t)trial));
+        double r = inner_sens(src, c->train, c->fp8_scale, c->nfp8, c->in, nin, j, tmp, want, dt_mix(0xD1Bull + (uint64_t)trial));
         if (isnan(r)) st = FC_ERR_INTERNAL;
         else if (r > worst) worst = r;
     }

@@ -14,6 +14,9 @@
  *   stops early); with a planted miscompile (FUSEC_PLANT_BUG=tanh) the kernel that computes the
  *   tanh is over its bound and the bisection stops at the tanh, with the unfused program right;
  *   the argument errors.
+ * - f8 slots (--precision f8): a training block's slots alternate a value's (E4M3) and its
+ *   gradient's (E5M2, fc_block_fp8_slot_dtype); forward runs set only the E4M3 scales, the
+ *   backward's runs the E5M2 ones (by E5M2's largest value, 57344); the argument errors.
  * - fc_program_set_loss_scaling: the scale doubles after growth_interval finite backward passes,
  *   halves (and the pass runs again) when a gradient overflows, the gradients carry it
  *   (fc_tensor_convert by 1/S gives the unscaled ones, equal to an unscaled run's), and its
@@ -323,6 +326,54 @@ static void test_loss_scaling(void) {
     fc_options_free(o);
 }
 
+static void test_fp8_slots(void) {
+    static const char *const f8src = "block s(x: f32[4, 8], param w: f32[8, 8]) { h = tanh(x @ w)\n return h * 2 }\n";
+    FcOptions *o = NULL;
+    FcBlock *b = NULL, *bf = NULL;
+    REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_precision(o, "f8") == FC_OK);
+    REQUIRE(fc_compile_string(f8src, "s.tf", o, &bf) == FC_OK);   /* forward only: E4M3 slots alone */
+    FcDtype t = FC_F32;
+    CHECK(fc_block_num_fp8_slots(bf) == 2 && fc_block_fp8_slot_dtype(bf, 1, &t) == FC_OK && t == FC_F8E4M3);
+    REQUIRE(fc_options_set_train(o, 1) == FC_OK && fc_compile_string(f8src, "s.tf", o, &b) == FC_OK);
+    int n = fc_block_num_fp8_slots(b);
+    REQUIRE(n == 4);
+    for (int k = 0; k < n; k++)
+        EXPECT(fc_block_fp8_slot_dtype(b, k, &t) == FC_OK && t == (k % 2 ? FC_F8E5M2 : FC_F8E4M3), "slot %d: %d", k, (int)t);
+    CHECK(fc_block_fp8_slot_dtype(b, 4, &t) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_block_last_error(b), "fc_block_fp8_slot_dtype: slot 4; the block has 4 f8 slots") == 0, "%s",
+           fc_block_last_error(b));
+    CHECK(fc_block_fp8_slot_dtype(b, -1, &t) == FC_ERR_USAGE && fc_block_fp8_slot_dtype(b, 0, NULL) == FC_ERR_USAGE &&
+          fc_block_fp8_slot_dtype(NULL, 0, &t) == FC_ERR_USAGE);
+    FcDevice *dev = NULL;
+    FcProgram *p = NULL;
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &dev) == FC_OK && fc_program_new(b, dev, &p) == FC_OK);
+    int64_t dx[2] = {4, 8}, dw[2] = {8, 8};
+    FcTensor *in[2], *y, *gy, *gin[2];
+    REQUIRE(fc_tensor_new(dev, FC_BF16, 2, dx, &in[0]) == FC_OK && fc_tensor_new(dev, FC_BF16, 2, dw, &in[1]) == FC_OK &&
+            fc_tensor_new(dev, FC_BF16, 2, dx, &y) == FC_OK && fc_tensor_new(dev, FC_BF16, 2, dx, &gy) == FC_OK &&
+            fc_tensor_new(dev, FC_BF16, 2, dx, &gin[0]) == FC_OK && fc_tensor_new(dev, FC_BF16, 2, dw, &gin[1]) == FC_OK);
+    REQUIRE(fc_block_random_input(b, 0, 5, in[0]) == FC_OK && fc_block_random_input(b, 1, 5, in[1]) == FC_OK &&
+            fc_block_random_grad_output(b, 0, 5, gy) == FC_OK);
+    double sc[4];
+    /* forwards alone: the E4M3 scales leave 1 (the second run's update reads the first's amax),
+     * the gradients' stay 1 */
+    for (int r = 0; r < 2; r++) REQUIRE(fc_program_run(p, in, &y) == FC_OK);
+    REQUIRE(fc_program_fp8_scales(p, sc, 4) == FC_OK);
+    EXPECT(sc[0] != 1 && sc[2] != 1 && sc[1] == 1 && sc[3] == 1, "after forwards: %g %g %g %g", sc[0], sc[1], sc[2], sc[3]);
+    /* two backwards: the E5M2 scales are set from the first one's amax against 57344 (tanh's
+     * gradients are O(1): 2^14 or so, beyond what E4M3's 448 would allow) */
+    for (int r = 0; r < 2; r++) REQUIRE(fc_program_backward(p, &gy, gin) == FC_OK);
+    REQUIRE(fc_program_fp8_scales(p, sc, 4) == FC_OK);
+    EXPECT(sc[1] >= 0x1p10 && sc[3] >= 0x1p10 && sc[1] <= 0x1p20 && sc[3] <= 0x1p20, "after backwards: %g %g", sc[1], sc[3]);
+    FcTensor *all[] = {in[0], in[1], y, gy, gin[0], gin[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fc_tensor_free(all[i]);
+    fc_program_free(p);
+    fc_device_free(dev);
+    fc_block_free(b);
+    fc_block_free(bf);
+    fc_options_free(o);
+}
+
 int main(void) {
     FcBlock *b = NULL;
     FcStatus s = fc_compile_string(src, "capi.tf", NULL, &b);
@@ -336,6 +387,7 @@ int main(void) {
     run_checks(NULL, 0);
     run_checks("tanh", 1);
     test_loss_scaling();
+    test_fp8_slots();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     else printf("test_capi: ok\n");
     return failures != 0;

@@ -397,11 +397,17 @@ static void test_cast_exact(void) {
 
 /* f8 scaling, exactly: straight through the rounding, times the scale into fp8_quant's x, over
  * it out of fp8_dequant's q (so a quantize-dequantize pair passes the gradient unchanged); the
- * scale, state, gets none. */
-static void test_fp8_exact(void) {
+ * scale, state, gets none. x -> q = fp8_quant(x, 8) -> outputs fp8_dequant(q) and q, with the
+ * outputs' gradients w0 and w1: q's gradient is w0 / 8 + w1 = 1.0625, 1.875, 3.25, and x's is 8
+ * times that. With a gradient slot (--train at f8; E5M2, scale 4: grad5 true) the gradient
+ * passed to x, 8.5, 15, 26, is stored in E5M2: rounded as 8.5 * 4 = 34, 60, 104 to 32, 64 and
+ * 96 (down, then two ties to even), 8, 16, 24. */
+static void fp8_grad_case(bool grad5, const double want[3]) {
     new_graph();
-    REQUIRE(ir_add_fp8_slot(g, FC_F8E4M3) == 0);
+    REQUIRE(ir_add_fp8_slot(g, FC_F8E4M3) == 0 && ir_add_fp8_slot(g, FC_F8E5M2) == 1);
     g->fp8.data[0].scale = 8;
+    g->fp8.data[0].grad = grad5 ? 1 : -1;
+    g->fp8.data[1].scale = 4;
     int x = input(SH(3), G_SIGNED);
     int xf = add(IR_OP_CAST, INS(x), (IrAttrs){.dtype = FC_F32});
     int s = add(IR_OP_FP8_SCALE, NULL, 0, (IrAttrs){.i = {0}});
@@ -417,8 +423,12 @@ static void test_fp8_exact(void) {
     FcErr err = {0};
     const void *ins[] = {xv};
     REQUIRE(rt_interp_grad(g, ins, ob, gw, gi, &err) == FC_OK);
-    for (int e = 0; e < 3; e++) EXPECT(gx[e] == w0[e] + 8 * w1[e], "fp8 gradient %d: %g", e, gx[e]);
+    for (int e = 0; e < 3; e++) EXPECT(gx[e] == want[e], "fp8 gradient %d%s: %g, not %g", e, grad5 ? " (E5M2)" : "", gx[e], want[e]);
     for (int j = 0; j < 2; j++) free(ob[j]);
+}
+static void test_fp8_exact(void) {
+    fp8_grad_case(false, (const double[]){8.5, 15, 26});
+    fp8_grad_case(true, (const double[]){8, 16, 24});
 }
 
 /* ---- reductions ------------------------------------------------------------------------------------ */

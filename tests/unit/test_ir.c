@@ -141,6 +141,7 @@ static IrGraph *all_ops_graph(void) {
     CHECK(ir_add_fp8_slot(g, FC_F8E4M3) == 0 && ir_add_fp8_slot(g, FC_F8E5M2) == 1);
     g->fp8.data[0].scale = 0.25;
     g->fp8.data[1].scale = 0x1p40;
+    g->fp8.data[0].grad = 1;   /* slot 0's tensor has its gradient in slot 1 (--train at f8) */
     int s0 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {0}})), s1 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {1}}));
     output(g, N(g, IR_OP_FP8_DEQUANT, ((IrAttrs){.dtype = FC_F32}), N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {0}}), last, s0), s0), "dq");
     int yb = N(g, IR_OP_CAST, ((IrAttrs){.dtype = FC_BF16}), y);
@@ -389,6 +390,11 @@ static const struct {
          "  %2 = fp8_quant(%0, %1) {slot=0} : f8e5m2[2, 3] @0:0 #0\n  %3 = fp8_dequant(%2, %1) {dtype=i32} : i32[2, 3] @0:0 #0\n",
      "e.ir:6:8: error: 'fp8_dequant' makes f32, bf16 or f16; got i32"},
     {HDR "  fp8 slot 0: f8e5m2 scale=1 writable\n", "e.ir:3:30: error: expected end of line, found 'writable'"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=1 grad=x\n", "e.ir:3:35: error: expected the gradient's slot, found 'x'"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=1 grad=3\n",
+     "e.ir:3:35: error: an f8 slot's gradient slot is another slot, f8e5m2, without a gradient slot of its own"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=1 grad=1\n  fp8 slot 1: f8e5m2 scale=2 grad=0\n",
+     "e.ir:3:35: error: an f8 slot's gradient slot is another slot, f8e5m2, without a gradient slot of its own"},
 };
 
 static void test_parse_errors(void) {
@@ -559,6 +565,7 @@ static void plant(int which, IrGraph *g) {
         if (which == 15) g->fp8.data[0].scale = 3;
         if (which == 16) g->fp8.data[0].fmt = FC_F32;
         if (which == 17) g->nodes.data[5].in[1] = s1;                        /* another slot's scale */
+        if (which == 19) g->fp8.data[0].grad = 1;                           /* a gradient slot not E5M2 */
         if (which == 18) {                                                   /* a second quant of slot 0 */
             int q2 = N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {1}}), 1, s1);
             g->nodes.data[ir_cval(g, q2)->node].a.i[0] = 0;
@@ -590,6 +597,7 @@ static const char *const plant_msgs[] = {
     "internal error: ir_verify: block 'small': f8 slot 0 has format 1, not an f8 type",
     "internal error: ir_verify: block 'small': node 5 (%7 = fp8_quant): its scale %6 is not an fp8_scale of its slot",
     "internal error: ir_verify: block 'small': nodes 5 and 6 both quantize with f8 slot 0",
+    "internal error: ir_verify: block 'small': f8 slot 0's gradient slot 1 is not another E5M2 slot without one of its own",
 };
 
 static void test_verifier(void) {
