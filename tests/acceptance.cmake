@@ -44,6 +44,20 @@ else()
     set_tests_properties(acceptance_numpy_${_p} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                          LABELS acceptance ENVIRONMENT "${_acc_env}")
   endforeach()
+  # the gradients (--train) against finite differences of the same NumPy reference, at every
+  # precision (check_numpy.py GRAD_TOL; docs/precision.md)
+  foreach(_p keep bf16 f16 f8)
+    add_test(NAME acceptance_numpy_train_${_p}
+             COMMAND ${Python3_EXECUTABLE} ${_acc}/check_numpy.py --fusec $<TARGET_FILE:fusec>
+                     --train --precision ${_p})
+    set_tests_properties(acceptance_numpy_train_${_p} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                         LABELS acceptance ENVIRONMENT "${_acc_env}")
+  endforeach()
+  add_test(NAME acceptance_numpy_train_mutation
+           COMMAND ${Python3_EXECUTABLE} ${_acc}/check_numpy.py --fusec $<TARGET_FILE:fusec>
+                   --train --only gpt2_mlp --mutate)
+  set_tests_properties(acceptance_numpy_train_mutation PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
+                       LABELS acceptance ENVIRONMENT "${_acc_env}")
   add_test(NAME acceptance_numpy_selftest
            COMMAND ${Python3_EXECUTABLE} ${_acc}/check_numpy.py --self-test)
   add_test(NAME acceptance_numpy_mutation

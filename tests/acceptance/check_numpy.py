@@ -31,6 +31,13 @@ Usage:
   in fusec and unrounded in NumPy, the bound 4 u of E4M3 (0.25);
   --full adds each example's default dims where they are skipped for speed
   (residual_ln_gelu's [8192, 1024]); --keep keeps the temp dir; -v prints fusec's output.
+  --train checks the gradients instead (`fusec run --train --grad-output ...`, fused and eager,
+  on each example's smallest dim setting): every output gets a seeded N(0,1) gradient, and
+  each float input's gradient is compared, at GRAD_SAMPLES random elements and at its largest
+  one, with the central difference of L = sum over outputs of <gradient, output> computed by
+  the same float64 NumPy reference (Richardson-extrapolated, so its own error is far below the
+  bound): |fusec - numpy| <= GRAD_TOL[precision] * max|fusec gradient| (the largest element is
+  among those checked, so the scale itself is verified).
 """
 
 import argparse
@@ -72,6 +79,15 @@ def round_to_precision(a):
 
 def rel_tol():
     return PRECISION_TOL.get(PRECISION, REL_TOL)
+
+
+# --train: the bound on a gradient element, relative to the gradient's largest magnitude. A
+# gradient goes through about twice the roundings of the forward (the forward's values that
+# the backward reads, then the backward's own), so twice the forward's bound: keep 2e-4 (f32
+# arithmetic), bf16 16 u, f16 16 u; f8 stores the gradients of its E4M3 values in E5M2
+# (u = 2^-3), the bound of an E5M2 value a(t) u(t) = 4 u (docs/tolerances.md).
+GRAD_TOL = {"keep": 2e-4, "bf16": 16 * 2.0 ** -8, "f16": 16 * 2.0 ** -11, "f8": 4 * 2.0 ** -3}
+GRAD_SAMPLES = 6
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "examples"))
 RUN_TIMEOUT_S = 300
@@ -459,6 +475,112 @@ class Table:
                 print("  ".join("-" * x for x in w))
 
 
+def loss(reference, d, inputs, gouts):
+    """L = sum over outputs of <gradient, output>, in float64."""
+    with np.errstate(over="ignore", under="ignore"):
+        out = reference(d, inputs)
+    return math.fsum(float(np.sum(gouts[o] * out[o])) for o in gouts)
+
+
+def fd_partial(reference, d, inputs, gouts, name, e):
+    """dL/d inputs[name].flat[e] by central differences at h and h/2, Richardson-extrapolated
+    (error O(h^4)); h = 1e-4 max(1, |x|)."""
+    x = inputs[name]
+    v = float(x.flat[e])
+    h = 1e-4 * max(1.0, abs(v))
+
+    def at(t):
+        a = x.copy()
+        a.flat[e] = t
+        return loss(reference, d, dict(inputs, **{name: a}), gouts)
+
+    d1 = (at(v + h) - at(v - h)) / (2 * h)
+    d2 = (at(v + h / 2) - at(v - h / 2)) / h
+    return (4 * d2 - d1) / 3
+
+
+def check_example_train(name, args, work, table):
+    """--train: each float input's gradient against finite differences of the NumPy
+    reference, on the example's smallest dim setting; returns the number of failures."""
+    make_inputs, reference, variants, _ = EXAMPLES[name]
+    tf = os.path.join(EXAMPLES_DIR, name + ".tf")
+    defaults = parse_dims(tf)
+    over = variants[1] if len(variants) > 1 else variants[0]
+    d = dict(defaults)
+    d.update(over or {})
+    label = "defaults" if over is None else ",".join("%s=%d" % kv for kv in over.items())
+    dims_args = []
+    for k, v in (over or {}).items():
+        dims_args += ["-D", "%s=%d" % (k, v)]
+    seed = 5000 + sum(map(ord, name))
+    gen = Gen(seed)
+    vdir = os.path.join(work, "%s-train" % name)
+    os.makedirs(vdir)
+    input_args, inputs = [], {}
+    for n, a in make_inputs(d, gen).items():
+        a32 = np.asarray(a, dtype=np.float32)
+        path = os.path.join(vdir, "in_%s.npy" % len(input_args))
+        save_npy(path, a32)
+        input_args += ["--input", "%s=%s" % (n, path)]
+        inputs[n] = round_to_precision(a32)
+    with np.errstate(over="ignore", under="ignore"):
+        ref = reference(d, inputs)
+    gouts = {}
+    for o, r in ref.items():
+        g32 = np.asarray(gen.act(*r.shape), dtype=np.float32).reshape(r.shape)
+        path = os.path.join(vdir, "gout_%s.npy" % o)
+        save_npy(path, g32)
+        input_args += ["--grad-output", "%s=%s" % (o, path)]
+        gouts[o] = round_to_precision(g32).reshape(r.shape)
+    rng = np.random.default_rng(seed)
+    failures = 0
+    for mode, flags in (("fused", []), ("eager", ["--no-fuse"])):
+        out_dir = os.path.join(vdir, "out-" + mode)
+        poison(out_dir, {"grad_" + n: a for n, a in inputs.items()})
+        prec = ["--precision", PRECISION] if PRECISION != "keep" else []
+        rc, text, cmd = run_fusec(args.fusec, tf, dims_args, input_args, out_dir,
+                                  flags + prec + ["--train", "--check"], args.verbose)
+        if rc != 0:
+            failures += 1
+            table.add(name, label, mode, "-", "-", "-", "-", "FAIL (fusec %s)" % describe(rc))
+            print("    $ " + " ".join(cmd))
+            for line in (text or "").rstrip().splitlines()[-15:]:
+                print("    | " + line)
+            continue
+        got, _ = load_outputs(out_dir, ["grad_" + n for n in inputs])
+        for n, x in inputs.items():
+            g = got["grad_" + n]
+            if g is None or g.shape != x.shape or not np.isfinite(g).all():
+                failures += 1
+                table.add(name, label, mode, "grad_" + n, "-", "-", "-",
+                          "FAIL (%s)" % ("missing" if g is None else "shape %s" % (g.shape,)
+                                         if g.shape != x.shape else "non-finite values"))
+                continue
+            g = g.astype(np.float64)
+            top = int(np.argmax(np.abs(g)))
+            picks = sorted({top} | set(int(e) for e in rng.integers(0, x.size, GRAD_SAMPLES)))
+            scale = float(np.abs(g.flat[top]))
+            worst = worst_mut = 0.0
+            for e in picks:
+                fd = fd_partial(reference, d, inputs, gouts, n, e)
+                worst = max(worst, abs(float(g.flat[e]) - fd))
+                # --mutate: the reference's largest element off by twice the bound
+                fd_mut = fd + (2 * GRAD_TOL[PRECISION] * scale if e == top else 0.0)
+                worst_mut = max(worst_mut, abs(float(g.flat[e]) - fd_mut))
+            rel = worst / scale if scale > 0 else worst
+            ok = rel <= GRAD_TOL[PRECISION]
+            note = ""
+            if args.mutate:
+                caught = worst_mut / scale > GRAD_TOL[PRECISION] if scale > 0 else False
+                note = (" (mutation caught)" if caught else " (mutation NOT caught)") if ok else \
+                    " (fails even unmutated)"
+                ok = ok and caught
+            failures += not ok
+            table.add(name, label, mode, "grad_" + n, "x".join(map(str, x.shape)) or "scalar",
+                      "%.3g" % worst, "%.3g" % rel, ("ok" if ok else "FAIL") + note)
+    return failures
+
+
 def check_example(name, args, work, table):
     """Runs every variant of one example; returns the number of failures."""
     make_inputs, reference, variants, full_variants = EXAMPLES[name]
@@ -702,6 +824,9 @@ def main():
                     help="compile at this storage precision; the reference starts from the "
                          "inputs rounded to it (bf16 at f8), and the bound is 8 u of the type "
                          "(4 u of E4M3 at f8)")
+    ap.add_argument("--train", action="store_true",
+                    help="check the gradients (fusec run --train) against finite differences "
+                         "of the NumPy reference")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("-v", "--verbose", action="store_true", help="print fusec's output")
     args = ap.parse_args()
@@ -723,7 +848,7 @@ def main():
     try:
         for name in names:
             print("%s:" % name, flush=True)
-            failures += check_example(name, args, work, table)
+            failures += (check_example_train if args.train else check_example)(name, args, work, table)
     finally:
         if args.keep:
             print("kept %s" % work)
@@ -737,8 +862,10 @@ def main():
                                                else "FAILED (fusec did not run, or a mutation "
                                                     "went unnoticed)"))
     else:
-        print("check_numpy.py: %s (tolerance: max|fusec-numpy|/max|numpy| <= %g%s)"
-              % ("all passed" if failures == 0 else "%d FAILED" % failures, rel_tol(),
+        print("check_numpy.py: %s (tolerance: max|fusec-numpy|/max|%s| <= %g%s)"
+              % ("all passed" if failures == 0 else "%d FAILED" % failures,
+                 "fusec gradient" if args.train else "numpy",
+                 GRAD_TOL[PRECISION] if args.train else rel_tol(),
                  "" if PRECISION == "keep" else ", --precision " + PRECISION))
     return 1 if failures else 0
 
