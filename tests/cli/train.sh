@@ -177,6 +177,20 @@ for fuse in "" --no-fuse; do
         [ -e f8t/grad_w_proj.npy ] || fail "--precision f8 --train $fuse: no grad_w_proj.npy"
     fi
 done
+# --strict-rounding: the fused training step gives the eager one's bits, E5M2 gradients included
+# (without it, keywords.tf's out1 and grad_int differ: fusion keeps intermediates in f32)
+for sr in --strict-rounding ""; do
+    rm -rf f8s f8e
+    expect 0 run "$EX/keywords.tf" -D N=1 -D M=7 --precision f8 --train $sr --out-dir f8s &&
+        expect 0 run "$EX/keywords.tf" -D N=1 -D M=7 --precision f8 --train $sr --no-fuse --out-dir f8e || continue
+    ndiff=0
+    for o in int out1 grad_int grad_float grad_threadIdx grad___global__ grad_blockDim; do
+        [ -e "f8s/$o.npy" ] || fail "--precision f8 --train $sr: no $o.npy"
+        cmp -s "f8s/$o.npy" "f8e/$o.npy" || ndiff=$((ndiff + 1))
+    done
+    if [ -n "$sr" ]; then [ "$ndiff" = 0 ] || fail "--precision f8 --train --strict-rounding: $ndiff files differ from --no-fuse's"
+    else [ "$ndiff" -gt 0 ] || fail "--precision f8 --train: fused and eager are the same bits (the check above proves nothing)"; fi
+done
 # its E5M2 gradients have scales of their own: no loss scaling
 expect 1 run "$EX/gpt2_mlp.tf" -D B=1 -D T=8 --precision f8 --train --loss-scale dynamic --out-dir f8t &&
     err_has "fusec: error: --loss-scale dynamic: the backward stores a gradient in f8e5m2, which saturates"
