@@ -245,6 +245,7 @@ static const char *storage_ctype(FcDtype t) {
     case FC_F32: return "float";
     case FC_F16: case FC_BF16: return "unsigned short";
     case FC_F8E4M3: case FC_F8E5M2: case FC_BOOL: return "unsigned char";
+    case FC_I8: return "signed char";
     case FC_I32: return "int";
     case FC_I64: return "long long";
     default: return NULL;
@@ -1093,8 +1094,10 @@ static void put_vec_for(Cg *c, const KirStmt *st, int d) {
                     for (int e = 0; e < pc; e++) {
                         int shift = e * size[i] * 8;
                         if (e) sb_puts(o, " | ");
-                        if (shift) sb_printf(o, "((unsigned int)fc_v%d[%d] << %d)", i, q * per + comp * pc + e, shift);
-                        else sb_printf(o, "(unsigned int)fc_v%d[%d]", i, q * per + comp * pc + e);
+                        /* a signed element's bits only (a sign extension would spill into the next) */
+                        const char *u = strcmp(elem[i], "signed char") == 0 ? "(unsigned char)" : "";
+                        if (shift) sb_printf(o, "((unsigned int)%sfc_v%d[%d] << %d)", u, i, q * per + comp * pc + e, shift);
+                        else sb_printf(o, "(unsigned int)%sfc_v%d[%d]", u, i, q * per + comp * pc + e);
                     }
                     sb_putc(o, ';');
                 }
@@ -1166,8 +1169,9 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
             }
             if (h >= 0) { use(c, h); sb_printf(o, "%s(", helper_name(h)); }
             else if (prm->dtype == FC_BOOL) sb_puts(o, "(unsigned char)(");
+            else if (prm->dtype == FC_I8) sb_puts(o, "(signed char)(");   /* in [-128, 127]: the cast saturated it */
             put_typed(c, st->b, kir_compute_type(prm->dtype), "stored value");
-            sb_puts(o, h >= 0 || prm->dtype == FC_BOOL ? ");\n" : ";\n");
+            sb_puts(o, h >= 0 || prm->dtype == FC_BOOL || prm->dtype == FC_I8 ? ");\n" : ";\n");
             break;
         }
         case KS_SHSTORE:
@@ -1965,7 +1969,8 @@ static void put_arg_lines(StrBuf *out, const Aot *a) {
 
 static const char status_text[] =
     " *   f16/bf16 are passed as their 16-bit patterns (unsigned short), f8 as bytes, bool as\n"
-    " *   one byte 0/1. Inputs and outputs must not overlap each other or the workspace.\n"
+    " *   one byte 0/1, i8 as signed char. Inputs and outputs must not overlap each other or the\n"
+    " *   workspace.\n"
     " *\n * Both functions return 0 on success, else an FcStatus code:\n"
     " *   2  a NULL tensor pointer, or a workspace too small, NULL or misaligned\n"
     " *   7  a CUDA call or a kernel launch failed (cudaGetLastError after each launch)\n"
@@ -1999,7 +2004,8 @@ static void put_train_comment(StrBuf *out, const Aot *a, const AotFn *fw, const 
                    " *              is kept from one call to the next: one workspace of the larger size serves both.\n",
               entry, (long long)fw->need, entry, (long long)bw->need);
     sb_puts(out, " *   f16/bf16 are passed as their 16-bit patterns (unsigned short), f8 as bytes, bool as\n"
-                 " *   one byte 0/1. No two of the tensors, `saved` and the workspace may overlap.\n"
+                 " *   one byte 0/1, i8 as signed char. No two of the tensors, `saved` and the workspace\n"
+                 " *   may overlap.\n"
                  " *   The backward writes (does not accumulate into) the gradient of every float input.\n"
                  " *\n * The backward reads these values of its forward, which the caller keeps unchanged from\n"
                  " * the forward until the backward has run:\n");

@@ -318,7 +318,7 @@ static LLVMTypeRef stype(Cg *g, FcDtype d) {
     case FC_F64: return g->td;
     case FC_F32: return g->tf;
     case FC_F16: case FC_BF16: return g->t16;
-    case FC_F8E4M3: case FC_F8E5M2: case FC_BOOL: return g->t8;
+    case FC_F8E4M3: case FC_F8E5M2: case FC_BOOL: case FC_I8: return g->t8;
     case FC_I32: return g->t32;
     case FC_I64: return g->t64;
     default: return NULL;
@@ -389,6 +389,7 @@ static LLVMValueRef load_conv(Cg *g, FcDtype d, LLVMValueRef raw) {
     case FC_F8E4M3: return call_helper(g, "fc_e4m3_to_f32", raw);
     case FC_F8E5M2: return call_helper(g, "fc_e5m2_to_f32", raw);
     case FC_BOOL: return LLVMBuildICmp(g->b, LLVMIntNE, raw, ci(g->t8, 0), "");
+    case FC_I8: return LLVMBuildSExt(g->b, raw, g->t32, "");   /* computed as i32 */
     default: return raw;
     }
 }
@@ -399,6 +400,7 @@ static LLVMValueRef store_conv(Cg *g, FcDtype d, LLVMValueRef v) {
     case FC_F8E4M3: return call_helper(g, "fc_f32_to_e4m3", v);
     case FC_F8E5M2: return call_helper(g, "fc_f32_to_e5m2", v);
     case FC_BOOL: return LLVMBuildZExt(g->b, v, g->t8, "");
+    case FC_I8: return LLVMBuildTrunc(g->b, v, g->t8, "");   /* in [-128, 127]: the cast saturated it */
     default: return v;
     }
 }

@@ -445,12 +445,27 @@ static bool numeric_operand(Lower *L, const LVal *v, const char *opname) {
 
 static LVal unwrap(LVal v) { return v.kind == LV_MULTI && v.n == 1 ? v.items[0] : v; }
 
+/* i8 is a storage type (docs/language.md): an i8 tensor given to an op other than cast, an
+ * index map, gather (its table) or where (both data operands i8) is an error at the op, before
+ * any implicit cast could hide it. */
+static bool is_i8(Lower *L, const LVal *v) {
+    LVal u = unwrap(*v);
+    return u.kind == LV_TENSOR && *vdt(L, u.id) == FC_I8;
+}
+static bool reject_i8(Lower *L, const LVal *v, const char *opname, FeLoc loc) {
+    bool any = is_i8(L, v);
+    for (int i = 0; v->kind == LV_LIST && i < v->n; i++) any = any || is_i8(L, &v->items[i]);
+    if (any) fe_error(L->d, loc, IR_I8_OPERAND_MSG, opname);
+    return any;
+}
+
 /* a OP b for an elementwise binary op or comparison, with weak scalars and promotion. */
 static LVal binary(Lower *L, IrOp op, LVal a, LVal b, FeLoc loc, const char *opname) {
     bool oka = numeric_operand(L, &a, opname), okb = numeric_operand(L, &b, opname);
     if (!oka || !okb) return poison(loc);
     a = unwrap(a);
     b = unwrap(b);
+    if (reject_i8(L, &a, opname, loc) || reject_i8(L, &b, opname, loc)) return poison(loc);
     bool cmp = ir_ops[op].cat == IR_CAT_COMPARE;
     if (a.kind != LV_TENSOR && b.kind != LV_TENSOR) {
         if (a.kind == LV_SCALAR && b.kind == LV_SCALAR && !cmp) return fold_binary(L, op, &a, &b, loc);
@@ -473,6 +488,7 @@ static LVal binary(Lower *L, IrOp op, LVal a, LVal b, FeLoc loc, const char *opn
 
 static LVal matmul(Lower *L, LVal a, LVal b, FeLoc loc) {
     int ia, ib;
+    if (reject_i8(L, &a, "@", loc) || reject_i8(L, &b, "@", loc)) return poison(loc);
     bool oka = want_tensor(L, &a, "an operand of '@'", &ia);
     bool okb = want_tensor(L, &b, "an operand of '@'", &ib);
     if (!oka || !okb) return poison(loc);
@@ -643,6 +659,27 @@ static LVal lower_op(Lower *L, Scope *S, FeExpr *call, const OpSpec *spec) {
         if (av[i].kind == LV_POISON) bad = true;
     }
     if (bad || stop(L)) return poison(loc);
+    switch (spec->kind) {   /* which arguments may be i8 (docs/language.md) */
+    case K_BINARY: case K_MATMUL: break;   /* binary() and matmul() check theirs */
+    case K_CAST: case K_RESHAPE: case K_TRANSPOSE: case K_BROADCAST: case K_SPLIT: case K_SLICE: break;
+    case K_CONCAT:   /* all i8 or none: no implicit cast from i8 */
+        for (int i = 0; av[0].kind == LV_LIST && i < av[0].n; i++)
+            if (is_i8(L, &av[0].items[i]) != is_i8(L, &av[0].items[0]) && reject_i8(L, &av[0], spec->name, loc))
+                return poison(loc);
+        break;
+    case K_GATHER:
+        if (reject_i8(L, &av[1], spec->name, loc)) return poison(loc);
+        break;
+    case K_WHERE:   /* both data operands i8 tensors, or neither: a constant is never i8 */
+        if (reject_i8(L, &av[0], spec->name, loc)) return poison(loc);
+        if (is_i8(L, &av[1]) != is_i8(L, &av[2]) && (reject_i8(L, &av[1], spec->name, loc) || reject_i8(L, &av[2], spec->name, loc)))
+            return poison(loc);
+        break;
+    default:
+        for (int i = 0; i < nn; i++)
+            if (reject_i8(L, &av[i], spec->name, loc)) return poison(loc);
+        break;
+    }
     char an[MAX_ARGS][96];   /* "'axis' of 'softmax'" */
     for (int i = 0; i < nn; i++) snprintf(an[i], sizeof an[i], "'%s' of '%s'", spec->args[i], spec->name);
     IrOp op = spec->op;
@@ -686,6 +723,10 @@ static LVal lower_op(Lower *L, Scope *S, FeExpr *call, const OpSpec *spec) {
         FcDtype t;
         if (!want_dtype(L, &av[1], an[1], &t)) return poison(loc);
         if (av[0].kind == LV_SCALAR || av[0].kind == LV_BOOL) {
+            if (t == FC_I8) {
+                fe_error(L->d, loc, "'cast' of a constant to i8: a constant is never i8 (a storage type); cast a tensor to i8");
+                return poison(loc);
+            }
             int r = scalar_node(L, &av[0], t, new_origin(L), IR_OP_FULL);
             return r < 0 ? poison(loc) : tensor(r, loc);
         }
@@ -1309,7 +1350,7 @@ static LVal lower_expr_inner(Lower *L, Scope *S, FeExpr *e) {
         LVal x = lower_expr(L, S, e->lhs);
         if (x.kind == LV_POISON) return x;
         if (e->ival % 2 == 0) return x;
-        if (!numeric_operand(L, &x, "-")) return poison(e->loc);
+        if (!numeric_operand(L, &x, "-") || reject_i8(L, &x, "-", e->loc)) return poison(e->loc);
         x = unwrap(x);
         if (x.kind == LV_SCALAR) return fold_unary(L, IR_OP_NEG, &x, e->loc);
         if (x.kind != LV_TENSOR) {

@@ -26,8 +26,8 @@ int ir_op_lookup(const char *name) {
 
 /* ---- dtypes ----------------------------------------------------------------------------- */
 static const char *const dtype_names[FC_DTYPE_COUNT] = {
-    "f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "i32", "i64", "bool"};
-static const size_t dtype_sizes[FC_DTYPE_COUNT] = {8, 4, 2, 2, 1, 1, 4, 8, 1};
+    "f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "i32", "i64", "bool", "i8"};
+static const size_t dtype_sizes[FC_DTYPE_COUNT] = {8, 4, 2, 2, 1, 1, 4, 8, 1, 1};
 
 const char *fc_dtype_name(FcDtype t) { return (unsigned)t < FC_DTYPE_COUNT ? dtype_names[t] : NULL; }
 size_t fc_dtype_size(FcDtype t) { return (unsigned)t < FC_DTYPE_COUNT ? dtype_sizes[t] : 0; }
@@ -147,7 +147,8 @@ FcStatus ir_add_node(IrGraph *g, IrOp op, const int *ins, int nin, const IrAttrs
     IrShape *sh = fc_calloc((size_t)cap, sizeof *sh);
     if (!dt || !sh) { fc_free(dt); fc_free(sh); return FC_OOM(err); }
     int nout = info->nout > 0 ? info->nout : 0;
-    FcStatus s = info->shape(g, &n, dt, sh, &nout, err);
+    FcStatus s = ir_check_storage_operands(g, &n, err);
+    if (s == FC_OK) s = info->shape(g, &n, dt, sh, &nout, err);
     if (s == FC_OK && (nout < 1 || nout > cap))
         s = fc_err_set(err, FC_ERR_INTERNAL, "internal error: %s:%d: shape rule of %s gave %d results",
                        __FILE__, __LINE__, info->name, nout);

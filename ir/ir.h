@@ -62,7 +62,14 @@ struct IrShape {
     int64_t dims[IR_MAX_RANK];   /* each >= 1 */
 };
 bool ir_dtype_is_float(FcDtype t);
-bool ir_dtype_is_int(FcDtype t);       /* i32, i64 (not bool) */
+bool ir_dtype_is_int(FcDtype t);       /* i32, i64 (not bool, not i8) */
+/* i8 is a storage type (docs/language.md): casts, the index maps (IR_CAT_SHAPE), where's two
+ * data inputs and gather's table take i8 values; any other operand of an op is an error with
+ * this message (the op's source name first), and no generator makes i8 values. */
+#define IR_I8_OPERAND_MSG "'%s' does not take i8 operands: i8 is a storage type; cast it first (cast(w, f32) * scale)"
+/* Checks n's inputs (and a generator's dtype) against the rule above; an FC_ERR_INPUT with
+ * IR_I8_OPERAND_MSG. Run by ir_add_node and the verifier before the op's shape rule. */
+FcStatus ir_check_storage_operands(const IrGraph *g, const IrNode *n, FcErr *err);
 int ir_dtype_lookup(const char *name); /* FcDtype or -1 */
 /* Element count; false on int64 overflow. */
 bool ir_shape_numel(const IrShape *s, int64_t *numel);

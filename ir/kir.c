@@ -25,7 +25,7 @@ const char *kir_redop_name(KirRedOp op) { return (unsigned)op < KR_COUNT ? redop
 KirType kir_compute_type(FcDtype t) {
     switch (t) {
     case FC_F64: return KT_F64;
-    case FC_I32: return KT_I32;
+    case FC_I32: case FC_I8: return KT_I32;   /* i8: stored in 1 byte, loaded sign-extended */
     case FC_I64: return KT_I64;
     case FC_BOOL: return KT_BOOL;
     default: return KT_F32;

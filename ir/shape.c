@@ -84,6 +84,20 @@ static FcStatus dropout_p(const IrNode *n, FcErr *err) {
     return FC_OK;
 }
 
+FcStatus ir_check_storage_operands(const IrGraph *g, const IrNode *n, FcErr *err) {
+    IrCategory cat = ir_ops[n->op].cat;
+    if (cat == IR_CAT_GENERATOR && (n->op == IR_OP_FULL || n->op == IR_OP_IOTA) && n->a.dtype == FC_I8)
+        return fc_err_set(err, FC_ERR_INPUT, "'%s' does not make i8 values: i8 is a storage type; cast a tensor to it (cast(x, i8))",
+                          opname(n));
+    if (cat == IR_CAT_CAST || cat == IR_CAT_SHAPE) return FC_OK;
+    for (int i = 0; i < n->nin; i++) {
+        if (in(g, n, i)->dtype != FC_I8) continue;
+        if ((cat == IR_CAT_SELECT && i > 0) || (cat == IR_CAT_GATHER && i == 0)) continue;
+        return fc_err_set(err, FC_ERR_INPUT, IR_I8_OPERAND_MSG, opname(n));
+    }
+    return FC_OK;
+}
+
 RULE(same) {
     (void)nout;
     const IrValue *x = in(g, n, 0);

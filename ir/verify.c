@@ -81,7 +81,7 @@ static FcStatus check_rule(const IrGraph *g, const IrNode *n, const char *nd, Fc
     c.a.list = n->a.nlist > 0 ? list : NULL;
     int nout = ir_ops[n->op].nout > 0 ? ir_ops[n->op].nout : 0;
     FcErr rerr = {0};
-    if (ir_ops[n->op].shape(g, &c, dt, sh, &nout, &rerr) != FC_OK) {
+    if (ir_check_storage_operands(g, &c, &rerr) != FC_OK || ir_ops[n->op].shape(g, &c, dt, sh, &nout, &rerr) != FC_OK) {
         s = bad(g, err, "%s: its shape rule rejects it: %s", nd, rerr.msg);
         goto done;
     }

@@ -446,12 +446,37 @@ static int strict_round(Lower *L, FcDtype t, int x) {
     return L->opt->strict_rounding ? kir_round(L->k, t, x) : x;
 }
 
+/* The values of an integer dtype (the bounds a cast to it saturates to); false for the others. */
+static bool int_bounds(FcDtype t, int64_t *lo, int64_t *hi) {
+    switch (t) {
+    case FC_I8: *lo = INT8_MIN; *hi = INT8_MAX; return true;
+    case FC_I32: *lo = INT32_MIN; *hi = INT32_MAX; return true;
+    case FC_I64: *lo = INT64_MIN; *hi = INT64_MAX; return true;
+    default: return false;
+    }
+}
+
+/* A cast (docs/language.md): to an integer, floats truncate toward zero and saturate (NaN 0:
+ * the kernel IR's float-to-int cast), and a wider integer saturates to the narrower one's range
+ * (clamped in its own type, then converted); to bool, x != 0. */
 static int emit_cast(Lower *L, int x, FcDtype from, FcDtype to) {
     KirType tt = ctype(to);
     if (to == FC_BOOL) {
         if (from == FC_BOOL) return x;
         KirType ft = ctype(from);
         return kir_bin(L->k, KB_NE, x, zero_of(L, ft));
+    }
+    int64_t tlo, thi, flo, fhi;
+    if (int_bounds(to, &tlo, &thi)) {
+        if (ir_dtype_is_float(from)) {   /* saturated to the compute type's range (i32 or i64) */
+            x = kir_cast(L->k, tt, x);
+            from = tt == KT_I64 ? FC_I64 : FC_I32;
+        }
+        if (int_bounds(from, &flo, &fhi) && (flo < tlo || fhi > thi)) {
+            KirType ft = ctype(from);
+            x = kir_bin(L->k, KB_MAX, kir_bin(L->k, KB_MIN, x, kir_const_i(L->k, ft, thi)), kir_const_i(L->k, ft, tlo));
+        }
+        return kir_cast(L->k, tt, x);
     }
     int y = kir_cast(L->k, tt, x);
     if (ir_dtype_is_float(to)) y = kir_round(L->k, to, y);

@@ -1174,6 +1174,12 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
             if (lim < hi) hi = lim;
         }
         rt_host_fill_uniform_int(x->dtype, h, n, 0, hi, s);
+    } else if (x->dtype == FC_I8) {
+        /* quantized weights: uniform in [-127, 127], never all zero */
+        rt_host_fill_uniform_int(x->dtype, h, n, -127, 128, s);
+        bool any = false;
+        for (int64_t k = 0; k < n && !any; k++) any = ((const signed char *)h)[k] != 0;
+        if (!any && n > 0) ((signed char *)h)[0] = 1;
     } else {
         rt_host_fill_normal(x->dtype, h, n, s);
         /* a weight matrix [.., in, out] declared `param` gets variance 1/in (realistic scales,

@@ -70,9 +70,11 @@ typedef enum FcStatus {
 /* A short fixed name for a status ("input error", ...). */
 const char *fc_status_name(FcStatus s);
 
-/* Element types. The order is fixed. */
+/* Element types. The order is fixed; a new type is added at the end. FC_I8 (signed 8-bit,
+ * two's complement) is a storage type: casts, index maps, gather and where take it, arithmetic
+ * does not (docs/language.md). */
 typedef enum FcDtype {
-    FC_F64, FC_F32, FC_F16, FC_BF16, FC_F8E4M3, FC_F8E5M2, FC_I32, FC_I64, FC_BOOL,
+    FC_F64, FC_F32, FC_F16, FC_BF16, FC_F8E4M3, FC_F8E5M2, FC_I32, FC_I64, FC_BOOL, FC_I8,
     FC_DTYPE_COUNT
 } FcDtype;
 const char *fc_dtype_name(FcDtype t);   /* "f32", ...; NULL for an invalid value */

@@ -111,6 +111,13 @@ static int64_t to_i64(double v) {
     if (v <= -9223372036854775808.0) return INT64_MIN;
     return (int64_t)v;
 }
+/* i8 (a storage type): truncated toward zero and saturated, NaN 0, as every cast to it */
+static int8_t to_i8(double v) {
+    if (isnan(v)) return 0;
+    if (v >= 127.0) return INT8_MAX;
+    if (v <= -128.0) return INT8_MIN;
+    return (int8_t)v;
+}
 static int32_t to_i32(double v) {
     if (isnan(v)) return 0;
     if (v >= 2147483648.0) return INT32_MAX;
@@ -131,6 +138,7 @@ double rt_host_load(FcDtype t, const void *base, int64_t i) {
     case FC_I32: { int32_t v; memcpy(&v, p + i * 4, 4); return v; }
     case FC_I64: { int64_t v; memcpy(&v, p + i * 8, 8); return (double)v; }
     case FC_BOOL: return p[i] != 0;
+    case FC_I8: return (int8_t)p[i];
     default: return NAN;
     }
 }
@@ -147,6 +155,7 @@ void rt_host_store(FcDtype t, void *base, int64_t i, double v) {
     case FC_I32: { int32_t x = to_i32(v); memcpy(p + i * 4, &x, 4); break; }
     case FC_I64: { int64_t x = to_i64(v); memcpy(p + i * 8, &x, 8); break; }
     case FC_BOOL: p[i] = v != 0; break;
+    case FC_I8: { int8_t x = to_i8(v); memcpy(p + i, &x, 1); break; }
     default: break;
     }
 }

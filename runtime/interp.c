@@ -87,6 +87,10 @@ static double rnd(FcDtype t, double v) {
         if (isnan(v)) return 0;
         v = trunc(v);
         return v > 0x1p63 ? 0x1p63 : v < -0x1p63 ? -0x1p63 : v; /* 2^63 stands for INT64_MAX */
+    case FC_I8:
+        if (isnan(v)) return 0;
+        v = trunc(v);
+        return v > 127.0 ? 127.0 : v < -128.0 ? -128.0 : v;
     case FC_BOOL: return v != 0 ? 1.0 : 0.0;
     default: return NAN;
     }
@@ -132,6 +136,7 @@ static double load_elem(FcDtype t, const void *p, int64_t i) {
     case FC_I32: { int32_t v; memcpy(&v, b + 4 * i, 4); return v; }
     case FC_I64: { int64_t v; memcpy(&v, b + 8 * i, 8); return (double)v; }
     case FC_BOOL: return b[i] ? 1.0 : 0.0;
+    case FC_I8: return (signed char)b[i];
     default: return NAN;
     }
 }
@@ -147,6 +152,7 @@ static void store_elem(FcDtype t, void *p, int64_t i, double r) {
     case FC_I32: { int32_t v = (int32_t)r; memcpy(b + 4 * i, &v, 4); break; }
     case FC_I64: { int64_t v = r >= 0x1p63 ? INT64_MAX : (int64_t)r; memcpy(b + 8 * i, &v, 8); break; }
     case FC_BOOL: b[i] = r != 0; break;
+    case FC_I8: { signed char v = (signed char)r; memcpy(b + i, &v, 1); break; }
     default: break;
     }
 }

@@ -161,11 +161,15 @@ static bool host_little_endian(void) {
     return b == 1;
 }
 
+/* Integer data: i8, i32, i64 (not bool). */
+static bool int_data(FcDtype t) { return ir_dtype_is_int(t) || t == FC_I8; }
+
 /* The fusec dtype of a descr, or an error that names it. */
 static FcStatus descr_dtype(const char *path, const char *d, FcDtype *out, FcErr *err) {
     static const struct { const char *code; FcDtype t; } known[] = {
-        {"f8", FC_F64}, {"f4", FC_F32}, {"f2", FC_F16}, {"i4", FC_I32}, {"i8", FC_I64}, {"b1", FC_BOOL}};
-    const char *supported = "<f8 <f4 <f2 <i4 <i8 |b1";
+        {"f8", FC_F64}, {"f4", FC_F32}, {"f2", FC_F16}, {"i4", FC_I32}, {"i8", FC_I64}, {"b1", FC_BOOL},
+        {"i1", FC_I8}};
+    const char *supported = "<f8 <f4 <f2 <i4 <i8 |b1 |i1";
     char order = d[0];
     if (order == '<' || order == '>' || order == '|' || order == '=') {
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
@@ -268,8 +272,10 @@ FcStatus rt_npy_read(const char *path, FcDtype want, const IrShape *want_shape, 
         st = fc_err_set(err, FC_ERR_INPUT, "%s: shape %s does not match the expected %s", path, a, b);
         goto done;
     }
-    bool ok = (ir_dtype_is_float(want) && (ir_dtype_is_float(ft) || ir_dtype_is_int(ft))) ||
-              (ir_dtype_is_int(want) && ir_dtype_is_int(ft)) || (want == FC_BOOL && ft == FC_BOOL);
+    /* integer data goes into a float or an integer tensor (i8 one of them), float data into a
+     * float tensor, bool into bool */
+    bool ok = (ir_dtype_is_float(want) && (ir_dtype_is_float(ft) || int_data(ft))) ||
+              (int_data(want) && int_data(ft)) || (want == FC_BOOL && ft == FC_BOOL);
     if (!ok) {
         const char *kind = ir_dtype_is_float(ft) ? "float" : ft == FC_BOOL ? "bool" : "integer";
         st = fc_err_set(err, FC_ERR_INPUT, "%s: cannot load %s data (%s) into a tensor of dtype %s", path, kind,
@@ -307,13 +313,15 @@ FcStatus rt_npy_read(const char *path, FcDtype want, const IrShape *want_shape, 
     }
     if (ft == FC_BOOL) { /* any non-zero byte is true */
         for (int64_t i = 0; i < numel; i++) ((unsigned char *)out)[i] = ((unsigned char *)raw)[i] != 0;
-    } else if (ft == FC_I64 && want == FC_I32) {
+    } else if (int_data(ft) && int_data(want) && fc_dtype_size(want) < fc_dtype_size(ft)) {
+        int64_t lo = want == FC_I8 ? INT8_MIN : INT32_MIN, hi = want == FC_I8 ? INT8_MAX : INT32_MAX;
         for (int64_t i = 0; i < numel; i++) {
             int64_t v;
-            memcpy(&v, raw + i * 8, 8);
-            if (v < INT32_MIN || v > INT32_MAX) {
-                st = fc_err_set(err, FC_ERR_INPUT, "%s: value %lld at index %lld does not fit in i32", path, (long long)v,
-                                (long long)i);
+            if (ft == FC_I64) memcpy(&v, raw + i * 8, 8);
+            else { int32_t w; memcpy(&w, raw + i * 4, 4); v = w; }
+            if (v < lo || v > hi) {
+                st = fc_err_set(err, FC_ERR_INPUT, "%s: value %lld at index %lld does not fit in %s", path, (long long)v,
+                                (long long)i, fc_dtype_name(want));
                 goto done;
             }
         }
@@ -338,7 +346,7 @@ FcStatus rt_npy_write(const char *path, FcDtype t, const IrShape *shape, const v
         return fc_err_set(err, FC_ERR_USAGE, "%s: bad dtype or shape to write", path);
     FcDtype ft = (t == FC_BF16 || t == FC_F8E4M3 || t == FC_F8E5M2) ? FC_F32 : t;
     const char *descr = ft == FC_F64 ? "<f8" : ft == FC_F32 ? "<f4" : ft == FC_F16 ? "<f2"
-                      : ft == FC_I32 ? "<i4" : ft == FC_I64 ? "<i8" : "|b1";
+                      : ft == FC_I32 ? "<i4" : ft == FC_I64 ? "<i8" : ft == FC_I8 ? "|i1" : "|b1";
     char dict[512], dims[40 * IR_MAX_RANK] = "";
     size_t at = 0;
     for (int i = 0; i < shape->rank; i++) {

@@ -16,7 +16,8 @@ FcStatus rt_graph_tolerances(const IrGraph *g, double *tol, FcErr *err) {
     if (!K || !dt) { fc_free(K); fc_free(dt); return FC_OOM(err); }
     /* precision rank: larger is less precise */
     static const int rank[FC_DTYPE_COUNT] = {[FC_F64] = 0, [FC_F32] = 1, [FC_F16] = 2, [FC_BF16] = 3,
-                                             [FC_F8E4M3] = 4, [FC_F8E5M2] = 5, [FC_I32] = -1, [FC_I64] = -1, [FC_BOOL] = -1};
+                                             [FC_F8E4M3] = 4, [FC_F8E5M2] = 5, [FC_I32] = -1, [FC_I64] = -1, [FC_BOOL] = -1,
+                                             [FC_I8] = -1};
     for (int v = 0; v < g->values.len; v++) dt[v] = -1;
     for (int i = 0; i < g->inputs.len; i++) {
         int v = g->inputs.data[i];

@@ -288,6 +288,7 @@ const char *emu_ctype(FcDtype t) {
     case FC_F16: case FC_BF16: return "unsigned short";
     case FC_I32: return "int";
     case FC_I64: return "long long";
+    case FC_I8: return "signed char";
     default: return "unsigned char";
     }
 }

@@ -146,6 +146,43 @@ static void test_conversions(void) {
     EXPECT(bo[0] == 1 && bo[1] == 0 && bo[2] == 1, "bool bytes normalized");
     fc_free(bo);
     expect_error("b1.npy", FC_F32, s, FC_ERR_INPUT, "cannot load bool data (bool) into a tensor of dtype f32");
+    /* i8 ('|i1', '<i1' and '>i1' alike: one byte): signed bytes, exact into any float; integer
+     * data into i8 must fit (as into i32), float data not at all; ours is written '|i1' */
+    signed char q[3] = {-128, 127, -1};
+    const char *i1s[] = {"|i1", "<i1", ">i1"};
+    for (int k = 0; k < 3; k++) {
+        char hdr[128];
+        snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (3,), }", i1s[k]);
+        write_npy("i1.npy", 1, hdr, q, sizeof q);
+        signed char *qi = NULL;
+        REQUIRE(rt_npy_read(path_of("i1.npy"), FC_I8, &s, (void **)&qi, &err) == FC_OK);
+        EXPECT(qi[0] == -128 && qi[1] == 127 && qi[2] == -1, "%s -> i8: %d %d %d", i1s[k], qi[0], qi[1], qi[2]);
+        fc_free(qi);
+    }
+    REQUIRE(rt_npy_read(path_of("i1.npy"), FC_F32, &s, (void **)&fv, &err) == FC_OK);
+    EXPECT(fv[0] == -128 && fv[1] == 127 && fv[2] == -1, "i8 -> f32: %g %g %g", fv[0], fv[1], fv[2]);
+    fc_free(fv);
+    REQUIRE(rt_npy_read(path_of("i1.npy"), FC_I32, &s, (void **)&fv, &err) == FC_OK);
+    EXPECT(((int32_t *)fv)[0] == -128 && ((int32_t *)fv)[2] == -1, "i8 -> i32");
+    fc_free(fv);
+    int32_t small[3] = {-128, 127, 0}, wide[3] = {0, -129, 0};
+    write_npy("i4s.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", small, sizeof small);
+    signed char *qs = NULL;
+    REQUIRE(rt_npy_read(path_of("i4s.npy"), FC_I8, &s, (void **)&qs, &err) == FC_OK);
+    EXPECT(qs[0] == -128 && qs[1] == 127 && qs[2] == 0, "i32 -> i8 in range");
+    fc_free(qs);
+    write_npy("i4w.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", wide, sizeof wide);
+    expect_error("i4w.npy", FC_I8, s, FC_ERR_INPUT, "value -129 at index 1 does not fit in i8");
+    expect_error("i8.npy", FC_I8, s, FC_ERR_INPUT, "value 3000000000 at index 1 does not fit in i8");
+    expect_error("f8.npy", FC_I8, s, FC_ERR_INPUT, "cannot load float data (f64) into a tensor of dtype i8");
+    expect_error("i1.npy", FC_BOOL, s, FC_ERR_INPUT, "cannot load integer data (i8) into a tensor of dtype bool");
+    IrShape s3 = {1, {3}};
+    REQUIRE(rt_npy_write(path_of("w1.npy"), FC_I8, &s3, q, &err) == FC_OK);
+    char wbuf[64] = {0};
+    FILE *wf = fopen(path_of("w1.npy"), "rb");
+    REQUIRE(wf && fread(wbuf, 1, 63, wf) == 63);
+    fclose(wf);
+    EXPECT(strstr(wbuf + 10, "'descr': '|i1'") != NULL, "i8 written as |i1: %s", wbuf + 10);
     /* version 2.0 and 3.0 headers */
     write_npy("v2.npy", 2, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }\n", d, sizeof d);
     write_npy("v3.npy", 3, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }\n", d, sizeof d);
@@ -194,8 +231,8 @@ static void test_bad_files(void) {
         {"onetuple.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (6), }", "malformed .npy header at byte 52: expected ',' in a one-element tuple"},
         {"bigdim.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", "malformed .npy header at byte 69: expected a dimension below 10^18"},
         {"struct.npy", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2, 3), }", "structured dtypes are not supported"},
-        {"u2.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }", "unsupported dtype '<u2' (supported: <f8 <f4 <f2 <i4 <i8 |b1)"},
-        {"pipe.npy", "{'descr': '|f4', 'fortran_order': False, 'shape': (2, 3), }", "unsupported dtype '|f4' (supported: <f8 <f4 <f2 <i4 <i8 |b1)"},
+        {"u2.npy", "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }", "unsupported dtype '<u2' (supported: <f8 <f4 <f2 <i4 <i8 |b1 |i1)"},
+        {"pipe.npy", "{'descr': '|f4', 'fortran_order': False, 'shape': (2, 3), }", "unsupported dtype '|f4' (supported: <f8 <f4 <f2 <i4 <i8 |b1 |i1)"},
         {"be.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", "big-endian data ('>f4') is not supported; save it little-endian (a.astype('<f4'))"},
         {"fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", "Fortran-order data is not supported; save it in C order (np.ascontiguousarray)"},
         {"shape.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", "shape [3, 2] does not match the expected [2, 3]"},
@@ -256,7 +293,7 @@ static void test_numpy(void) {
              "cd '%s' && python3 -c \""
              "import numpy as np\n"
              "a = (np.arange(12).reshape(3, 4) * 0.5 - 2.25)\n"
-             "for t in ['f8', 'f4', 'f2', 'i4', 'i8']: np.save('np_' + t + '.npy', a.astype(t))\n"
+             "for t in ['f8', 'f4', 'f2', 'i4', 'i8', 'i1']: np.save('np_' + t + '.npy', a.astype(t))\n"
              "np.save('np_b1.npy', a > 0)\n"
              "np.save('np_scalar.npy', np.float32(3.5))\n"
              "np.save('np_fortran.npy', np.asfortranarray(a.astype('f4')))\n"
@@ -269,7 +306,7 @@ static void test_numpy(void) {
     FcErr err = {0};
     static const struct { const char *file; FcDtype t; } files[] = {
         {"np_f8.npy", FC_F64}, {"np_f4.npy", FC_F32}, {"np_f2.npy", FC_F16}, {"np_i4.npy", FC_I32},
-        {"np_i8.npy", FC_I64}, {"np_b1.npy", FC_BOOL}, {"np_v2.npy", FC_F32}};
+        {"np_i8.npy", FC_I64}, {"np_b1.npy", FC_BOOL}, {"np_v2.npy", FC_F32}, {"np_i1.npy", FC_I8}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         void *data = NULL;
         FcStatus st = rt_npy_read(path_of(files[i].file), files[i].t, &s, &data, &err);
@@ -277,7 +314,7 @@ static void test_numpy(void) {
         if (st != FC_OK) continue;
         for (int k = 0; k < 12; k++) {
             double want = k * 0.5 - 2.25;
-            want = files[i].t == FC_BOOL ? want > 0 : ir_dtype_is_int(files[i].t) ? trunc(want) : want;
+            want = files[i].t == FC_BOOL ? want > 0 : ir_dtype_is_int(files[i].t) || files[i].t == FC_I8 ? trunc(want) : want;
             double got = rt_host_load(files[i].t, data, k);
             EXPECT(got == want, "%s[%d] = %g, want %g", files[i].file, k, got, want);
         }
@@ -294,8 +331,8 @@ static void test_numpy(void) {
     expect_error("np_f4.npy", FC_F32, sh2(4, 3), FC_ERR_INPUT, "shape [3, 4] does not match the expected [4, 3]");
 
     /* ours, read by NumPy */
-    static const FcDtype ts[] = {FC_F64, FC_F32, FC_F16, FC_BF16, FC_F8E4M3, FC_F8E5M2, FC_I32, FC_I64, FC_BOOL};
-    static const char *np_names[] = {"float64", "float32", "float16", "float32", "float32", "float32", "int32", "int64", "bool"};
+    static const FcDtype ts[] = {FC_F64, FC_F32, FC_F16, FC_BF16, FC_F8E4M3, FC_F8E5M2, FC_I32, FC_I64, FC_BOOL, FC_I8};
+    static const char *np_names[] = {"float64", "float32", "float16", "float32", "float32", "float32", "int32", "int64", "bool", "int8"};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
         unsigned char buf[12 * 8];
         for (int k = 0; k < 12; k++) rt_host_store(ts[i], buf, k, k * 0.5 - 2.25);
