@@ -486,9 +486,9 @@ static LVal binary(Lower *L, IrOp op, LVal a, LVal b, FeLoc loc, const char *opn
     return r < 0 ? poison(loc) : tensor(r, loc);
 }
 
-static LVal matmul(Lower *L, LVal a, LVal b, FeLoc loc) {
+static LVal matmul(Lower *L, LVal a, LVal b, FeLoc loc, const char *opname) {
     int ia, ib;
-    if (reject_i8(L, &a, "@", loc) || reject_i8(L, &b, "@", loc)) return poison(loc);
+    if (reject_i8(L, &a, opname, loc) || reject_i8(L, &b, opname, loc)) return poison(loc);
     bool oka = want_tensor(L, &a, "an operand of '@'", &ia);
     bool okb = want_tensor(L, &b, "an operand of '@'", &ib);
     if (!oka || !okb) return poison(loc);
@@ -699,7 +699,7 @@ static LVal lower_op(Lower *L, Scope *S, FeExpr *call, const OpSpec *spec) {
             return r < 0 ? poison(loc) : tensor(r, loc);
         }
     case K_BINARY: return binary(L, op, av[0], av[1], loc, spec->name);
-    case K_MATMUL: return matmul(L, av[0], av[1], loc);
+    case K_MATMUL: return matmul(L, av[0], av[1], loc, spec->name);
     case K_WHERE: {
         int c;
         if (!want_tensor(L, &av[0], an[0], &c)) return poison(loc);
@@ -1364,7 +1364,7 @@ static LVal lower_expr_inner(Lower *L, Scope *S, FeExpr *e) {
         LVal a = lower_expr(L, S, e->lhs);
         LVal b = lower_expr(L, S, e->rhs);
         if (a.kind == LV_POISON || b.kind == LV_POISON) return poison(e->loc);
-        if (e->op == FE_MATMUL) return matmul(L, a, b, e->loc);
+        if (e->op == FE_MATMUL) return matmul(L, a, b, e->loc, "@");
         return binary(L, binop_ir(e->op), a, b, e->loc, fe_binop_str(e->op));
     }
     case FE_E_CALL: {

@@ -263,6 +263,7 @@ static void test_cast(void) {
         {FC_I32, {1, 1, 1, 1, 500, -1000, 17, 0, 65519, 65520, 0, 3, -3, 0, 2147483647.0, -2147483648.0, 2147483647.0,
                   -2147483648.0, 2147483647.0, 0}},
         {FC_I64, {1, 1, 1, 1, 500, -1000, 17, 0, 65519, 65520, 0, 3, -3, 0, 0x1p63, -0x1p63, 1e10, -1e10, 0x1p63, 0}},
+        {FC_I8, {1, 1, 1, 1, 127, -128, 17, 0, 127, 127, 0, 3, -3, 0, 127, -128, 127, -128, 127, 0}},
         {FC_BOOL, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
         {FC_F32, {1 + 0x1p-9, 1 + 0x1p-8, 1 + 3 * 0x1p-8, 1 + 3 * 0x1p-9, 500, -1000, 17, (float)0.0009, 65519, 65520,
                   (float)1e-8, (float)3.9, (float)-3.9, NAN, INFINITY, -INFINITY, 1e10, -1e10, (float)1e19, 0.5}},
@@ -290,6 +291,25 @@ static void test_cast(void) {
     REQUIRE(rt_interp_run(g, (const void *const *)ib, ob, &err) == FC_OK);
     EXPECT(o8[0] == 0x7E && (o8[1] & 0x7F) == 0x7F && o8[2] == 0xFE, "f8e4m3 bits %02x %02x %02x", o8[0], o8[1], o8[2]);
     EXPECT(o16[0] == 0x43FA && (o16[1] & 0x7FFF) > 0x7F80 && o16[2] == 0xC3E0, "bf16 bits %04x %04x %04x", o16[0], o16[1], o16[2]);
+    /* i8: the edges of the saturating, truncating cast (and its bytes), integers saturating
+     * into it, and back to f32 exactly */
+    new_graph();
+    v = input(FC_F64, SH(6));
+    int vi = input(FC_I32, SH(6));
+    int q = add(IR_OP_CAST, INS(v), (IrAttrs){.dtype = FC_I8});
+    output(q);
+    output(add(IR_OP_CAST, INS(vi), (IrAttrs){.dtype = FC_I8}));
+    output(add(IR_OP_CAST, INS(q), (IrAttrs){.dtype = FC_F32}));
+    double e6[] = {127.9, -128.9, 300, -1e10, NAN, -0.7}, i6[] = {1000, -1000, 128, -129, 127, -128};
+    void *ib8[] = {e6, (int32_t[]){1000, -1000, 128, -129, 127, -128}};
+    signed char q8[6], qi8[6];
+    float qf[6];
+    void *ob8[] = {q8, qi8, qf};
+    REQUIRE(rt_interp_run(g, (const void *const *)ib8, ob8, &err) == FC_OK);
+    static const signed char want8[] = {127, -128, 127, -128, 0, 0}, wanti8[] = {127, -128, 127, -128, 127, -128};
+    for (int j = 0; j < 6; j++)
+        EXPECT(q8[j] == want8[j] && qi8[j] == wanti8[j] && qf[j] == (float)want8[j], "i8 cast %d: %g -> %d, %g -> %d, back %g",
+               j, e6[j], q8[j], i6[j], qi8[j], (double)qf[j]);
     /* bool and int to float */
     new_graph();
     v = input(FC_BOOL, SH(2));

@@ -389,6 +389,12 @@ static const struct {
     {HDR "  fp8 slot 0: f8e5m2 scale=1\n  %1 = fp8_scale() {slot=0} : f32[] @0:0 #0\n"
          "  %2 = fp8_quant(%0, %1) {slot=0} : f8e5m2[2, 3] @0:0 #0\n  %3 = fp8_dequant(%2, %1) {dtype=i32} : i32[2, 3] @0:0 #0\n",
      "e.ir:6:8: error: 'fp8_dequant' makes f32, bf16 or f16; got i32"},
+    {HDR "  input %1: i8[2, 3]\n  %2 = add(%1, %1) : i8[2, 3] @0:0 #0\n",
+     "e.ir:4:8: error: 'add' does not take i8 operands: i8 is a storage type; cast it first (cast(w, f32) * scale)"},
+    {HDR "  input %1: i8[2, 3]\n  %2 = sum(%1) {axes=[1], keepdim=0} : i8[2] @0:0 #0\n",
+     "e.ir:4:8: error: 'sum' does not take i8 operands: i8 is a storage type; cast it first (cast(w, f32) * scale)"},
+    {HDR "  %1 = full() {shape=[2], value=1, dtype=i8} : i8[2] @0:0 #0\n",
+     "e.ir:3:8: error: 'full' does not make i8 values: i8 is a storage type; cast a tensor to it (cast(x, i8))"},
     {HDR "  fp8 slot 0: f8e5m2 scale=1 writable\n", "e.ir:3:30: error: expected end of line, found 'writable'"},
     {HDR "  fp8 slot 0: f8e4m3 scale=1 grad=x\n", "e.ir:3:35: error: expected the gradient's slot, found 'x'"},
     {HDR "  fp8 slot 0: f8e4m3 scale=1 grad=3\n",
@@ -416,7 +422,11 @@ static void test_parse_errors(void) {
                      "  %1 = full() {dtype=f32, value=inf, shape=[2]} : f32[2] @0:0 #0 full\n"
                      "  %2 = full() {shape=[2], value=2, dtype=f32} : f32[2] @0:0 #1\n"
                      "  %3 = reshape(%0) {shape=[-1]} : f32[6] @0:0 #2\n"
-                     "  output %3 \"o\"";
+                     "  %4 = cast(%0) {dtype=i8} : i8[2, 3] @0:0 #2\n"
+                     "  %5 = transpose(%4) {perm=[1, 0]} : i8[3, 2] @0:0 #2\n"
+                     "  %6 = cast(%5) {dtype=f32} : f32[3, 2] @0:0 #2\n"
+                     "  output %3 \"o\"\n"
+                     "  output %6 \"q\"";
     FcErr err = {0};
     IrGraph *g = NULL;
     CHECK_OK(ir_parse(ok, "ok.ir", &g, &err), err);
