@@ -5,7 +5,8 @@ For each example, and for each of a few dim settings (the file's defaults, sizes
 multiples of no vector width, sizes of 1), this script
   1. draws inputs at realistic scales from a seeded numpy Generator (activations N(0,1),
      weights N(0, 1/fan_in), norm gains 1 + 0.1 N(0,1), biases 0.1 N(0,1); never zeros),
-     rounds them to float32 and saves them as .npy;
+     rounds them to float32 and saves them as .npy (int8 weights, quant_mlp's, are drawn as
+     integers in [-127, 127] and saved as int8, exact in the reference);
   2. runs `fusec run FILE --device cpu --input NAME=PATH ... --out-dir DIR --check`, fused
      and again with --no-fuse, into fresh directories pre-filled with NaN "poison" files of
      the expected output names, so an output that is not written cannot pass;
@@ -33,7 +34,7 @@ Usage:
   (residual_ln_gelu's [8192, 1024]); --keep keeps the temp dir; -v prints fusec's output.
   --train checks the gradients instead (`fusec run --train --grad-output ...`, fused and eager,
   on each example's smallest dim setting): every output gets a seeded N(0,1) gradient, and
-  each float input's gradient is compared, at GRAD_SAMPLES random elements and at its largest
+  each float input's gradient (an int8 input has none) is compared, at GRAD_SAMPLES random elements and at its largest
   one, with the central difference of L = sum over outputs of <gradient, output> computed by
   the same float64 NumPy reference (Richardson-extrapolated, so its own error is far below the
   bound): |fusec - numpy| <= GRAD_TOL[precision] * max|fusec gradient| (the largest element is
@@ -210,6 +211,31 @@ class Gen:
     def bias(self, *shape):
         return self._nz(0.1 * self.rng.standard_normal(shape))
 
+    def qweight(self, *shape):
+        """int8 weights: integers uniform in [-127, 127], never zero."""
+        q = self.rng.integers(-127, 128, size=shape).astype(np.int8)
+        q[q == 0] = 1
+        return q
+
+    def qscale(self, fan_in, *shape):
+        """Per-output-channel scales of qweight: the dequantized weights have variance
+        about 1/fan_in, as Gen.weight's (a uniform [-127, 127] has variance 127^2 / 3)."""
+        return math.sqrt(3.0) / (127.0 * math.sqrt(fan_in)) * self.gain(*shape)
+
+
+def as_file(a):
+    """An input as its .npy file holds it: int8 arrays as they are (an i8 input), anything
+    else rounded to float32."""
+    if np.asarray(a).dtype == np.int8:
+        return np.asarray(a)
+    return np.asarray(a, dtype=np.float32)
+
+
+def as_reference(a):
+    """The values the reference computes with: an int8 input exactly (no precision changes
+    an i8 value), a float one rounded to the storage type of --precision."""
+    return a.astype(np.float64) if a.dtype == np.int8 else round_to_precision(a)
+
 
 # ---------------------------------------------------------------------------------------
 # The examples: inputs (in any order; names as in the .tf file), the reference, the
@@ -227,6 +253,20 @@ def mlp_ref(d, i):
     h = layernorm(i["x"], i["g"], i["b"], eps=1e-5)
     u = gelu(h @ i["w_fc"] + i["b_fc"], approx="tanh")
     return {"out0": i["x"] + u @ i["w_proj"] + i["b_proj"]}
+
+
+def quant_mlp_inputs(d, g):
+    B, T, C = d["B"], d["T"], d["C"]
+    return {"x": g.act(B, T, C), "g": g.gain(C), "b": g.bias(C),
+            "w_fc": g.qweight(C, 4 * C), "s_fc": g.qscale(C, 4 * C), "b_fc": g.bias(4 * C),
+            "w_proj": g.qweight(4 * C, C), "s_proj": g.qscale(4 * C, C), "b_proj": g.bias(C)}
+
+
+def quant_mlp_ref(d, i):
+    """gpt2_mlp with weights dequantized per output channel, in float64."""
+    h = layernorm(i["x"], i["g"], i["b"], eps=1e-5)
+    u = gelu(h @ (i["w_fc"] * i["s_fc"]) + i["b_fc"], approx="tanh")
+    return {"out0": i["x"] + u @ (i["w_proj"] * i["s_proj"]) + i["b_proj"]}
 
 
 def attn_inputs(d, g):
@@ -333,6 +373,8 @@ EXAMPLES = {
     # name: (inputs, reference, variants, variants added by --full)
     "gpt2_mlp": (mlp_inputs, mlp_ref,
                  [None, {"B": 1, "T": 37, "C": 33}], []),
+    "quant_mlp": (quant_mlp_inputs, quant_mlp_ref,
+                  [None, {"B": 1, "T": 37, "C": 33}], []),
     "gpt2_attn": (attn_inputs, attn_ref,
                   [None, {"B": 1, "T": 37, "C": 63, "H": 7}, {"B": 3, "T": 1, "C": 12, "H": 2}],
                   []),
@@ -516,13 +558,15 @@ def check_example_train(name, args, work, table):
     gen = Gen(seed)
     vdir = os.path.join(work, "%s-train" % name)
     os.makedirs(vdir)
-    input_args, inputs = [], {}
+    input_args, inputs, floats = [], {}, []
     for n, a in make_inputs(d, gen).items():
-        a32 = np.asarray(a, dtype=np.float32)
+        a32 = as_file(a)
         path = os.path.join(vdir, "in_%s.npy" % len(input_args))
         save_npy(path, a32)
         input_args += ["--input", "%s=%s" % (n, path)]
-        inputs[n] = round_to_precision(a32)
+        inputs[n] = as_reference(a32)
+        if a32.dtype != np.int8:
+            floats.append(n)        # an int8 input has no gradient
     with np.errstate(over="ignore", under="ignore"):
         ref = reference(d, inputs)
     gouts = {}
@@ -536,7 +580,7 @@ def check_example_train(name, args, work, table):
     failures = 0
     for mode, flags in (("fused", []), ("eager", ["--no-fuse"])):
         out_dir = os.path.join(vdir, "out-" + mode)
-        poison(out_dir, {"grad_" + n: a for n, a in inputs.items()})
+        poison(out_dir, {"grad_" + n: inputs[n] for n in floats})
         prec = ["--precision", PRECISION] if PRECISION != "keep" else []
         rc, text, cmd = run_fusec(args.fusec, tf, dims_args, input_args, out_dir,
                                   flags + prec + ["--train", "--check"], args.verbose)
@@ -547,8 +591,12 @@ def check_example_train(name, args, work, table):
             for line in (text or "").rstrip().splitlines()[-15:]:
                 print("    | " + line)
             continue
-        got, _ = load_outputs(out_dir, ["grad_" + n for n in inputs])
-        for n, x in inputs.items():
+        got, extra = load_outputs(out_dir, ["grad_" + n for n in floats])
+        if any(e.startswith("grad_") for e in extra):   # e.g. a gradient of an int8 input
+            failures += 1
+            table.add(name, label, mode, ",".join(extra), "-", "-", "-", "FAIL (unexpected gradients)")
+        for n in floats:
+            x = inputs[n]
             g = got["grad_" + n]
             if g is None or g.shape != x.shape or not np.isfinite(g).all():
                 failures += 1
@@ -607,11 +655,11 @@ def check_example(name, args, work, table):
         os.makedirs(vdir)
         input_args, inputs = [], {}
         for n, a in inputs64.items():
-            a32 = np.asarray(a, dtype=np.float32)
+            a32 = as_file(a)
             path = os.path.join(vdir, "in_%d.npy" % len(input_args))
             save_npy(path, a32)
             input_args += ["--input", "%s=%s" % (n, path)]
-            inputs[n] = round_to_precision(a32)     # the same rounded values, in f64
+            inputs[n] = as_reference(a32)           # the same rounded values, in f64
         with np.errstate(over="ignore", under="ignore"):
             ref = reference(d, inputs)
         ref_mut = mutate(ref) if args.mutate else None
@@ -767,6 +815,11 @@ def self_test():
     w = g.weight(400, 400, 300)
     expect(abs(w.std() * 20 - 1) < 0.02 and np.all(np.float32(w) != 0), "Gen.weight: N(0, 1/fan_in), no zeros")
     expect(np.array_equal(Gen(5).act(3, 4), Gen(5).act(3, 4)), "Gen: seeded")
+    q = Gen(3).qweight(400, 300)
+    sq = Gen(3).qscale(400, 300)
+    expect(q.dtype == np.int8 and q.min() == -127 and q.max() == 127 and np.all(q != 0) and
+           abs((q * sq).std() * 20 - 1) < 0.05, "Gen.qweight/qscale: int8 in [-127, 127], no zeros, "
+           "dequantized N(0, 1/fan_in)-like")
     # every example: the dims parse, the inputs match and the reference is finite
     for name, (mk, ref_fn, variants, full) in EXAMPLES.items():
         tf = os.path.join(EXAMPLES_DIR, name + ".tf")

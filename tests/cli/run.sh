@@ -228,5 +228,58 @@ mkdir here && (cd here && "$FUSEC" run ../unnamed.tf >/dev/null 2>&1) && [ -s he
 mkdir o4
 expect 1 run bad.tf --out-dir o4 && err_has "bad.tf:6:16: error:"
 [ -z "$(ls o4)" ] || fail "a failed run wrote $(ls o4)"
+# i8 (weight-only quantization): examples/quant_mlp.tf with int8 weights from .npy files, against
+# NumPy's dequantization in float64; an i8 output is written as int8; an i8 input follows the rule
+# of i32 inputs: an integer file whose values fit (int32 here), never a float file.
+if [ "$HAVE_NUMPY" = 1 ]; then
+    python3 - <<'PY' || fail "could not write the i8 inputs"
+import numpy as np
+rng = np.random.default_rng(8)
+B, T, C, F = 1, 3, 8, 32
+f = lambda *s: rng.standard_normal(s).astype(np.float32)
+q = lambda *s: rng.integers(-127, 128, size=s).astype(np.int8)
+ins = dict(x=f(B, T, C), g=1 + 0.1 * f(C), b=0.1 * f(C), w_fc=q(C, F), s_fc=(0.01 * (1 + 0.1 * f(F))).astype(np.float32),
+           b_fc=0.1 * f(F), w_proj=q(F, C), s_proj=(0.005 * (1 + 0.1 * f(C))).astype(np.float32), b_proj=0.1 * f(C))
+for k, v in ins.items():
+    np.save("q_%s.npy" % k, v)
+np.save("q_w_f32.npy", ins["w_fc"].astype(np.float32))
+np.save("q_w_i32.npy", ins["w_fc"].astype(np.int32))
+big = ins["w_fc"].astype(np.int32); big[0, 1] = 300
+np.save("q_w_big.npy", big)
+PY
+    qin=""
+    for k in x g b s_fc b_fc w_proj s_proj b_proj; do qin="$qin --input $k=q_$k.npy"; done
+    # shellcheck disable=SC2086
+    if expect 0 run "$SRC/../../examples/quant_mlp.tf" -D B=1 -D T=3 -D C=8 $qin --input w_fc=q_w_fc.npy --check --out-dir oq; then
+        out_has "input  w_fc i8[8,32] from q_w_fc.npy"
+        python3 - <<'PY' || fail "quant_mlp's output differs from NumPy's dequantized MLP"
+import math, numpy as np
+i = {k: np.load("q_%s.npy" % k).astype(np.float64) for k in "x g b w_fc s_fc b_fc w_proj s_proj b_proj".split()}
+x = i["x"]; m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+h = (x - m) / np.sqrt(v + 1e-5) * i["g"] + i["b"]
+a = h @ (i["w_fc"] * i["s_fc"]) + i["b_fc"]
+u = 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
+ref = x + u @ (i["w_proj"] * i["s_proj"]) + i["b_proj"]
+got = np.load("oq/out0.npy")
+assert got.dtype == np.float32 and got.shape == ref.shape, (got.dtype, got.shape)
+rel = np.abs(got - ref).max() / np.abs(ref).max()
+assert rel < 1e-5, rel
+PY
+    fi
+    # shellcheck disable=SC2086
+    expect 0 run "$SRC/../../examples/quant_mlp.tf" -D B=1 -D T=3 -D C=8 $qin --input w_fc=q_w_i32.npy --out-dir oq2 ||
+        fail "an int32 file whose values fit an i8 input was refused"
+    # shellcheck disable=SC2086
+    expect 1 run "$SRC/../../examples/quant_mlp.tf" -D B=1 -D T=3 -D C=8 $qin --input w_fc=q_w_f32.npy --out-dir oq3 &&
+        err_has "q_w_f32.npy: cannot load float data (f32) into a tensor of dtype i8"
+    # shellcheck disable=SC2086
+    expect 1 run "$SRC/../../examples/quant_mlp.tf" -D B=1 -D T=3 -D C=8 $qin --input w_fc=q_w_big.npy --out-dir oq4 &&
+        err_has "q_w_big.npy: value 300 at index 1 does not fit in i8"
+    printf 'block c(x: f32[5]) -> i8[5] {\n    return cast(x, i8)\n}\n' >tocast.tf
+    python3 -c 'import numpy as np; np.save("c_x.npy", np.array([127.9, -128.9, 300, float("nan"), -0.7], np.float32))'
+    expect 0 run tocast.tf --input x=c_x.npy --out-dir oc &&
+        python3 -c 'import numpy as np; a = np.load("oc/out0.npy"); assert a.dtype == np.int8 and a.tolist() == [127, -128, 127, 0, 0], a' ||
+        fail "cast to i8 written as int8 .npy: $(cat "$T/stderr")"
+fi
 no_temps "$W"
 finish

@@ -12,9 +12,9 @@ EX=$SRC/../../examples
 
 saved_bytes() { sed -n 's/^  saved  [0-9]* values, \([0-9]*\) bytes.*/\1/p' "$T/stdout"; }
 
-for f in gpt2_mlp gpt2_attn llama_layer gpt2_block residual_ln_gelu softmax_logits; do
+for f in gpt2_mlp quant_mlp gpt2_attn llama_layer gpt2_block residual_ln_gelu softmax_logits; do
     modes="auto none full eager"
-    case $f in gpt2_block|residual_ln_gelu|softmax_logits) modes="auto eager" ;; esac
+    case $f in quant_mlp|gpt2_block|residual_ln_gelu|softmax_logits) modes="auto eager" ;; esac
     for mode in $modes; do
         mkdir -p "o_${f}_$mode"
         if [ "$mode" = eager ]; then set -- --no-fuse --remat none; else set -- --remat "$mode"; fi

@@ -41,6 +41,7 @@ const EmuExample emu_examples[] = {
     {"gpt2_mlp", {{"B", 1}, {"T", 5}, {"C", 40}}},
     {"keywords", {{"N", 7}, {"M", 33}}},
     {"llama_layer", {{"B", 1}, {"T", 5}, {"C", 40}, {"H", 2}, {"F", 50}}},
+    {"quant_mlp", {{"B", 1}, {"T", 5}, {"C", 40}}},
     {"residual_ln_gelu", {{"N", 9}, {"C", 100}}},
     {"softmax_logits", {{"B", 3}, {"V", 1001}}},
 };

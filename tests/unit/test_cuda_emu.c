@@ -306,6 +306,17 @@ static const struct Extra { const char *name; const char *src; } extras[] = {
      "    s = x * 300.0\n"
      "    return cast(s, f16) + h, b * 2.0 + cast(x, bf16), cast(s, f8e4m3) + e, cast(s * 100.0, f8e5m2) + f, cast(s, i32), cast(d * 1e3, i64), cast(x, bool), d * 2.0 + cast(x, f64), cast(h, f32) + cast(b, f32)\n"
      "}\n"},
+    /* i8 storage: float -> i8 saturating (x * 100 reaches past both ends), i64 -> i8 and -> i32
+     * saturating, bool -> i8, i8 weights dequantized into a product, a gather of i8 rows, i8
+     * index maps and where; 37 columns: whole and partial 16-byte vectors of i8 */
+    {"ops_i8",
+     "block q8(x: f32[6, 37], w: i8[37, 5], s: f32[5], t: i8[9, 37], ids: i32[4], l: i64[6, 37], c: bool[6, 37]) ->\n"
+     "    i8[6, 37], f32[6, 5], i8[4, 37], f32[6, 37], i8[6, 37], i32[6, 37], i8[6, 37], i8[37, 6]\n"
+     "{\n"
+     "    q = cast(x * 100.0, i8)\n"
+     "    r = slice(t, 0, 0, 6)\n"
+     "    return q, x @ (cast(w, f32) * s), gather(t, ids), cast(q, f32) * 0.5 + cast(r, f32), cast(l * 20 - 150, i8), cast(l * 1000000000000 - 7000000000000, i32), where(c, q, cast(c, i8)), transpose(r)\n"
+     "}\n"},
     {"ops_reduce",
      "block re(x: f32[5, 7, 33]) -> f32[5, 7], f32[5, 1, 33], f32[7], f32[], f32[5, 7, 33], f32[5, 7, 33], f32[5, 7, 33]\n"
      "{\n"
