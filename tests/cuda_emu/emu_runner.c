@@ -1181,7 +1181,7 @@ static void corrupt_output(const EmuCase *c, void **got) {
     int64_t i = c->out_n[0] / 2;
     FcDtype t = c->out_dt[0];
     double v = rt_host_load(t, got[0], i);
-    rt_host_store(t, got[0], i, t == FC_BOOL ? (v == 0) : isfinite(v) ? v + 1 + 0.5 * fabs(v) : 1.0);
+    rt_host_store(t, got[0], i, t == FC_BOOL ? (v == 0) : t == FC_I8 ? -v - 1 : isfinite(v) ? v + 1 + 0.5 * fabs(v) : 1.0);
 }
 
 /* Compares one run's outputs with the oracle; rep->why "" when they agree. */

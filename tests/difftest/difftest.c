@@ -871,7 +871,7 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         if (h && n > 0) {
             int64_t i = n / 2;
             double v = rt_host_load(ti.dtype, h, i);
-            rt_host_store(ti.dtype, h, i, ti.dtype == FC_BOOL ? (v == 0) : isfinite(v) ? v + 1 + 0.5 * fabs(v) : 1.0);
+            rt_host_store(ti.dtype, h, i, ti.dtype == FC_BOOL ? (v == 0) : ti.dtype == FC_I8 ? -v - 1 : isfinite(v) ? v + 1 + 0.5 * fabs(v) : 1.0);
             fc_tensor_copy_from_host(t, h, fc_tensor_nbytes(t));
         }
         free(h);
@@ -1748,7 +1748,7 @@ int main(int argc, char **argv) {
     double t0 = emu_now_s();
     int counts[DR_NCLASS] = {0}, nvrtc_done = 0, nvrtc_skipped = 0, minimized = 0, stmts = 0;
     int op_graphs[DT_OP_COUNT] = {0};
-    int rowview_graphs = 0, ties_graphs = 0;
+    int rowview_graphs = 0, ties_graphs = 0, i8_inputs = 0, i8_quant = 0, i8_dequant = 0;
     int train_graphs = 0, oracle_bwd = 0, oracle_bwd_unavail = 0, budget_graphs = 0, budget_points = 0;
     int self_written = 0;
     int nemu = 0, *emu_gi = calloc((size_t)(o.emu_every > 0 ? o.count / o.emu_every + 2 : 1), sizeof *emu_gi);
@@ -1806,6 +1806,15 @@ int main(int argc, char **argv) {
         budget_graphs += r.budget_points > 0;
         budget_points += r.budget_points;
         ties_graphs += p->nties > 0;
+        bool i8_in = false, i8_q = false, i8_d = false;   /* gen.c g_i8 */
+        for (int i = 0; i < p->nin; i++) i8_in |= p->v[p->in[i]].dt == FC_I8;
+        for (int i = 0; i < p->ns; i++) {
+            i8_q |= strstr(p->s[i].tmpl, ", i8)") != NULL;
+            for (int k = 0; k < p->s[i].nops; k++) i8_d |= p->v[p->s[i].ops[k]].dt == FC_I8;
+        }
+        i8_inputs += i8_in;
+        i8_quant += i8_q;
+        i8_dequant += i8_d;
         counts[r.cls]++;
         stmts += p->ns;
         bool seen[DT_OP_COUNT] = {0};
@@ -1882,6 +1891,8 @@ int main(int argc, char **argv) {
                "%d compared, %d oracle backward unavailable (FC_ERR_UNSUPPORTED); --mem-budget sweep: %d graphs, %d budgets; "
                "with ties (gen.c g_ties): %d\n",
                train_graphs, oracle_bwd, oracle_bwd_unavail, budget_graphs, budget_points, ties_graphs);
+    printf("  i8 (gen.c g_i8): %d graphs with an i8 input, %d quantizing a float to i8, %d casting an i8 value\n", i8_inputs,
+           i8_quant, i8_dequant);
     printf("  graphs using each op:");
     for (int i = 0; i < DT_OP_COUNT; i++) printf(" %s=%d", dt_op_names[i], op_graphs[i]);
     printf("\n");

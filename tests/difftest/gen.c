@@ -183,16 +183,19 @@ static int add_stmt(Gen *g, int op, const char *tmpl, const int *ops, int nops, 
 /* ---- operand choice ------------------------------------------------------------------------ */
 typedef bool (*Pred)(const DtVal *v, const void *ctx);
 
-/* Picks a value satisfying f: half the time one of the three latest (chains), else any (diamonds). */
+static bool p_i8(const DtVal *v, const void *c) { (void)c; return v->dt == FC_I8; }
+
+/* Picks a value satisfying f: half the time one of the three latest (chains), else any (diamonds).
+ * An i8 value (a storage type: casts and index maps only) only for p_i8, g_i8's. */
 static int pick(Gen *g, Pred f, const void *ctx) {
     if (g->force >= 0) {
         int v = g->force;
         g->force = -1;
-        return f(&g->p->v[v], ctx) ? v : -1;
+        return f(&g->p->v[v], ctx) && (g->p->v[v].dt != FC_I8 || f == p_i8) ? v : -1;
     }
     int cand[DT_MAXV], n = 0;
     for (int i = 0; i < g->p->nv; i++)
-        if (f(&g->p->v[i], ctx)) cand[n++] = i;
+        if (f(&g->p->v[i], ctx) && (g->p->v[i].dt != FC_I8 || f == p_i8)) cand[n++] = i;
     if (n == 0) return -1;
     if (chance(g, 0.5)) return cand[n - 1 - ri(g, 0, (n < 3 ? n : 3) - 1)];
     return cand[ri(g, 0, n - 1)];
@@ -1645,6 +1648,58 @@ static bool g_ties(Gen *g) {
     return true;
 }
 
+/* ---- i8 (weight-only quantization) ---------------------------------------------------------- */
+#define DT_I8 (DT_OP_COUNT + 2)   /* its entry in dt_generate's weights */
+
+/* One cast statement, so that i8 values meet only casts and index maps (docs/language.md):
+ * - an i8 value (an input, or a float quantized by an earlier one) dequantized: cast to f32, f16
+ *   or bf16, sometimes of its flattened view, sometimes times a power of two (the scale: exact);
+ * - an exact float (a float-to-int cast must not see rounding differences) quantized:
+ *   cast(x [* 2^k], i8), saturating where x 2^k leaves [-128, 127], kept as an i8 value (returned
+ *   as an i8 output, or dequantized later) or cast straight back to float. */
+static bool g_i8(Gen *g, bool dequant) {
+    DtProg *p = g->p;
+    char t[DT_TMPL], lit[32];
+    int q = dequant || chance(g, 0.6) ? pick(g, p_i8, NULL) : -1;
+    if (dequant && q < 0) return false;
+    if (q >= 0) {
+        const DtVal Q = p->v[q];
+        static const FcDtype to[] = {FC_F32, FC_F32, FC_F16, FC_BF16};
+        FcDtype dt = to[ri(g, 0, 3)];
+        bool flat = Q.rank >= 2 && chance(g, 0.3);
+        int e = chance(g, 0.5) ? (int)ri(g, 1, 7) : 0;
+        fmt_float(lit, sizeof lit, ldexp(1.0, -e));
+        snprintf(t, sizeof t, "cast(%s, %s)%s%s", flat ? "reshape({0}, [-1])" : "{0}", fc_dtype_name(dt), e ? " * " : "",
+                 e ? lit : "");
+        int64_t n = numel(&Q);
+        int y = new_val(g, dt, flat ? 1 : Q.rank, flat ? &n : Q.d);
+        DtVal *Y = &p->v[y];
+        Y->constax = flat ? 0 : Q.constax;
+        Y->exact = Q.exact;
+        Y->mag = ldexp(fmax(fabs((double)Q.lo), fabs((double)Q.hi)), -e);
+        if (Y->mag == 0) Y->mag = 1;
+        add_stmt(g, DT_OP_CAST, t, &q, 1, &y, 1);
+        return true;
+    }
+    int x = pick(g, p_exact_float, NULL);
+    if (x < 0) return false;
+    const DtVal X = p->v[x];
+    int e = wide(X.dt) ? (int)ri(g, 0, 6) : 0;   /* 2^6: mostly saturating */
+    fmt_float(lit, sizeof lit, ldexp(1.0, e));
+    double m = ldexp(X.mag, e) + 1;
+    int64_t lo = m >= 128 ? -128 : -(int64_t)m, hi = m >= 127 ? 127 : (int64_t)m;
+    bool back = chance(g, 0.5);
+    snprintf(t, sizeof t, "%scast({0}%s%s, i8)%s", back ? "cast(" : "", e ? " * " : "", e ? lit : "", back ? ", f32)" : "");
+    int y = new_val(g, back ? FC_F32 : FC_I8, X.rank, X.d);
+    DtVal *Y = &p->v[y];
+    Y->constax = X.constax;
+    Y->exact = true;
+    set_int_range(Y, lo, hi);
+    if (Y->mag == 0) Y->mag = 1;
+    add_stmt(g, DT_OP_CAST, t, &x, 1, &y, 1);
+    return true;
+}
+
 /* ---- the program ---------------------------------------------------------------------------- */
 static FcDtype rand_dtype(Gen *g) {
     int k = (int)ri(g, 0, 99);
@@ -1713,12 +1768,30 @@ static void make_inputs(Gen *g) {
         X->param = g->cfg->train && isf(dt) && r >= 1 && chance(g, 0.3);
         p->in[p->nin++] = v;
     }
+    /* a quantized weight sometimes: an i8 input (a param half the time), not the first input,
+     * of the base shape or a suffix of it; g_i8 dequantizes it */
+    if (chance(g, 0.2) && !g->cfg->exclude[DT_OP_CAST]) {
+        int drop = br > 0 && chance(g, 0.4) ? (int)ri(g, 1, br) : 0;
+        int v = new_val(g, FC_I8, br - drop, base + drop);
+        DtVal *X = &p->v[v];
+        X->input = true;
+        X->exact = true;
+        set_int_range(X, -127, 127);
+        X->param = chance(g, 0.5);
+        p->in[p->nin++] = v;
+    }
 }
 
 void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
     memset(p, 0, sizeof *p);
     Gen g = {dt_mix(seed ^ 0x5EEDF00Dull), p, cfg, .force = -1, .cast_to = -1};
     make_inputs(&g);
+    /* an i8 input is dequantized first, mostly (nothing else may read it) */
+    for (int i = 0; i < p->nin; i++)
+        if (p->v[p->in[i]].dt == FC_I8 && chance(&g, 0.8)) {
+            g.force = p->in[i];
+            g_i8(&g, true);
+        }
     int want = (int)ri(&g, cfg->min_stmts, cfg->max_stmts);
     /* op weights: elementwise most, everything present */
     static const struct { int op; int w; } W[] = {
@@ -1734,9 +1807,11 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         {DT_OP_CROSS_ENTROPY, 2},
         {DT_OP_COUNT, 14},  /* g_rowview: a row reduction with a view returned beside it */
         {DT_TIES, 8},       /* g_ties, training programs only */
+        {DT_I8, 3},         /* g_i8: quantization to i8 and dequantization */
     };
     int nw = (int)(sizeof W / sizeof W[0]), total = 0;
-#define EXCLUDED(op) (((op) < DT_OP_COUNT && cfg->exclude[op]) || ((op) == DT_TIES && !cfg->train))
+#define EXCLUDED(op) (((op) < DT_OP_COUNT && cfg->exclude[op]) || ((op) == DT_TIES && !cfg->train) || \
+                      ((op) == DT_I8 && cfg->exclude[DT_OP_CAST]))
     for (int i = 0; i < nw; i++) if (!EXCLUDED(W[i].op)) total += W[i].w;
     int tries = 0;
     while (p->ns < want && tries < 400 && total > 0 && p->nv < DT_MAXV - DT_MAXRES - 1 && p->ns < DT_MAXS) {
@@ -1780,6 +1855,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         case DT_OP_CROSS_ENTROPY: ok = g_cross_entropy(&g); break;
         case DT_OP_COUNT: ok = g_rowview(&g); break;
         case DT_TIES: ok = g_ties(&g); break;
+        case DT_I8: ok = g_i8(&g, false); break;
         default: break;
         }
         if (!ok) p->nv = nv0;   /* a failed attempt may have made no statement; drop its values */
