@@ -193,10 +193,11 @@ FcStatus fc_tensor_copy_from_host(FcTensor *t, const void *src, size_t nbytes);
 FcStatus fc_tensor_copy_to_host(const FcTensor *t, void *dst, size_t nbytes);
 size_t fc_tensor_nbytes(const FcTensor *t);
 const char *fc_tensor_last_error(const FcTensor *t);
-/* Loads a .npy file (format 1.0/2.0, little-endian, C order; f64 f32 f16 i32 i64 bool) into t.
+/* Loads a .npy file (format 1.0/2.0, little-endian, C order; f64 f32 f16 i32 i64 bool i8) into t.
  * The shape must equal t's; a float file for a float tensor of another dtype is converted
- * (rounded to nearest even), an integer one likewise between integer types; float to
- * integer is an error. FC_ERR_INPUT / FC_ERR_IO with the reason. */
+ * (rounded to nearest even), an integer one likewise between integer types (i8 included; every
+ * value must fit the tensor's type); float to integer is an error. FC_ERR_INPUT / FC_ERR_IO with
+ * the reason. */
 FcStatus fc_tensor_load_npy(FcTensor *t, const char *path);
 /* Writes t as .npy in its own dtype where NumPy has it (else as f32), atomically: no
  * partial file is left on failure. */

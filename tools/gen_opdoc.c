@@ -144,7 +144,9 @@ static void print_page(FILE *f) {
                "Every op of the block language, with its arguments in positional order (each may also be\n"
                "given by name), the defaults of the optional ones, the dtypes it takes, and its result.\n"
                "The rules shared by all ops (promotion, weak literals, broadcasting) are in\n"
-               "[language.md](language.md).\n");
+               "[language.md](language.md). `i8` is a storage type: only `cast`, the shape ops, `gather`'s\n"
+               "table and `where` take it, where their rows below say so; any other op given an i8\n"
+               "tensor is an error.\n");
     char d[256];
     for (size_t c = 0; c < sizeof sections / sizeof sections[0]; c++) {
         fprintf(f, "\n## %s\n\n", sections[c].title);
