@@ -73,6 +73,7 @@ static double load_elem(FcDtype t, const void *data, size_t i) {
     case FC_I32: { int32_t v; memcpy(&v, p + 4 * i, 4); return (double)v; }
     case FC_I64: { int64_t v; memcpy(&v, p + 8 * i, 8); return (double)v; }
     case FC_BOOL: return p[i] ? 1.0 : 0.0;
+    case FC_I8: { int8_t v; memcpy(&v, p + i, 1); return (double)v; }
     default: return nan_value();
     }
 }
