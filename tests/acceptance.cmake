@@ -7,6 +7,9 @@
 #   acceptance_numpy_bf16/_f16   every example at --precision bf16 / f16, fused and eager,
 #                                against float64 NumPy from the inputs rounded to the type,
 #                                within 8 u of the type (docs/precision.md)
+#   acceptance_numpy_train_<p>   --train at keep/bf16/f16/f8: every example's gradients, fused
+#                                and eager, against central differences of the NumPy reference
+#                                (check_numpy.py GRAD_TOL); _train_mutation must catch a wrong one
 #   acceptance_numpy_selftest    the NumPy side alone (ops against known values and loops)
 #   acceptance_numpy_mutation    the harness must catch a reference wrong in one element
 #   acceptance_emit_<example>    --emit ir/kir/llvm/ptx/report/roofline, and the .cu through
@@ -45,8 +48,13 @@ else()
                          LABELS acceptance ENVIRONMENT "${_acc_env}")
   endforeach()
   # the gradients (--train) against finite differences of the same NumPy reference, at every
-  # precision (check_numpy.py GRAD_TOL; docs/precision.md)
-  foreach(_p keep bf16 f16 f8)
+  # precision (check_numpy.py GRAD_TOL; docs/precision.md); a sanitizer build runs f8's alone
+  # (the most code: E4M3 values, E5M2 gradients), which keeps the suite's time down
+  set(_acc_train_p keep bf16 f16 f8)
+  if(FUSEC_SANITIZE)
+    set(_acc_train_p f8)
+  endif()
+  foreach(_p ${_acc_train_p})
     add_test(NAME acceptance_numpy_train_${_p}
              COMMAND ${Python3_EXECUTABLE} ${_acc}/check_numpy.py --fusec $<TARGET_FILE:fusec>
                      --train --precision ${_p})
