@@ -224,6 +224,15 @@ FcStatus ir_copy_inputs(IrGraph *dst, const IrGraph *src, const int *retype, int
     return FC_OK;
 }
 
+FcStatus ir_map_results(IrGraph *dst, const IrGraph *src, const IrNode *n, int first, int *map, FcErr *err) {
+    for (int r = 0; r < n->nout; r++) {
+        map[n->out[r]] = first + r;
+        const char *nm = ir_cval(src, n->out[r])->name;
+        if (nm && !(ir_val(dst, first + r)->name = arena_strdup(&dst->arena, nm))) return FC_OOM(err);
+    }
+    return FC_OK;
+}
+
 FcStatus ir_copy_outputs(IrGraph *dst, const IrGraph *src, const int *map, FcErr *err) {
     for (int i = 0; i < src->outputs.len; i++) {
         int v = src->outputs.data[i];
@@ -256,11 +265,7 @@ static FcStatus copy_with_outputs(const IrGraph *src, int last, const int *vals,
         FcStatus s = ir_readd_node(g, n, n->op, in, n->nin, &n->a, "ir_graph_with_outputs", &first, err);
         if (in != ins) fc_free(in);
         FC_TRY(s);
-        for (int r = 0; r < n->nout; r++) {
-            map[n->out[r]] = first + r;
-            const char *nm = ir_cval(src, n->out[r])->name;
-            if (nm && !(ir_val(g, first + r)->name = arena_strdup(&g->arena, nm))) return FC_OOM(err);
-        }
+        FC_TRY(ir_map_results(g, src, n, first, map, err));
     }
     for (int k = 0; k < nvals; k++) {
         FC_CHECK(err, vals[k] >= 0 && vals[k] < src->values.len && map[vals[k]] >= 0);

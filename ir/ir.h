@@ -171,6 +171,9 @@ FcStatus ir_copy_fp8_slots(IrGraph *dst, const IrGraph *src, FcErr *err);
 FcStatus ir_copy_outputs(IrGraph *dst, const IrGraph *src, const int *map, FcErr *err);
 FcStatus ir_readd_node(IrGraph *dst, const IrNode *n, IrOp op, const int *ins, int nin, const IrAttrs *a,
                        const char *who, int *out0, FcErr *err);
+/* After copying src node n into dst with its results from id `first`: map[n's result r] =
+ * first + r, and each result keeps its source name. */
+FcStatus ir_map_results(IrGraph *dst, const IrGraph *src, const IrNode *n, int first, int *map, FcErr *err);
 /* The prefix of g that ends at node `last`: every input of g (same order), nodes 0..last, and
  * as outputs the float results of node `last`, named "value", "value1", ...; NULL in *out (and
  * FC_OK) when node `last` has no float result. Value names come along. */

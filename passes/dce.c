@@ -68,11 +68,7 @@ FcStatus pass_dce(const IrGraph *in, IrGraph **out, FcErr *err) {
             s = fc_err_set(err, FC_ERR_INTERNAL, "internal error: pass_dce: copying '%s': %s", ir_ops[n->op].name, msg);
         }
         if (s != FC_OK) break;
-        for (int r = 0; r < n->nout && s == FC_OK; r++) {
-            map[n->out[r]] = first + r;
-            const char *nm = ir_cval(in, n->out[r])->name;
-            if (nm && !(ir_val(g, first + r)->name = arena_strdup(&g->arena, nm))) s = FC_OOM(err);
-        }
+        s = ir_map_results(g, in, n, first, map, err);
     }
     for (int i = 0; s == FC_OK && i < in->outputs.len; i++)
         s = ir_add_output(g, map[in->outputs.data[i]], in->output_names.data[i], err);

@@ -43,11 +43,7 @@ static FcStatus run(const IrGraph *src, IrGraph *g, int *map, bool *read, FcErr 
         if (s == FC_OK) s = ir_readd_node(g, n, n->op, in, n->nin, &n->a, "pass_split_dequant", &first, err);
         if (in != ins) fc_free(in);
         if (s != FC_OK) return s;
-        for (int r = 0; r < n->nout; r++) {
-            map[n->out[r]] = first + r;
-            const char *nm = ir_cval(src, n->out[r])->name;
-            if (nm && !(ir_val(g, first + r)->name = arena_strdup(&g->arena, nm))) return FC_OOM(err);
-        }
+        FC_TRY(ir_map_results(g, src, n, first, map, err));
     }
     FC_TRY(ir_copy_outputs(g, src, map, err));
     return ir_verify(g, err);

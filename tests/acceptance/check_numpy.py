@@ -517,6 +517,17 @@ class Table:
                 print("  ".join("-" * x for x in w))
 
 
+def variant_dims(defaults, over):
+    """The dims of a variant (the file's defaults, overridden), its label and its -D args."""
+    d = dict(defaults)
+    d.update(over or {})
+    label = "defaults" if over is None else ",".join("%s=%d" % kv for kv in over.items())
+    dims_args = []
+    for k, v in (over or {}).items():
+        dims_args += ["-D", "%s=%d" % (k, v)]
+    return d, label, dims_args
+
+
 def loss(reference, d, inputs, gouts):
     """L = sum over outputs of <gradient, output>, in float64."""
     with np.errstate(over="ignore", under="ignore"):
@@ -547,13 +558,7 @@ def check_example_train(name, args, work, table):
     make_inputs, reference, variants, _ = EXAMPLES[name]
     tf = os.path.join(EXAMPLES_DIR, name + ".tf")
     defaults = parse_dims(tf)
-    over = variants[1] if len(variants) > 1 else variants[0]
-    d = dict(defaults)
-    d.update(over or {})
-    label = "defaults" if over is None else ",".join("%s=%d" % kv for kv in over.items())
-    dims_args = []
-    for k, v in (over or {}).items():
-        dims_args += ["-D", "%s=%d" % (k, v)]
+    d, label, dims_args = variant_dims(defaults, variants[1] if len(variants) > 1 else variants[0])
     seed = 5000 + sum(map(ord, name))
     gen = Gen(seed)
     vdir = os.path.join(work, "%s-train" % name)
@@ -643,12 +648,7 @@ def check_example(name, args, work, table):
         variants = variants[:1]
     failures = 0
     for vi, over in enumerate(variants):
-        d = dict(defaults)
-        d.update(over or {})
-        label = "defaults" if over is None else ",".join("%s=%d" % kv for kv in over.items())
-        dims_args = []
-        for k, v in (over or {}).items():
-            dims_args += ["-D", "%s=%d" % (k, v)]
+        d, label, dims_args = variant_dims(defaults, over)
         seed = 1000 + 17 * vi + sum(map(ord, name))
         inputs64 = make_inputs(d, Gen(seed))
         vdir = os.path.join(work, "%s-%d" % (name, vi))
