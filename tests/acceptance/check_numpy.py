@@ -517,6 +517,14 @@ class Table:
                 print("  ".join("-" * x for x in w))
 
 
+def fusec_failed(table, name, label, mode, rc, text, cmd):
+    """A row for a fusec run that did not exit 0, then its command and the end of its output."""
+    table.add(name, label, mode, "-", "-", "-", "-", "FAIL (fusec %s)" % describe(rc))
+    print("    $ " + " ".join(cmd))
+    for line in (text or "").rstrip().splitlines()[-15:]:
+        print("    | " + line)
+
+
 def variant_dims(defaults, over):
     """The dims of a variant (the file's defaults, overridden), its label and its -D args."""
     d = dict(defaults)
@@ -591,10 +599,7 @@ def check_example_train(name, args, work, table):
                                   flags + prec + ["--train", "--check"], args.verbose)
         if rc != 0:
             failures += 1
-            table.add(name, label, mode, "-", "-", "-", "-", "FAIL (fusec %s)" % describe(rc))
-            print("    $ " + " ".join(cmd))
-            for line in (text or "").rstrip().splitlines()[-15:]:
-                print("    | " + line)
+            fusec_failed(table, name, label, mode, rc, text, cmd)
             continue
         got, extra = load_outputs(out_dir, ["grad_" + n for n in floats])
         if any(e.startswith("grad_") for e in extra):   # e.g. a gradient of an int8 input
@@ -673,10 +678,7 @@ def check_example(name, args, work, table):
                                       flags + prec + ["--check"], args.verbose)
             if rc != 0:
                 failures += 1
-                table.add(name, label, mode, "-", "-", "-", "-", "FAIL (fusec %s)" % describe(rc))
-                print("    $ " + " ".join(cmd))
-                for line in (text or "").rstrip().splitlines()[-15:]:
-                    print("    | " + line)
+                fusec_failed(table, name, label, mode, rc, text, cmd)
                 if args.mutate:
                     return failures + 1
                 continue
