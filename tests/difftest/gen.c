@@ -1982,7 +1982,7 @@ static char *render(const DtProg *p, const char *header, bool noisy, uint64_t se
          * differs between paths */
         for (int k = 0; noisy && accumulates(s->op) && k < s->nops; k++) {
             if (!isf(p->v[s->ops[k]].dt) || !p->v[s->ops[k]].exact) continue;
-            char dst[24], src[24];
+            char dst[32], src[32];
             snprintf(dst, sizeof dst, "n%d_%d", i, k);
             vname(p, s->ops[k], src, sizeof src);
             noise_line(&b, p, s->ops[k], seed ^ (uint64_t)(i * 31 + k), dst, src);

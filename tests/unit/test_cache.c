@@ -431,6 +431,7 @@ static bool run_children(int nproc, int (*fn)(const char *, int, uint64_t), cons
     int pipefd[2];
     if (pipe(pipefd) != 0) return false;
     pid_t pids[16];
+    if (nproc < 1 || nproc > 16) return false;
     for (int i = 0; i < nproc; i++) {
         pids[i] = fork();
         if (pids[i] == 0) {
