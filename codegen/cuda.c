@@ -1743,7 +1743,7 @@ static FcStatus aot_check(const Aot *a, AotFn *f, FcErr *err) {
         f->any_sync |= k->tail >= 0;
         f->any_gemm |= k->library;
         if (k->library && (k->gemm.m > INT32_MAX || k->gemm.n > INT32_MAX || k->gemm.k > INT32_MAX ||
-                           k->gemm.batch > INT32_MAX))
+                           k->gemm.batch > INT32_MAX || k->gemm.panel_k > 0))   /* panels: the CPU's */
             return fc_err_set(err, FC_ERR_INTERNAL, "cuda codegen: launch %d: a library product too large", l);
         f->too_big |= k->grid > CG_MAX_GRID;
     }

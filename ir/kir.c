@@ -84,9 +84,11 @@ KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
     k->gemm = *g;
     k->kind = "library_gemm";
     int64_t na = g->stride_a ? g->batch * g->m * g->k : g->m * g->k;
-    int64_t nb = g->stride_b ? g->batch * g->k * g->n : g->k * g->n;
+    /* B in panels: made and read in the cache, one panel at a time (its weight's bytes are the
+     * operand kernel's); C, no larger than a panel, stays there between them */
+    int64_t nb = g->panel_k > 0 ? 0 : g->stride_b ? g->batch * g->k * g->n : g->k * g->n;
     kir_param(k, g->dtype, g->stride_a ? (g->batch - 1) * g->stride_a + g->m * g->k : g->m * g->k, false);
-    kir_param(k, g->dtype, g->stride_b ? (g->batch - 1) * g->stride_b + g->k * g->n : g->k * g->n, false);
+    kir_param(k, g->dtype, g->panel_k > 0 ? g->panel_k * g->n : g->stride_b ? (g->batch - 1) * g->stride_b + g->k * g->n : g->k * g->n, false);
     kir_param(k, g->dtype, g->stride_c ? (g->batch - 1) * g->stride_c + g->m * g->n : g->m * g->n, true);
     int64_t es = (int64_t)fc_dtype_size(g->dtype);
     k->bytes_read = (na + nb) * es;
@@ -497,6 +499,9 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
                   k->name, fc_dtype_name(g->dtype), (long long)g->batch, (long long)g->m, (long long)g->n,
                   (long long)g->k, g->trans_a, g->trans_b, (long long)g->stride_a, (long long)g->stride_b,
                   (long long)g->stride_c, k->ops);
+        if (g->panel_k > 0)
+            sb_printf(o, "  # B in panels of %lld rows, %lld blocks of the operand kernel each\n", (long long)g->panel_k,
+                      (long long)g->panel_blocks);
         sb_printf(o, "  # bytes_read=%lld bytes_written=%lld flops=%lld\n", (long long)k->bytes_read,
                   (long long)k->bytes_written, (long long)k->flops);
         return;
@@ -1039,7 +1044,8 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     if (k->library) {
         const KirGemm *g = &k->gemm;
         if (k->params.len != 3 || k->body >= 0 || (g->dtype != FC_F32 && g->dtype != FC_F64) || g->batch < 1 ||
-            g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0)
+            g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
+            g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->trans_b || g->panel_k > g->k || g->panel_blocks < 1)))
             return fc_err_set(err, FC_ERR_INTERNAL, "library kernel %s is malformed", k->name);
         return FC_OK;
     }
@@ -1097,6 +1103,20 @@ FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_al
         if (l->kernel < 0 || l->kernel >= p->kernels.len)
             return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d names no kernel", who, li);
         const KirKernel *k = p->kernels.data[l->kernel];
+        /* B in panels: made by the launch before, a generated kernel writing B's buffer alone
+         * (its blocks, panel_blocks a panel, cover B's rows in order) */
+        if (k->library && k->gemm.panel_k > 0) {
+            const KirLaunch *ol = li > 0 ? &p->launches.data[li - 1] : NULL;
+            const KirKernel *opk = ol && ol->kernel >= 0 && ol->kernel < p->kernels.len ? p->kernels.data[ol->kernel] : NULL;
+            int nw = 0, wb = -1;
+            for (int a = 0; opk && a < ol->nargs && a < opk->params.len; a++)
+                if (opk->params.data[a].written) nw++, wb = ol->args[a];
+            int64_t P = (k->gemm.k + k->gemm.panel_k - 1) / k->gemm.panel_k;
+            if (!opk || opk->library || opk->tail >= 0 || nw != 1 || l->nargs != 3 || wb != l->args[1] ||
+                opk->grid > P * k->gemm.panel_blocks || opk->grid <= (P - 1) * k->gemm.panel_blocks)
+                return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s takes B in panels from a launch that does "
+                                  "not make it", who, li, k->name);
+        }
         if (l->nargs != k->params.len)
             return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s binds %d buffers to %d params", who, li,
                               k->name, l->nargs, k->params.len);
@@ -1106,7 +1126,13 @@ FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_al
                 return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s: bad buffer id %d", who, li, k->name, bi);
             const KirBuffer *b = &p->buffers.data[bi];
             const KirParam *prm = &k->params.data[a];
-            if (b->dtype != prm->dtype || b->numel < prm->numel)
+            /* the operand kernel of a product with B in panels indexes all of B through its
+             * panel buffer (KirGemm.panel_k) */
+            const KirLaunch *nl = li + 1 < p->launches.len ? &p->launches.data[li + 1] : NULL;
+            const KirKernel *nk = nl && nl->kernel >= 0 && nl->kernel < p->kernels.len ? p->kernels.data[nl->kernel] : NULL;
+            bool panel = nk && nk->library && nk->gemm.panel_k > 0 && nl->nargs == 3 && nl->args[1] == bi && prm->written &&
+                         prm->numel == nk->gemm.k * nk->gemm.n && b->numel >= nk->gemm.panel_k * nk->gemm.n;
+            if (b->dtype != prm->dtype || (b->numel < prm->numel && !panel))
                 return fc_err_set(err, FC_ERR_INTERNAL,
                                   "%s: launch %d of %s: buffer b%d (%s[%lld]) does not fit param p%d (%s[%lld])", who,
                                   li, k->name, bi, fc_dtype_name(b->dtype), (long long)b->numel, a,

@@ -184,6 +184,13 @@ typedef struct KirGemm {
     int64_t stride_a, stride_b, stride_c;
     bool trans_a, trans_b;
     FcDtype dtype;       /* f32 or f64 */
+    /* B in panels (the CPU; docs/cpu.md, "Products of narrow weights"): > 0 when B is made by
+     * the launch just before this one (a "matmul operand" kernel, e.g. an i8 or f8 weight
+     * dequantized), panel_k rows of B at a time, into a buffer of panel_k x n that stays in the
+     * cache: for each panel, that kernel's panel_blocks blocks for those rows (its store param
+     * indexes all of B; its buffer is the panel, based so that the panel's rows land in it),
+     * then C (+)= A[:, rows] @ panel. batch 1, B not transposed. B is never in memory whole. */
+    int64_t panel_k, panel_blocks;
 } KirGemm;
 
 typedef struct KirKernel {

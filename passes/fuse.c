@@ -113,6 +113,56 @@ static bool feeds_library_product(const Fuse *f, int i) {
     return (t == FC_F32 || t == FC_F64) && operand_transpose(f, i, mm, f->grp[i], f->grp[i]);
 }
 
+/* f->used_outside: the values the candidate (groups a and b) computes that something outside
+ * it reads, or the block returns. */
+static void mark_used_outside(Fuse *f, int a, int b) {
+    const IrGraph *g = f->g;
+    memset(f->used_outside, 0, sizeof(bool) * (size_t)g->values.len);
+    for (int i = 0; i < f->n; i++) {
+        const IrNode *n = &g->nodes.data[i];
+        for (int j = 0; j < n->nin; j++) {
+            int p = V(f, n->in[j])->node;
+            if (p >= 0 && in_cand(f, p, a, b) && !in_cand(f, i, a, b)) f->used_outside[n->in[j]] = true;
+        }
+    }
+    for (int j = 0; j < g->outputs.len; j++) f->used_outside[g->outputs.data[j]] = true;
+}
+
+/* The CPU's library products take B in panels (lower.c, panel_rows_for): B's elementwise
+ * producers (an i8 weight's cast and scale, an f8 weight's dequant) then join the product's
+ * group, so that lower.c computes B in the product's own operand kernel, panel by panel, and
+ * the f32 B never goes to memory. Marks (f->mark) the candidate's nodes that are such: not
+ * the product, elementwise (not an fp8_quant), no block output, every result read only as the
+ * product's B (and not its A) or by other marked nodes; returns how many. */
+static int mark_b_operand(Fuse *f, int mm, int a, int b) {
+    const IrGraph *g = f->g;
+    const IrNode *m = &g->nodes.data[mm];
+    int n = 0;
+    for (int i = 0; i < f->n; i++) {
+        const IrNode *u = &g->nodes.data[i];
+        /* not an fp8_quant: its kernel records an amax (a write of the state) and its value
+         * crosses in 1 byte anyway */
+        f->mark[i] = i != mm && in_cand(f, i, a, b) && elementwise(u->op) && u->op != IR_OP_FP8_QUANT && u->nout == 1 &&
+                     !f->used_outside[u->out[0]];
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < f->n; i++) {
+            if (!f->mark[i]) continue;
+            int v = g->nodes.data[i].out[0];
+            bool ok = m->in[0] != v;
+            for (int c = i + 1; c < f->n && ok; c++) {
+                const IrNode *u = &g->nodes.data[c];
+                for (int j = 0; j < u->nin && ok; j++)
+                    if (u->in[j] == v) ok = c == mm ? j == 1 : f->mark[c];
+            }
+            if (!ok) f->mark[i] = 0, changed = true;
+        }
+    }
+    for (int i = 0; i < f->n; i++) n += f->mark[i] != 0;
+    return n;
+}
+
 /* Checks that groups a and b together can be scheduled as one kernel. Returns NULL if so,
  * else the reason. */
 static const char *schedulable(Fuse *f, int a, int b) {
@@ -137,24 +187,20 @@ static const char *schedulable(Fuse *f, int a, int b) {
     if (nmm > 1) return "two matrix products cannot share a kernel";
     if (nmm && f->opt->library_gemm) {
         /* a product through the BLAS / cuBLASLt writes its result to memory anyway: its
-         * producers and consumers fuse with their other neighbours instead */
+         * producers and consumers fuse with their other neighbours instead; on the CPU but
+         * B's own producers (mark_b_operand) */
         const IrValue *o = V(f, g->nodes.data[mm].out[0]);
         int cnt = 0;
+        if (f->opt->cpu) {
+            mark_used_outside(f, a, b);
+            cnt -= mark_b_operand(f, mm, a, b);
+        }
         for (int i = 0; i < f->n; i++) cnt += in_cand(f, i, a, b) && !operand_transpose(f, i, mm, a, b);
         if ((o->dtype == FC_F32 || o->dtype == FC_F64) && cnt > 1)
             return "a matrix product through the library runs as its own call";
     }
     if (nmm && nred) return "a matrix product and a reduction cannot share a kernel";
-    /* values leaving the candidate */
-    memset(f->used_outside, 0, sizeof(bool) * (size_t)g->values.len);
-    for (int i = 0; i < f->n; i++) {
-        const IrNode *n = &g->nodes.data[i];
-        for (int j = 0; j < n->nin; j++) {
-            int p = V(f, n->in[j])->node;
-            if (p >= 0 && in_cand(f, p, a, b) && !in_cand(f, i, a, b)) f->used_outside[n->in[j]] = true;
-        }
-    }
-    for (int j = 0; j < g->outputs.len; j++) f->used_outside[g->outputs.data[j]] = true;
+    mark_used_outside(f, a, b);
 
     /* descendants (within the candidate) of the matmul or of the reductions */
     memset(f->mark, 0, sizeof(int) * (size_t)f->n);

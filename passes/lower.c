@@ -1685,37 +1685,91 @@ static bool operand_direct(Lower *L, int xv, const IrShape *ob, Operand *o) {
     return o->buf >= 0 && o->stride >= 0;
 }
 
-/* Computes operand xv, broadcast to the product's batch dims, into a new temporary. */
-static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, Operand *o) {
+/* Computes operand xv, broadcast to the product's batch dims, into a new temporary; with
+ * panel_rows > 0 (B in panels, panel_rows_for) into a temporary of panel_rows rows, each block
+ * block_rows whole rows, so that the runtime runs the blocks of one panel at a time. */
+static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, int64_t panel_rows, int64_t block_rows,
+                                Operand *o) {
     const IrValue *x = val(L, xv);
     IrShape P = *ob;
+    if (panel_rows > 0) P.rank = 0;   /* one B for every product (the batch folded into A's rows) */
     P.dims[P.rank++] = x->shape.dims[x->shape.rank - 2];
     P.dims[P.rank++] = x->shape.dims[x->shape.rank - 1];
-    int64_t n = 1;
+    int64_t n = 1, cols = P.dims[P.rank - 1];
     ir_shape_numel(&P, &n);
-    int buf = add_temp(L, x->dtype, n, n == numel_of(L, xv) ? xv : -1);
+    int buf = panel_rows > 0 ? add_temp(L, x->dtype, panel_rows * cols, -1)
+                             : add_temp(L, x->dtype, n, n == numel_of(L, xv) ? xv : -1);
     if (buf < 0) return false;
-    int64_t chunk = pw_chunk(L->opt);
+    int64_t chunk = panel_rows > 0 ? block_rows * cols : pw_chunk(L->opt);
     kernel_begin(L, group, "pointwise", (n + chunk - 1) / chunk, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
     if (failed(L)) return false;
     rename_kernel(L, "operand");
-    int lo, hi;
-    block_range(L, chunk, n, &lo, &hi);
-    int it = kir_var(L->k, KT_I64);
-    k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
-    int idx[IR_MAX_RANK], xi[IR_MAX_RANK];
-    delinearize(L, &P, vref(L, it), idx);
-    bcast_index(L, &P, &x->shape, idx, xi);
-    kir_store(L->k, param_for_buf(L, buf, true), vref(L, it), emit(L, xv, xi));
+    int idx[IR_MAX_RANK], xi[IR_MAX_RANK], prm = param_for_buf(L, buf, true);
+    if (panel_rows > 0) {
+        /* block_rows rows a block, each a contiguous loop over its columns (as the CPU's row
+         * schedule of a pointwise kernel: no division per element); it indexes all of B */
+        L->k->params.data[prm].numel = n;
+        int64_t R = P.dims[0];
+        int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), rr = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
+        kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, block_rows)), ci(L, R)));
+        kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, block_rows)), ci(L, R)));
+        k_for(L, KIR_LOOP_SERIAL, rr, vref(L, r0), vref(L, r1));
+        int rowbase = kir_var(L->k, KT_I64);
+        kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, rr), ci(L, cols)));
+        k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, cols));
+        idx[0] = vref(L, rr);
+        idx[1] = vref(L, c);
+        bcast_index(L, &P, &x->shape, idx, xi);
+        kir_store(L->k, prm, ib(L, KB_ADD, vref(L, rowbase), vref(L, c)), emit(L, xv, xi));
+        k_end(L);
+    } else {
+        int lo, hi;
+        block_range(L, chunk, n, &lo, &hi);
+        int it = kir_var(L->k, KT_I64);
+        k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
+        delinearize(L, &P, vref(L, it), idx);
+        bcast_index(L, &P, &x->shape, idx, xi);
+        kir_store(L->k, prm, vref(L, it), emit(L, xv, xi));
+    }
     k_end(L);
     hc_reset(L);
     if (failed(L)) return false;
     L->k->flops = 0;
     kernel_end(L, "matmul operand");
+    if (panel_rows > 0 && !failed(L)) {   /* the panel stays in the cache: no bytes to memory, no streaming */
+        L->k->bytes_written -= panel_rows * cols * (int64_t)fc_dtype_size(x->dtype);
+        L->k->params.data[prm].stream = false;
+    }
     o->buf = buf;
     o->trans = false;
     o->stride = n == P.dims[P.rank - 2] * P.dims[P.rank - 1] ? 0 : P.dims[P.rank - 2] * P.dims[P.rank - 1];
     return !failed(L);
+}
+
+/* B in panels (KirGemm.panel_k; docs/cpu.md, "Products of narrow weights"): where the CPU must
+ * compute B [k, n] before the library call (a weight stored as i8, f8 or 16 bits, made f32 by
+ * an operand kernel), B is made and multiplied a panel of rows at a time, the panel a buffer of
+ * half the L2 cache, so that the f32 B never reaches memory: the weight's own bytes are all the
+ * product reads of it. Each panel adds C += A[:, rows] @ panel, which reads C again: worth it
+ * while the product has no more rows (m, the batch folded in) than a panel (C then fits the
+ * cache too, and its extra traffic is at most the f32 B's). The operand kernel's blocks are
+ * block_rows whole rows (about pw_chunk elements), a panel a multiple of them. A B that fits
+ * one panel is one (made into the cache, then read from it: no extra C traffic, whatever m).
+ * Returns the panel's rows (*blocks: the operand kernel's blocks a panel), 0 for no panels. */
+static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, FcDtype dt, int64_t *block_rows,
+                              int64_t *blocks) {
+    if (!L->opt->cpu || m < 1 || k < 1 || n < 1) return 0;
+    int64_t l2 = L->opt->host.l2_bytes > 0 ? L->opt->host.l2_bytes : 1 << 20, es = (int64_t)fc_dtype_size(dt);
+    int64_t br = pw_chunk(L->opt) / n > 1 ? pw_chunk(L->opt) / n : 1, rows = l2 / 2 / (n * es);
+    int64_t kp = rows / br > 1 ? rows / br * br : br;
+    *block_rows = br;
+    if (kp >= k) {
+        *blocks = (k + br - 1) / br;
+        return k;
+    }
+    if (m > kp) return 0;
+    *blocks = kp / br;
+    return kp;
 }
 
 /* The product as a library call, then (if the group has more outputs) its epilogue as a
@@ -1733,9 +1787,15 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     int64_t nb = 1;
     for (int d = 0; d < r - 2; d++) { ob.dims[d] = O->shape.dims[d]; nb *= ob.dims[d]; }
     Operand oa, obb;
-    if (!operand_direct(L, mm->in[0], &ob, &oa) && !operand_materialize(L, group, mm->in[0], &ob, &oa)) return true;
-    if (!operand_direct(L, mm->in[1], &ob, &obb) && !operand_materialize(L, group, mm->in[1], &ob, &obb)) return true;
-    KirGemm gm = {.batch = nb, .m = O->shape.dims[r - 2], .n = O->shape.dims[r - 1],
+    if (!operand_direct(L, mm->in[0], &ob, &oa) && !operand_materialize(L, group, mm->in[0], &ob, 0, 0, &oa)) return true;
+    int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], kp = 0, br = 0, bpp = 0;
+    if (!operand_direct(L, mm->in[1], &ob, &obb)) {
+        /* B in panels: one B for every product, the batch folded into the rows */
+        bool folds = nb == 1 || (!oa.trans && oa.stride == M * kk);
+        if (numel_of(L, mm->in[1]) == kk * N && folds) kp = panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp);
+        if (!operand_materialize(L, group, mm->in[1], &ob, kp, br, &obb)) return true;
+    }
+    KirGemm gm = {.batch = nb, .m = M, .n = N,
                   .k = A->shape.dims[A->shape.rank - 1], .stride_a = oa.stride, .stride_b = obb.stride,
                   .stride_c = nb > 1 ? O->shape.dims[r - 2] * O->shape.dims[r - 1] : 0,
                   .trans_a = oa.trans, .trans_b = obb.trans, .dtype = O->dtype};
@@ -1747,6 +1807,10 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
         gm.stride_a = gm.stride_c = 0;
     }
     if (gm.batch == 1) gm.stride_a = gm.stride_b = gm.stride_c = 0;
+    if (kp > 0) {   /* kir_verify refuses panels of a batched product */
+        gm.panel_k = kp;
+        gm.panel_blocks = bpp;
+    }
     int mmv = mm->out[0];
     int cbuf = L->buf_of_val[mmv];
     if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv), O->dtype == val(L, mmv)->dtype ? mmv : -1);

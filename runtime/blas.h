@@ -9,6 +9,11 @@
  * own threads. a, b, c are the buffers bound to the kernel's params. The BLAS runs
  * single-threaded (its own threads would spin after each call and slow fusec's kernels). */
 void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, int64_t part, int64_t nparts);
+/* B in panels (KirGemm.panel_k; batch 1, B not transposed): part `part` of `nparts` of the rows
+ * of C (+)= A[:, k0:k0+kc] @ panel, panel holding B's rows [k0, k0 + kc) ([kc, n]); C is set by
+ * the first panel (k0 = 0) and added to by the others. */
+void rt_blas_gemm_panel(const KirGemm *g, const void *a, const void *panel, void *c, int64_t k0, int64_t kc, int64_t part,
+                        int64_t nparts);
 /* "OpenBLAS 0.3.21 ..." or another description of the BLAS in use. */
 const char *rt_blas_name(void);
 

@@ -499,6 +499,7 @@ typedef struct LaunchCtx {
     void **args;
     int64_t grid, nchunks;
     int32_t status;        /* written by the kernels with atomic compare-exchange */
+    int64_t first;         /* the blocks run are first .. first + grid - 1 */
 } LaunchCtx;
 
 static void run_chunk(void *arg, int64_t c) {
@@ -506,7 +507,7 @@ static void run_chunk(void *arg, int64_t c) {
     int64_t base = lc->grid / lc->nchunks, rem = lc->grid % lc->nchunks;
     int64_t begin = c * base + (c < rem ? c : rem);
     int64_t end = begin + base + (c < rem ? 1 : 0);
-    lc->fn(lc->args, begin, end, &lc->status);
+    lc->fn(lc->args, lc->first + begin, lc->first + end, &lc->status);
 }
 
 typedef struct GemmCtx {
@@ -519,11 +520,21 @@ static void run_gemm_part(void *arg, int64_t part) {
     GemmCtx *gc = arg;
     rt_blas_gemm_part(gc->g, gc->a, gc->b, gc->c, part, gc->nparts);
 }
+/* B in panels (KirGemm.panel_k): rows [k0, k0 + kc) of B in the panel b, accumulated into C
+ * after the first */
+typedef struct PanelCtx {
+    GemmCtx gc;
+    int64_t k0, kc;
+} PanelCtx;
+static void run_panel_part(void *arg, int64_t part) {
+    PanelCtx *pc = arg;
+    rt_blas_gemm_panel(pc->gc.g, pc->gc.a, pc->gc.b, pc->gc.c, pc->k0, pc->kc, part, pc->gc.nparts);
+}
 
-static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
+/* Launch li's buffers into args. */
+static FcStatus bind_args(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, void **args, FcErr *err) {
     const KirProgram *p = cp->p;
     const KirLaunch *l = &p->launches.data[li];
-    const KirKernel *k = p->kernels.data[l->kernel];
     for (int a = 0; a < l->nargs; a++) {
         const KirBuffer *b = &p->buffers.data[l->args[a]];
         void *ptr;
@@ -534,8 +545,75 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
         if (!ptr && b->numel > 0)
             return fc_err_set(err, b->kind == KIR_BUF_STATE ? FC_ERR_INTERNAL : FC_ERR_USAGE, "cpu: %s %d of the block is a NULL pointer",
                               b->kind == KIR_BUF_INPUT ? "input" : b->kind == KIR_BUF_STATE ? "the f8 state" : "output", b->index);
-        cp->args[a] = ptr;
+        args[a] = ptr;
     }
+    return FC_OK;
+}
+/* Is launch li the operand kernel of a product that takes B in panels (and runs it itself)? */
+static bool panel_operand(const KirProgram *p, int li) {
+    if (li + 1 >= p->launches.len) return false;
+    const KirKernel *k = p->kernels.data[p->launches.data[li + 1].kernel];
+    return k->library && k->gemm.panel_k > 0;
+}
+
+/* Blocks [first, first + grid) of launch li's generated kernel on args, RT_CPU_CHUNKS chunks per
+ * thread, taken in turn by whichever thread is free (when the machine is shared and one of our
+ * threads is descheduled, the others take its share); then its tail (kir.h), once, after every
+ * block (the pool's join orders the blocks' stores before it). */
+static FcStatus run_blocks(RtCpuProgram *cp, int li, void **args, int64_t first, int64_t grid, FcErr *err) {
+    const KirLaunch *l = &cp->p->launches.data[li];
+    const KirKernel *k = cp->p->kernels.data[l->kernel];
+    if (grid <= 0) return FC_OK;
+    int64_t nch = cp->nthreads > 1 ? (int64_t)cp->nthreads * RT_CPU_CHUNKS : 1;
+    LaunchCtx lc = {cp->fns[l->kernel], args, grid, grid < nch ? grid : nch, 0, first};
+    rt_pool_parallel_for(cp->pool, lc.nchunks, run_chunk, &lc);
+    if (cp->tails[l->kernel]) cp->tails[l->kernel](args, 0, 1, &lc.status);
+    if (lc.status != 0) {
+        const char *name = fc_status_name((FcStatus)lc.status);
+        if (!name || strcmp(name, "unknown status") == 0 || lc.status == FC_OK)
+            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: kernel %s reported status %d", k->name, (int)lc.status);
+        return fc_err_set(err, (FcStatus)lc.status, "cpu: kernel %s: a run-time check failed (%s)", k->name, name);
+    }
+    return FC_OK;
+}
+
+/* A product with B in panels: per panel, its operand kernel's blocks for those rows, writing
+ * them into the panel buffer (its param based panel-rows earlier, so that the kernel's index
+ * into all of B lands there), then the panel's product, its rows of C split over the pool. */
+static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
+    const KirProgram *p = cp->p;
+    const KirLaunch *l = &p->launches.data[li], *ol = &p->launches.data[li - 1];
+    const KirKernel *k = p->kernels.data[l->kernel], *opk = p->kernels.data[ol->kernel];
+    const KirGemm *g = &k->gemm;
+    void *gargs[3], **oargs = cp->args;
+    FC_TRY(bind_args(cp, li, inputs, outputs, gargs, err));
+    FC_TRY(bind_args(cp, li - 1, inputs, outputs, oargs, err));
+    int wp = -1;
+    for (int a = 0; a < ol->nargs; a++)
+        if (opk->params.data[a].written) wp = a;
+    size_t es = fc_dtype_size(g->dtype);
+    PanelCtx pc = {{g, gargs[0], gargs[1], gargs[2], 0}, 0, 0};
+    int64_t rows = g->m;
+    pc.gc.nparts = rows / 16 < cp->nthreads ? (rows / 16 > 1 ? rows / 16 : 1) : cp->nthreads;
+    for (int64_t k0 = 0, blk = 0; k0 < g->k; k0 += g->panel_k, blk += g->panel_blocks) {
+        /* the kernel stores element i of B at param + i: based k0 rows before the panel */
+        oargs[wp] = (char *)gargs[1] - (ptrdiff_t)((size_t)k0 * (size_t)g->n * es);
+        int64_t nb = opk->grid - blk < g->panel_blocks ? opk->grid - blk : g->panel_blocks;
+        FC_TRY(run_blocks(cp, li - 1, oargs, blk, nb, err));
+        pc.k0 = k0;
+        pc.kc = g->k - k0 < g->panel_k ? g->k - k0 : g->panel_k;
+        rt_pool_parallel_for(cp->pool, pc.gc.nparts, run_panel_part, &pc);
+    }
+    return FC_OK;
+}
+
+static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
+    const KirProgram *p = cp->p;
+    const KirLaunch *l = &p->launches.data[li];
+    const KirKernel *k = p->kernels.data[l->kernel];
+    if (panel_operand(p, li)) return FC_OK;   /* the product runs it, panel by panel */
+    if (k->library && k->gemm.panel_k > 0) return run_panels(cp, li, inputs, outputs, err);
+    FC_TRY(bind_args(cp, li, inputs, outputs, cp->args, err));
     if (k->library) {   /* a matrix product through the BLAS, its rows split over the pool */
         GemmCtx gc = {&k->gemm, cp->args[0], cp->args[1], cp->args[2], 0};
         int64_t rows = k->gemm.batch * k->gemm.m;
@@ -544,22 +622,7 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
         rt_pool_parallel_for(cp->pool, gc.nparts, run_gemm_part, &gc);
         return FC_OK;
     }
-    if (k->grid <= 0) return FC_OK;
-    /* RT_CPU_CHUNKS chunks per thread, taken in turn by whichever thread is free: when the
-     * machine is shared and one of our threads is descheduled, the others take its share */
-    int64_t nch = cp->nthreads > 1 ? (int64_t)cp->nthreads * RT_CPU_CHUNKS : 1;
-    LaunchCtx lc = {cp->fns[l->kernel], cp->args, k->grid, k->grid < nch ? k->grid : nch, 0};
-    rt_pool_parallel_for(cp->pool, lc.nchunks, run_chunk, &lc);
-    /* the tail (kir.h): once, after every block; the pool's join orders the blocks' stores
-     * before it */
-    if (cp->tails[l->kernel]) cp->tails[l->kernel](cp->args, 0, 1, &lc.status);
-    if (lc.status != 0) {
-        const char *name = fc_status_name((FcStatus)lc.status);
-        if (!name || strcmp(name, "unknown status") == 0 || lc.status == FC_OK)
-            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: kernel %s reported status %d", k->name, (int)lc.status);
-        return fc_err_set(err, (FcStatus)lc.status, "cpu: kernel %s: a run-time check failed (%s)", k->name, name);
-    }
-    return FC_OK;
+    return run_blocks(cp, li, cp->args, 0, k->grid, err);
 }
 
 FcStatus rt_cpu_run(RtCpuProgram *cp, void *const *inputs, void *const *outputs, FcErr *err) {
@@ -641,11 +704,16 @@ static void host_init(void) {
     host_cpu.l1d_bytes = cache_bytes(1);
     host_cpu.l2_bytes = cache_bytes(2);
     host_cpu.llc_bytes = cache_bytes(0);
-    /* testing aid: a small last-level cache makes small kernels stream (docs/cpu.md) */
+    /* testing aids: a small last-level cache makes small kernels stream, a small L2 makes
+     * small products take B in panels (docs/cpu.md) */
     const char *e = getenv("FUSEC_CPU_LLC_BYTES");
     char *end = NULL;
     long long v = e ? strtoll(e, &end, 10) : 0;
     if (e && end && *end == '\0' && v > 0) host_cpu.llc_bytes = v;
+    e = getenv("FUSEC_CPU_L2_BYTES");
+    end = NULL;
+    v = e ? strtoll(e, &end, 10) : 0;
+    if (e && end && *end == '\0' && v > 0) host_cpu.l2_bytes = v;
     host_cpu.vector_bytes = 16;
     const char *lname = NULL;
     int level = rt_cpu_level(&lname);

@@ -36,7 +36,8 @@
 #                        result corrupted (2 small graphs) must be caught as a CUDA emulation
 #                        mismatch and minimized to a reproducer.
 #   difftest_train_emu_selfcheck  the same for emulated training units (2 small graphs).
-#   difftest_stream      100 other graphs (20 in a sanitizer build) with FUSEC_CPU_LLC_BYTES=4096:
+#   difftest_stream      100 other graphs (20 in a sanitizer build) with FUSEC_CPU_LLC_BYTES=4096
+#                        and FUSEC_CPU_L2_BYTES=4096 (products take B in panels, docs/cpu.md):
 #                        the CPU programs' non-temporal stores (docs/cpu.md).
 #   difftest_bf16, difftest_f16, difftest_f8  100 other graphs each (seed 20261127; 20 in a
 #                        sanitizer build) compiled at --precision bf16 / f16 / f8 (docs/precision.md):
@@ -122,7 +123,7 @@ endforeach()
 # CPU kernel writing more than 2 KiB uses non-temporal stores (docs/cpu.md).
 add_test(NAME difftest_stream COMMAND difftest --seed 20261121 --count ${_dt_stream} --nvrtc-every 0 --jobs 2)
 set_tests_properties(difftest_stream PROPERTIES LABELS difftest TIMEOUT 600
-                     ENVIRONMENT "${_dt_env};FUSEC_CPU_LLC_BYTES=4096")
+                     ENVIRONMENT "${_dt_env};FUSEC_CPU_LLC_BYTES=4096;FUSEC_CPU_L2_BYTES=4096")
 file(GLOB _dt_found CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/difftest/found/*.tf)
 foreach(f ${_dt_found})
   get_filename_component(_n ${f} NAME_WE)

@@ -281,5 +281,37 @@ PY
         python3 -c 'import numpy as np; a = np.load("oc/out0.npy"); assert a.dtype == np.int8 and a.tolist() == [127, -128, 127, 0, 0], a' ||
         fail "cast to i8 written as int8 .npy: $(cat "$T/stderr")"
 fi
+# An i8 weight's product on the CPU takes B in panels (docs/cpu.md, "Products of narrow
+# weights"): with a 4 KiB L2, six panels of 16 rows; with this machine's, one. Against NumPy
+# in f64, and the operand kernel reads the weight's bytes and writes none.
+cat >wq.tf <<'EOF2'
+block q(x: f32[16, 96], param w: i8[96, 256], param s: f32[256]) -> f32[16, 256]
+{
+    return x @ (cast(w, f32) * s)
+}
+EOF2
+if [ "$HAVE_NUMPY" = 1 ]; then
+    python3 -c "
+import numpy as np
+r = np.random.default_rng(5)
+np.save('wq_x.npy', r.standard_normal((16, 96)).astype(np.float32))
+np.save('wq_w.npy', r.integers(-127, 128, (96, 256)).astype(np.int8))
+np.save('wq_s.npy', (r.standard_normal(256) / 700).astype(np.float32))"
+    for l2 in 4096 ""; do
+        rm -rf o_wq
+        if [ -n "$l2" ]; then export FUSEC_CPU_L2_BYTES=$l2; fi
+        expect 0 run wq.tf --input x=wq_x.npy --input w=wq_w.npy --input s=wq_s.npy --check --out-dir o_wq &&
+            python3 -c "
+import numpy as np
+x, w, s = (np.load('wq_%s.npy' % n).astype(np.float64) for n in 'xws')
+want = x @ (w * s); got = np.load('o_wq/out0.npy')
+e = np.abs(got - want).max() / np.abs(want).max()
+assert e < 1e-5, e" || fail "L2 '$l2': the i8 product in panels differs from NumPy's"
+        if expect 0 bench wq.tf --device cpu --repeat 2; then
+            grep -qE '^  0 +k0_operand +25600 ' "$T/stdout" || fail "L2 '$l2': the operand kernel's bytes are not the weight's and scales' (25600)"
+        fi
+        unset FUSEC_CPU_L2_BYTES
+    done
+fi
 no_temps "$W"
 finish

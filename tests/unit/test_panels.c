@@ -1,0 +1,205 @@
+/* test_panels.c: products of narrow weights on the CPU take B in panels (KirGemm.panel_k,
+ * docs/cpu.md "Products of narrow weights").
+ *
+ * Blocks x @ (cast(w, f32) * s) (an i8 weight) and x @ cast(w, f32) (a bf16 one), lowered for
+ * the CPU with a given L2 size. The test checks:
+ *  - the plan: with a 4 KiB L2, B [96, 256] in six panels of 16 rows (one operand block each)
+ *    made by the launch before the product, which writes no bytes to memory; with 1 MiB, one
+ *    panel of all 96 rows; with more rows in the product than a panel (64 > 16), no panels
+ *    and the f32 B written whole; the GPU-shaped program never;
+ *  - the results, with outputs poisoned before each run, against x @ B computed here in f64
+ *    (within 1e-5 of the largest), for every plan; a run with a batch folded into the rows
+ *    ([2, 8, 96] @ B) likewise;
+ *  - the harness fails: one output element moved by 1e-3 of the largest is caught.
+ */
+#include "cpu.h"
+#include "frontend.h"
+#include "passes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static double urand(void) {
+    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
+    return (double)((rng * 0x2545f4914f6cdd1dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static IrGraph *compile(const char *text) {
+    IrGraph *g = NULL;
+    StrBuf diags = {0};
+    FcErr err = {0};
+    FeOptions fo = {0};
+    if (fe_compile(text, strlen(text), "p.tf", &fo, &g, &diags, &err) != FC_OK) fprintf(stderr, "compile: %s\n", err.msg);
+    sb_free(&diags);
+    return g;
+}
+
+static KirProgram *lower(const IrGraph *src, int64_t l2, bool cpu, PassResult *res) {
+    PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = cpu};
+    po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = l2, .llc_bytes = 32 << 20, .vector_bytes = 64};
+    FcErr err = {0};
+    memset(res, 0, sizeof *res);
+    if (pass_pipeline(src, &po, res, &err) != FC_OK) {
+        fprintf(stderr, "pipeline: %s\n", err.msg);
+        return NULL;
+    }
+    return res->prog;
+}
+
+/* The program's one library product, or NULL; *li its launch. */
+static const KirKernel *product(const KirProgram *p, int *li) {
+    for (int l = 0; l < p->launches.len; l++) {
+        const KirKernel *k = p->kernels.data[p->launches.data[l].kernel];
+        if (k->library) {
+            *li = l;
+            return k;
+        }
+    }
+    return NULL;
+}
+
+/* x's values and B's (w, s), the same in every run; returns out0 of p's run, or NULL. */
+static float *run(const KirProgram *p, const IrGraph *src, double **x_out, double **b_out) {
+    FcErr err = {0};
+    RtCpuProgram *cp = NULL;
+    if (rt_cpu_compile(p, 2, &cp, &err) != FC_OK) { fprintf(stderr, "cpu compile: %s\n", err.msg); return NULL; }
+    const IrValue *xv = ir_cval(src, src->inputs.data[0]), *wv = ir_cval(src, src->inputs.data[1]);
+    int64_t nx = 1, nw = 1;
+    ir_shape_numel(&xv->shape, &nx);
+    ir_shape_numel(&wv->shape, &nw);
+    int64_t K = wv->shape.dims[0], N = wv->shape.dims[1];
+    void *in[3];
+    in[0] = calloc((size_t)nx, sizeof(float));
+    in[1] = calloc((size_t)nw, 2);
+    in[2] = calloc((size_t)N, sizeof(float));
+    double *x = calloc((size_t)nx, sizeof *x), *b = calloc((size_t)nw, sizeof *b);
+    rng = 0x2545f4914f6cdd1dull;
+    for (int64_t e = 0; e < nx; e++) ((float *)in[0])[e] = (float)(x[e] = (double)(float)(urand() * 4 - 2));
+    double sc[1024];
+    for (int64_t j = 0; j < N && src->inputs.len > 2; j++) ((float *)in[2])[j] = (float)(sc[j] = (double)(float)((urand() + 0.5) / 100));
+    for (int64_t e = 0; e < nw; e++) {
+        if (wv->dtype == FC_I8) {
+            signed char q = (signed char)((int)(urand() * 255) - 127);
+            ((signed char *)in[1])[e] = q;
+            b[e] = q * sc[e % N];
+        } else {   /* bf16: a float's top half */
+            float f = (float)(urand() * 2 - 1);
+            unsigned u;
+            memcpy(&u, &f, 4);
+            unsigned short h = (unsigned short)(u >> 16);
+            ((unsigned short *)in[1])[e] = h;
+            u = (unsigned)h << 16;
+            memcpy(&f, &u, 4);
+            b[e] = f;
+        }
+    }
+    (void)K;
+    const IrValue *ov = ir_cval(src, src->outputs.data[0]);
+    int64_t no = 1;
+    ir_shape_numel(&ov->shape, &no);
+    float *out = malloc((size_t)no * sizeof *out);
+    memset(out, 0xFF, (size_t)no * sizeof *out);   /* NaN: an element not written shows */
+    void *outs[1] = {out};
+    if (rt_cpu_run(cp, in, outs, &err) != FC_OK) {
+        fprintf(stderr, "run: %s\n", err.msg);
+        free(out);
+        out = NULL;
+    }
+    rt_cpu_free(cp);
+    for (int i = 0; i < 3; i++) free(in[i]);
+    *x_out = x;
+    *b_out = b;
+    return out;
+}
+
+/* max |got - x @ b| / max |x @ b| (rows of x: its elements over K) */
+static double rel_err(const float *got, const double *x, const double *b, int64_t rows, int64_t K, int64_t N) {
+    double e = 0, m = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += x[r * K + k] * b[k * N + j];
+            double d = fabs((double)got[r * N + j] - s);
+            e = isnan(d) || d > e ? (isnan(d) ? INFINITY : d) : e;
+            m = fabs(s) > m ? fabs(s) : m;
+        }
+    return m > 0 ? e / m : e;
+}
+
+/* Lowers src with l2 and checks the plan (want_panel_k rows a panel, 0: none) and the result. */
+static void check(const char *what, const char *text, int64_t l2, bool cpu, int64_t want_panel_k, int64_t want_blocks) {
+    IrGraph *src = compile(text);
+    EXPECT(src != NULL, "%s", what);
+    if (!src) return;
+    PassResult res;
+    KirProgram *p = lower(src, l2, cpu, &res);
+    EXPECT(p != NULL, "%s", what);
+    int li = -1;
+    const KirKernel *k = p ? product(p, &li) : NULL;
+    EXPECT(k != NULL, "%s: no library product", what);
+    if (k) {
+        EXPECT(k->gemm.panel_k == want_panel_k && (want_panel_k == 0 || k->gemm.panel_blocks == want_blocks),
+               "%s: panel_k %lld blocks %lld, expected %lld and %lld", what, (long long)k->gemm.panel_k,
+               (long long)k->gemm.panel_blocks, (long long)want_panel_k, (long long)want_blocks);
+        const KirKernel *op = li > 0 ? p->kernels.data[p->launches.data[li - 1].kernel] : NULL;
+        if (want_panel_k > 0)   /* the operand kernel before it writes nothing to memory */
+            EXPECT(op && !op->library && op->bytes_written == 0 && strstr(op->name, "operand"), "%s: operand kernel", what);
+        else if (cpu)   /* the f32 B is written whole */
+            EXPECT(op && !op->library && op->bytes_written > 0, "%s: no panels, but B is not written", what);
+    }
+    const IrValue *xv = ir_cval(src, src->inputs.data[0]), *wv = ir_cval(src, src->inputs.data[1]);
+    int64_t nx = 1;
+    ir_shape_numel(&xv->shape, &nx);
+    int64_t K = wv->shape.dims[0], N = wv->shape.dims[1], rows = nx / K;
+    double *x = NULL, *b = NULL;
+    float *got = p && cpu ? run(p, src, &x, &b) : NULL;
+    if (cpu) {
+        EXPECT(got != NULL, "%s: run", what);
+        if (got) {
+            double e = rel_err(got, x, b, rows, K, N);
+            EXPECT(e <= 1e-5, "%s: relative error %g", what, e);
+            /* the harness catches one element off by 1e-3 of the largest */
+            float keep = got[rows * N - 1];
+            double m = 0;
+            for (int64_t i = 0; i < rows * N; i++) m = fabs(got[i]) > m ? fabs(got[i]) : m;
+            got[rows * N - 1] = (float)(keep + 1e-3 * m);
+            EXPECT(rel_err(got, x, b, rows, K, N) > 1e-5, "%s: a wrong element passed", what);
+        }
+    }
+    free(got);
+    free(x);
+    free(b);
+    pass_result_free(&res);
+    ir_graph_free(src);
+}
+
+int main(void) {
+    static const char *const i8 =
+        "block q(x: f32[16, 96], param w: i8[96, 256], param s: f32[256]) -> f32[16, 256] {\n"
+        "    return x @ (cast(w, f32) * s)\n}\n";
+    static const char *const tall =   /* 64 rows: more than a panel of 16 */
+        "block q(x: f32[64, 96], param w: i8[96, 256], param s: f32[256]) -> f32[64, 256] {\n"
+        "    return x @ (cast(w, f32) * s)\n}\n";
+    static const char *const batched =   /* [2, 8, 96]: the batch folds into 16 rows */
+        "block q(x: f32[2, 8, 96], param w: i8[96, 256], param s: f32[256]) -> f32[2, 8, 256] {\n"
+        "    return x @ (cast(w, f32) * s)\n}\n";
+    static const char *const b16 =
+        "block q(x: f32[16, 96], param w: bf16[96, 256]) -> f32[16, 256] {\n"
+        "    return x @ cast(w, f32)\n}\n";
+    /* a 4 KiB L2: panels of 2 KiB, 2 rows of 256 floats, rounded up to a block of 16 rows
+     * (pw_chunk's 4096 elements) */
+    check("i8, 4 KiB L2", i8, 4096, true, 16, 1);
+    check("i8, 1 MiB L2", i8, 1 << 20, true, 96, 2);   /* blocks of 64 rows */
+    check("i8, more rows than a panel", tall, 4096, true, 0, 0);
+    check("i8, batch folded", batched, 4096, true, 16, 1);
+    check("bf16, 4 KiB L2", b16, 4096, true, 16, 1);
+    check("i8, GPU-shaped", i8, 4096, false, 0, 0);
+    if (failures) fprintf(stderr, "test_panels: %d failures\n", failures);
+    else printf("test_panels: ok\n");
+    return failures != 0;
+}
