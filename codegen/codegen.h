@@ -27,6 +27,7 @@ typedef struct CgIoDesc {
     FcDtype dtype;
     IrShape shape;
     bool is_output;
+    int fp8_slot;         /* an f8 tensor at the interface: its slot of the f8 state, else -1 */
 } CgIoDesc;
 FcStatus cg_cuda_aot(const KirProgram *p, const char *entry, const CgIoDesc *io, int nio,
                      StrBuf *out, FcErr *err);

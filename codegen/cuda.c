@@ -1989,6 +1989,42 @@ static void put_fp8_comment(StrBuf *out, const Aot *a, const char *entry) {
                    " *              amaxes (a backward reads its forward's scales); run a call or a few to\n"
                    " *              calibrate before the calls that count.\n",
               (long long)a->fp8_floats, (long long)(a->fp8_floats / KIR_FP8_STRIDE), entry);
+    bool io8 = false;
+    for (int i = 0; i < a->nio; i++) io8 |= a->io[i].fp8_slot >= 0;
+    if (io8)
+        sb_printf(out, " *              The f8 inputs and outputs carry a scale (element q is the value\n"
+                       " *              q / scale): before a call give each input's with\n"
+                       " *              fusec_%s_fp8_set_input_scale(fp8_state, INPUT, scale, stream); after\n"
+                       " *              it read each output's with fusec_%s_fp8_output_scale(fp8_state,\n"
+                       " *              OUTPUT, &scale, stream) (it waits for the stream).\n", entry, entry);
+}
+
+/* --precision f8 at the interface: the host functions that set an input's scale in the state and
+ * read an output's (their slots; the block's own inputs and outputs, in and out numbers). */
+static void put_fp8_io_fns(StrBuf *out, const Aot *a, const char *entry) {
+    bool io8 = false;
+    for (int i = 0; i < a->nio; i++) io8 |= a->io[i].fp8_slot >= 0;
+    if (!io8) return;
+    for (int pass = 0; pass < 2; pass++) {
+        sb_printf(out, pass ? "extern \"C\" int fusec_%s_fp8_output_scale(const float *fp8_state, int output, float *scale, "
+                              "cudaStream_t stream)\n{\n    int slot = -1;\n    if (!fp8_state || !scale) return 2;\n"
+                            : "extern \"C\" int fusec_%s_fp8_set_input_scale(float *fp8_state, int input, float scale, "
+                              "cudaStream_t stream)\n{\n    int slot = -1;\n    if (!fp8_state) return 2;\n", entry);
+        sb_printf(out, "    switch (%s) {\n", pass ? "output" : "input");
+        for (int i = 0; i < a->nio; i++)
+            if (a->io[i].is_output == (pass == 1) && a->io[i].fp8_slot >= 0)
+                sb_printf(out, "    case %d: slot = %d; break;\n", a->arg_of[i], a->io[i].fp8_slot);
+        sb_puts(out, "    default: return 2;\n    }\n");
+        if (pass)
+            sb_printf(out, "    if (cudaMemcpyAsync(scale, fp8_state + (size_t)slot * %d, sizeof *scale, cudaMemcpyDeviceToHost, stream) != "
+                           "cudaSuccess) return 7;\n    return cudaStreamSynchronize(stream) == cudaSuccess ? 0 : 7;\n}\n\n",
+                      KIR_FP8_STRIDE);
+        else   /* a power of two in [2^-126, 2^126], as fc_tensor_set_scale takes */
+            sb_printf(out, "    int e = 0;\n    if (!(scale > 0.0f) || frexpf(scale, &e) != 0.5f || e < -125 || e > 127) return 2;\n"
+                           "    static float s[%d];\n    s[slot] = scale;\n"
+                           "    return cudaMemcpyAsync(fp8_state + (size_t)slot * %d, &s[slot], sizeof scale, cudaMemcpyHostToDevice, stream) "
+                           "== cudaSuccess ? 0 : 7;\n}\n\n", (int)(a->fp8_floats / KIR_FP8_STRIDE), KIR_FP8_STRIDE);
+    }
 }
 
 static void put_train_comment(StrBuf *out, const Aot *a, const AotFn *fw, const AotFn *bw, const char *entry) {
@@ -2117,6 +2153,7 @@ static FcStatus put_aot(Aot *a, AotFn *fns, int n, const char *entry, StrBuf *ou
                            "    for (int k = 0; k < %lld; k++) init[k * %d] = 1.0f;\n"
                            "    return cudaMemcpyAsync(fp8_state, init, sizeof init, cudaMemcpyHostToDevice, stream) == cudaSuccess ? 0 : 7;\n}\n\n",
                       entry, (long long)a->fp8_floats, (long long)(a->fp8_floats / KIR_FP8_STRIDE), KIR_FP8_STRIDE);
+            put_fp8_io_fns(out, a, entry);
         }
         if (bw && !f->backward)
             sb_printf(out, "extern \"C\" int fusec_%s_saved_bytes(size_t *bytes)\n{\n"

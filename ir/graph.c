@@ -106,8 +106,25 @@ void ir_graph_free(IrGraph *g) {
 }
 
 int ir_add_fp8_slot(IrGraph *g, FcDtype fmt) {
-    IrFp8Slot sl = {fmt, 1.0, false, -1};
+    IrFp8Slot sl = {fmt, 1.0, false, -1, -1};
     return FC_VEC_PUSH(&g->fp8, sl) ? g->fp8.len - 1 : -1;
+}
+
+int ir_fp8_slot_of(const IrGraph *g, int v) {
+    for (int hops = 0; v >= 0 && v < g->values.len && hops <= g->nodes.len; hops++) {
+        const IrValue *x = ir_cval(g, v);
+        if (x->dtype != FC_F8E4M3 && x->dtype != FC_F8E5M2) return -1;
+        if (x->node < 0) {
+            for (int k = 0; k < g->fp8.len; k++)
+                if (g->fp8.data[k].input == x->result) return k;
+            return -1;
+        }
+        const IrNode *n = &g->nodes.data[x->node];
+        if (n->op == IR_OP_FP8_QUANT) return (int)n->a.i[0];
+        if (ir_ops[n->op].cat != IR_CAT_SHAPE || n->nin != 1) return -1;
+        v = n->in[0];
+    }
+    return -1;
 }
 
 int ir_add_input(IrGraph *g, const char *name, FcDtype t, const IrShape *s, bool is_param) {
@@ -206,6 +223,7 @@ FcStatus ir_copy_fp8_slots(IrGraph *dst, const IrGraph *src, FcErr *err) {
         dst->fp8.data[k].scale = src->fp8.data[k].scale;
         dst->fp8.data[k].read_only = src->fp8.data[k].read_only;
         dst->fp8.data[k].grad = src->fp8.data[k].grad;
+        dst->fp8.data[k].input = src->fp8.data[k].input;
     }
     return FC_OK;
 }

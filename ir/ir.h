@@ -127,6 +127,9 @@ typedef struct IrFp8Slot {
                        * the forward's program owns the slot; the forward, for its gradients' slots) */
     int grad;         /* --train: the E5M2 slot of this tensor's gradient (passes/autodiff.c rounds
                        * the adjoint of the slot's fp8_quant with it), -1 none */
+    int input;        /* the block input (index into inputs) whose scale this is: an f8 tensor at the
+                       * interface, whose caller sets the scale for each run (FcTensor's scale);
+                       * no fp8_quant, no amax, no update; -1 none */
 } IrFp8Slot;
 
 struct IrGraph {
@@ -148,6 +151,10 @@ void ir_graph_free(IrGraph *g);
 
 /* Adds an f8 scaling slot of format fmt (scale 1); returns its index, or -1 on OOM. */
 int ir_add_fp8_slot(IrGraph *g, FcDtype fmt);
+/* The f8 slot whose scale value v is stored with: v an fp8_quant's result, an interface input
+ * with a slot, or an index map (reshape, transpose, ...) of one such value; -1 none (a value
+ * the source declared f8, whose scale is 1). */
+int ir_fp8_slot_of(const IrGraph *g, int v);
 /* Adds a block input; returns its value id, or -1 on OOM. */
 int ir_add_input(IrGraph *g, const char *name, FcDtype t, const IrShape *s, bool is_param);
 /* Adds a node: copies ins and attrs (list included), runs the shape rule, creates the

@@ -506,6 +506,8 @@ typedef struct PSlot {
     bool read_only;
     int grad;
     Tok grad_at;
+    int input;
+    Tok input_at;
 } PSlot;
 
 typedef struct Items {
@@ -537,7 +539,20 @@ static FcStatus parse_input(Parser *ps, Items *it) {
     return FC_OK;
 }
 
-/* fp8 slot K: FORMAT scale=X [grad=J] [read_only]  (slots in order from 0) */
+/* An optional `word=N` of a slot line: *v = N (-1 when absent), *at where N is. */
+static FcStatus parse_slot_field(Parser *ps, const char *word, const char *what, int *v, Tok *at) {
+    *v = -1;
+    if (!is_word(ps, word)) return FC_OK;
+    FC_TRY(next(ps));
+    FC_TRY(expect_punct(ps, '='));
+    int64_t n;
+    *at = ps->tok;
+    FC_TRY(expect_int(ps, 0, MAX_ID, what, &n));
+    *v = (int)n;
+    return FC_OK;
+}
+
+/* fp8 slot K: FORMAT scale=X [grad=J] [input=I] [read_only]  (slots in order from 0) */
 static FcStatus parse_slot(Parser *ps, Items *it) {
     PSlot sl = {.at = ps->tok};
     FC_TRY(next(ps));
@@ -566,15 +581,8 @@ static FcStatus parse_slot(Parser *ps, Items *it) {
     int e;
     if (!(sl.scale > 0) || !isfinite(sl.scale) || frexp(sl.scale, &e) != 0.5)
         return perr(ps, st.line, st.col, "an f8 slot's scale is a positive finite power of two");
-    sl.grad = -1;
-    if (is_word(ps, "grad")) {
-        FC_TRY(next(ps));
-        FC_TRY(expect_punct(ps, '='));
-        int64_t j;
-        sl.grad_at = ps->tok;
-        FC_TRY(expect_int(ps, 0, MAX_ID, "the gradient's slot", &j));
-        sl.grad = (int)j;
-    }
+    FC_TRY(parse_slot_field(ps, "grad", "the gradient's slot", &sl.grad, &sl.grad_at));
+    FC_TRY(parse_slot_field(ps, "input", "the input", &sl.input, &sl.input_at));
     if (is_word(ps, "read_only")) {
         sl.read_only = true;
         FC_TRY(next(ps));
@@ -848,6 +856,7 @@ FcStatus ir_parse(const char *text, const char *file, IrGraph **out, FcErr *err)
         g->fp8.data[k].scale = it.slots.data[k].scale;
         g->fp8.data[k].read_only = it.slots.data[k].read_only;
         g->fp8.data[k].grad = it.slots.data[k].grad;
+        g->fp8.data[k].input = it.slots.data[k].input;
     }
     /* a gradient slot is another slot, E5M2, with none of its own (ir_verify's rule) */
     for (int k = 0; k < it.slots.len; k++) {
@@ -858,10 +867,25 @@ FcStatus ir_parse(const char *text, const char *file, IrGraph **out, FcErr *err)
                       "an f8 slot's gradient slot is another slot, f8e5m2, without a gradient slot of its own"));
     }
     TRY_(build(&ps, g, &it));
+    for (int k = 0; k < it.slots.len; k++) {
+        const PSlot *sl = &it.slots.data[k];
+        if (sl->input >= 0 && (sl->input >= g->inputs.len || ir_cval(g, g->inputs.data[sl->input])->dtype != sl->fmt))
+            TRY_(perr(&ps, sl->input_at.line, sl->input_at.col, "an f8 slot's input is an input of the slot's format"));
+    }
     if (next_origin < g->next_origin)
         TRY_(perr(&ps, ntok.line, ntok.col, "next_origin=%lld is not above the largest origin, %d",
                   (long long)next_origin, g->next_origin - 1));
     g->next_origin = (int)next_origin;
+    /* what the line-by-line checks leave to the whole graph (a quant's scale of another slot,
+     * two quants of one slot): ir_verify's rules, as errors in the text */
+    FcStatus vs = ir_verify(g, err);
+    if (vs == FC_ERR_INTERNAL) {
+        char msg[sizeof err->msg];
+        memcpy(msg, err->msg, sizeof msg);
+        const char *m = strstr(msg, "': ");
+        TRY_(fc_err_set(err, FC_ERR_INPUT, "%s: error: %s", ps.file, m ? m + 3 : msg));
+    }
+    TRY_(vs);
 done:
 #undef TRY_
     FC_VEC_FREE(&it.slots);

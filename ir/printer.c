@@ -131,6 +131,7 @@ void ir_print(const IrGraph *g, StrBuf *out) {
         sb_printf(out, "  fp8 slot %d: %s scale=", k, fn ? fn : "?");
         put_double(out, g->fp8.data[k].scale);
         if (g->fp8.data[k].grad >= 0) sb_printf(out, " grad=%d", g->fp8.data[k].grad);
+        if (g->fp8.data[k].input >= 0) sb_printf(out, " input=%d", g->fp8.data[k].input);
         if (g->fp8.data[k].read_only) sb_puts(out, " read_only");
         sb_putc(out, '\n');
     }

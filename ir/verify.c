@@ -214,12 +214,23 @@ FcStatus ir_verify(const IrGraph *g, FcErr *err) {
         if (sl->grad != -1 && (sl->grad < 0 || sl->grad >= g->fp8.len || sl->grad == k ||
                                g->fp8.data[sl->grad].fmt != FC_F8E5M2 || g->fp8.data[sl->grad].grad != -1))
             return bad(g, err, "f8 slot %d's gradient slot %d is not another E5M2 slot without one of its own", k, sl->grad);
+        /* an interface input's: an input of the slot's format, one slot an input, nothing else */
+        if (sl->input != -1) {
+            if (sl->input < 0 || sl->input >= g->inputs.len || ir_cval(g, g->inputs.data[sl->input])->dtype != sl->fmt)
+                return bad(g, err, "f8 slot %d's input %d is not an input of the slot's format", k, sl->input);
+            if (sl->grad != -1 || sl->read_only) return bad(g, err, "f8 slot %d of input %d has a gradient slot or is read_only", k, sl->input);
+            for (int j = 0; j < k; j++)
+                if (g->fp8.data[j].input == sl->input) return bad(g, err, "f8 slots %d and %d both scale input %d", j, k, sl->input);
+        }
     }
     for (int i = 0; i < g->nodes.len; i++) FC_TRY(check_node(g, i, err));
     /* one tensor a slot: at most one fp8_quant of each */
     for (int i = 0; i < g->nodes.len; i++) {
         const IrNode *n = &g->nodes.data[i];
         if (n->op != IR_OP_FP8_QUANT) continue;
+        if (g->fp8.data[n->a.i[0]].input >= 0)
+            return bad(g, err, "node %d quantizes with f8 slot %lld, input %d's", i, (long long)n->a.i[0],
+                       g->fp8.data[n->a.i[0]].input);
         for (int j = i + 1; j < g->nodes.len; j++)
             if (g->nodes.data[j].op == IR_OP_FP8_QUANT && g->nodes.data[j].a.i[0] == n->a.i[0])
                 return bad(g, err, "nodes %d and %d both quantize with f8 slot %lld", i, j, (long long)n->a.i[0]);

@@ -39,7 +39,12 @@
  * pass_autodiff rounds q's adjoint to E5M2 with it, so the backward's gradients are f8 where the
  * forward's values are.
  * attention's operands are then not of type p: the composite stays whole (its scores are not
- * stored in f8). */
+ * stored in f8).
+ * f8 without train (Px.io): the interface is f8 too. Each float input the pass lowers (but a
+ * param of rank < 2 and the softmax's logits) becomes an E4M3 input with a slot of its own,
+ * IrFp8Slot.input, the first slots in input order: its caller sets the scale at each run, and
+ * each reader makes its own fp8_scale of it (read_scale); the block outputs are quantized like
+ * any other value, so each carries its slot's scale out (ir_fp8_slot_of). */
 #include "passes.h"
 
 #include <math.h>
@@ -52,7 +57,9 @@ typedef struct Px {
     FcDtype p;         /* the storage type (at f8: bf16, the interface's and the outputs') */
     bool f8;           /* --precision f8: intermediates are fp8_quant values */
     bool train;        /* f8: every slot gets an E5M2 slot for its tensor's gradient */
-    int *scale_of;     /* [g values] f8: the fp8_scale value of an fp8_quant result, else -1 */
+    bool io;           /* f8 without train: the interface (inputs, params, outputs) is f8 too */
+    int *scale_of;     /* [g values] f8: the fp8_scale value of an fp8_quant result; -2 - K for an
+                        * f8 input of slot K (its readers make their own fp8_scale); else -1 */
     FcDtype *deq_dt;   /* [g values] f8: the type its readers read it back as (bf16, or f16) */
     int cap;           /* scale_of's room */
     bool *is_output;   /* [src values] a block output */
@@ -168,6 +175,15 @@ static FcStatus quantize(Px *x, int v, FcDtype dt, int *out) {
     return set_scale(x, q, sc, dt);
 }
 static int scale_of(const Px *x, int v) { return x->f8 && v < x->cap ? x->scale_of[v] : -1; }
+/* f8 value v's scale as a value of g: the fp8_quant's, or for an f8 input a fresh fp8_scale of
+ * its slot under the reader's origin (a generator: lower.c makes it in each kernel that reads
+ * it, and an eager kernel keeps it with the op that reads it) */
+static FcStatus read_scale(Px *x, int v, int *sc) {
+    *sc = scale_of(x, v);
+    if (*sc >= -1) return FC_OK;
+    IrAttrs a = {.i = {-2 - *sc}};
+    return emit(x, IR_OP_FP8_SCALE, NULL, 0, &a, sc);
+}
 /* Does the pass lower a source value of dtype t? f32 at every precision; at f8 also the 16-bit
  * types the source declared (a block written in bf16 stores its intermediates in E4M3 too). */
 static bool narrowable(const Px *x, FcDtype t) {
@@ -193,11 +209,12 @@ static FcStatus run_node(Px *x, const IrNode *n) {
     }
     /* f8: an index map of one f8 value moves the f8 bytes, under the same scale (no slot of its
      * own, no rounding again), unless a result is a block output (bf16) */
-    if (x->f8 && ir_ops[n->op].cat == IR_CAT_SHAPE && n->nin == 1 && scale_of(x, x->map[n->in[0]]) >= 0) {
+    if (x->f8 && ir_ops[n->op].cat == IR_CAT_SHAPE && n->nin == 1 && scale_of(x, x->map[n->in[0]]) != -1) {
         bool out = false;
-        for (int k = 0; k < n->nout; k++) out |= x->is_output[n->out[k]];
+        for (int k = 0; k < n->nout; k++) out |= x->is_output[n->out[k]] && !x->io;
         if (!out) {
-            int sc = scale_of(x, x->map[n->in[0]]), first = -1;
+            int sc, first = -1;
+            FC_TRY(read_scale(x, x->map[n->in[0]], &sc));
             FC_TRY(emit(x, n->op, &x->map[n->in[0]], 1, &n->a, &first));
             FcDtype dt = x->deq_dt[x->map[n->in[0]]];
             for (int k = 0; k < n->nout; k++) {
@@ -222,13 +239,14 @@ static FcStatus run_node(Px *x, const IrNode *n) {
         /* an f32 operand that stayed f32 (a wide value): the lowered ones meet it in f32 */
         if (ir_cval(x->src, n->in[k])->dtype == FC_F32 && ir_cval(x->g, ins[k])->dtype == FC_F32) widen = true;
         int sc = scale_of(x, ins[k]);
-        for (int j = 0; j < k && sc >= 0; j++)   /* read twice (x * x): one dequant */
+        for (int j = 0; j < k && sc != -1; j++)   /* read twice (x * x): one dequant */
             if (n->in[j] == n->in[k]) {
                 ins[k] = ins[j];
                 sc = -1;
             }
-        IrAttrs da = {.dtype = sc >= 0 ? x->deq_dt[ins[k]] : FC_F32};
-        if (sc >= 0) s = emit(x, IR_OP_FP8_DEQUANT, (int[]){ins[k], sc}, 2, &da, &ins[k]);
+        IrAttrs da = {.dtype = sc != -1 ? x->deq_dt[ins[k]] : FC_F32};
+        if (sc != -1 && (s = read_scale(x, ins[k], &sc)) == FC_OK)
+            s = emit(x, IR_OP_FP8_DEQUANT, (int[]){ins[k], sc}, 2, &da, &ins[k]);
     }
     for (int k = 0; k < n->nin && s == FC_OK && widen; k++)
         if (narrowable(x, ir_cval(x->src, n->in[k])->dtype)) s = cast_to(x, ins[k], FC_F32, &ins[k]);
@@ -248,7 +266,7 @@ static FcStatus run_node(Px *x, const IrNode *n) {
         if (narrowable(x, sd)) {
             if (wide_op(n->op)) {
                 if (sd != FC_F32) FC_TRY(cast_to(x, v, sd, &v));
-            } else if (x->f8 && !x->is_output[n->out[k]] && !x->keep_bf16[n->out[k]]) {
+            } else if (x->f8 && (!x->is_output[n->out[k]] || x->io) && !x->keep_bf16[n->out[k]]) {
                 FC_TRY(quantize(x, v, sd == FC_F32 ? x->p : sd, &v));
             } else {
                 FC_TRY(cast_to(x, v, sd == FC_F32 ? x->p : sd, &v));
@@ -266,6 +284,20 @@ static FcStatus run(Px *x) {
     int retype[FC_DTYPE_COUNT];
     for (int t = 0; t < FC_DTYPE_COUNT; t++) retype[t] = t == FC_F32 ? (int)x->p : -1;
     FC_TRY(ir_copy_inputs(x->g, src, retype, x->map, x->err));
+    /* f8 at the interface: a float input the pass lowers is an E4M3 tensor with a slot whose
+     * scale its caller sets (IrFp8Slot.input), read back as the 16-bit type it would have had;
+     * but a param of rank 0 or 1 (a norm's gain, a bias: few bytes, and a gain near 1 would
+     * move by up to 6 %), as FP8 inference keeps them 16-bit */
+    for (int i = 0; x->io && i < src->inputs.len; i++) {
+        const IrValue *sv = ir_cval(src, src->inputs.data[i]);
+        if (!narrowable(x, sv->dtype) || x->keep_bf16[src->inputs.data[i]]) continue;
+        if (src->is_param.data[i] && sv->shape.rank < 2) continue;
+        int slot = ir_add_fp8_slot(x->g, FC_F8E4M3), v = x->map[src->inputs.data[i]];
+        if (slot < 0) return FC_OOM(x->err);
+        x->g->fp8.data[slot].input = i;
+        ir_val(x->g, v)->dtype = FC_F8E4M3;
+        FC_TRY(set_scale(x, v, -2 - slot, sv->dtype == FC_F32 ? x->p : sv->dtype));
+    }
     for (int i = 0; i < src->nodes.len; i++) FC_TRY(run_node(x, &src->nodes.data[i]));
     FC_TRY(ir_copy_outputs(x->g, src, x->map, x->err));
     return ir_verify(x->g, x->err);
@@ -275,7 +307,8 @@ FcStatus pass_precision(const IrGraph *in, FcDtype p, bool train, IrGraph **out,
     *out = NULL;
     FC_CHECK(err, in != NULL && (p == FC_BF16 || p == FC_F16 || p == FC_F8E4M3));
     FC_CHECK(err, in->fp8.len == 0);
-    Px x = {.src = in, .p = p == FC_F8E4M3 ? FC_BF16 : p, .f8 = p == FC_F8E4M3, .train = train, .err = err};
+    Px x = {.src = in, .p = p == FC_F8E4M3 ? FC_BF16 : p, .f8 = p == FC_F8E4M3, .train = train,
+            .io = p == FC_F8E4M3 && !train, .err = err};
     x.g = ir_graph_new(in->name, in->file);
     x.map = fc_calloc((size_t)(in->values.len > 0 ? in->values.len : 1), sizeof *x.map);
     x.is_output = fc_calloc((size_t)in->values.len + 1, sizeof *x.is_output);

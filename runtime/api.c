@@ -454,6 +454,8 @@ static void fill_info(const IrGraph *g, int v, const char *name, FcTensorInfo *i
     info->dtype = x->dtype;
     info->rank = x->shape.rank;
     memcpy(info->dims, x->shape.dims, sizeof(int64_t) * (size_t)x->shape.rank);
+    info->fp8_slot = ir_fp8_slot_of(g, v);
+    info->scaled = info->fp8_slot >= 0;
 }
 FcStatus fc_block_input_info(const FcBlock *b, int i, FcTensorInfo *info) {
     if (!b || !b->src || !info || i < 0 || i >= b->src->inputs.len) return FC_ERR_USAGE;
@@ -618,7 +620,7 @@ static FcStatus emit_cuda_aot_train(FcBlock *b, const CgIoDesc *io, int nio, Str
     FcStatus s = saved && bin && bout ? FC_OK : FC_OOM(&b->err);
     for (int k = 0; k < nsaved && s == FC_OK; k++) {
         const IrValue *x = ir_cval(f, f->outputs.data[g->outputs.len + k]);
-        saved[k] = (CgIoDesc){f->output_names.data[g->outputs.len + k], x->dtype, x->shape, true};
+        saved[k] = (CgIoDesc){f->output_names.data[g->outputs.len + k], x->dtype, x->shape, true, -1};
     }
     int nbin = 0, nbout = 0;
     for (int k = 0; k < b->plan.saved.len && s == FC_OK; k++) {
@@ -650,11 +652,11 @@ static FcStatus emit_cuda_aot(FcBlock *b, StrBuf *sb) {
     if (!io) return FC_OOM(&b->err);
     for (int i = 0; i < g->inputs.len; i++) {
         const IrValue *x = ir_cval(g, g->inputs.data[i]);
-        io[i] = (CgIoDesc){x->name, x->dtype, x->shape, false};
+        io[i] = (CgIoDesc){x->name, x->dtype, x->shape, false, ir_fp8_slot_of(g, g->inputs.data[i])};
     }
     for (int j = 0; j < g->outputs.len; j++) {
         const IrValue *x = ir_cval(g, g->outputs.data[j]);
-        io[g->inputs.len + j] = (CgIoDesc){g->output_names.data[j], x->dtype, x->shape, true};
+        io[g->inputs.len + j] = (CgIoDesc){g->output_names.data[j], x->dtype, x->shape, true, ir_fp8_slot_of(g, g->outputs.data[j])};
     }
     FcStatus s = b->train ? emit_cuda_aot_train(b, io, nio, sb) : cg_cuda_aot(b->fwd.prog, b->entry, io, nio, sb, &b->err);
     fc_free(io);
@@ -879,7 +881,19 @@ struct FcTensor {
     void *stage;
     void *stage_raw;       /* host devices: what rt_cpu_alloc returned */
     int64_t counted;       /* bytes counted on the device (fc_device_memory) */
+    double scale;          /* f8: the value of element q is q / scale (a power of two; 1 unless set) */
 };
+
+static bool pow2_scale(double s);
+static double fp8_scale_for(double amax, FcDtype fmt, double old);
+static FcStatus block_take_input_scales(FcBlock *b, FcTensor *const *inputs);
+static int input_slot(const IrGraph *g, int i);
+static bool is_f8(FcDtype t) { return t == FC_F8E4M3 || t == FC_F8E5M2; }
+/* The value element i of t (host memory h) stands for: q / scale for f8. */
+static double tensor_value(const FcTensor *t, const void *h, int64_t i) {
+    double q = rt_host_load(t->dtype, h, i);
+    return is_f8(t->dtype) ? q / t->scale : q;
+}
 
 static FcStatus tensor_make(FcDevice *d, FcDtype dtype, int rank, const int64_t *dims, FcTensor **out) {
     if (!out) return FC_ERR_USAGE;
@@ -893,6 +907,7 @@ static FcStatus tensor_make(FcDevice *d, FcDtype dtype, int rank, const int64_t 
     if (!t) return FC_OOM(&d->err);
     t->dev = d;
     t->dtype = dtype;
+    t->scale = 1;
     t->shape.rank = rank;
     for (int i = 0; i < rank; i++) {
         if (dims[i] < 1) {
@@ -1026,11 +1041,51 @@ static FcStatus host_end(FcTensor *t, void *host, bool store) {
     return s;
 }
 
+FcStatus fc_tensor_set_scale(FcTensor *t, double scale) {
+    if (!t) return FC_ERR_USAGE;
+    if (!is_f8(t->dtype))
+        return fc_err_set(&t->err, FC_ERR_USAGE, "fc_tensor_set_scale: a %s tensor has no scale (f8 tensors have)",
+                          fc_dtype_name(t->dtype));
+    if (!pow2_scale(scale))
+        return fc_err_set(&t->err, FC_ERR_USAGE, "fc_tensor_set_scale: %g is not a power of two in [2^-126, 2^126]", scale);
+    t->scale = scale;
+    return FC_OK;
+}
+FcStatus fc_tensor_scale(const FcTensor *t, double *scale) {
+    if (!t || !scale) return FC_ERR_USAGE;
+    *scale = t->scale;
+    return FC_OK;
+}
+FcStatus fc_tensor_quantize(FcTensor *dst, const FcTensor *src) {
+    if (!dst || !src) return FC_ERR_USAGE;
+    if (!is_f8(dst->dtype))
+        return fc_err_set(&dst->err, FC_ERR_USAGE, "fc_tensor_quantize: the destination is %s, not f8e4m3 or f8e5m2",
+                          fc_dtype_name(dst->dtype));
+    if (!ir_shape_eq(&dst->shape, &src->shape) || src->dtype == FC_BOOL)
+        return fc_err_set(&dst->err, FC_ERR_USAGE, "fc_tensor_quantize: the tensors differ in shape, or the source is bool");
+    int64_t n = dst->nbytes;
+    void *hs = NULL;
+    FC_TRY(host_begin(src, true, &hs));
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = fabs(tensor_value(src, hs, i));
+        if (v > m && isfinite(v)) m = v;
+    }
+    host_end((FcTensor *)src, hs, false);
+    dst->scale = fp8_scale_for(m, dst->dtype, 1);
+    return fc_tensor_convert(dst, src, 1);
+}
+
 FcStatus fc_tensor_load_npy(FcTensor *t, const char *path) {
     if (!t || !path) return FC_ERR_USAGE;
     void *data = NULL;
-    FcStatus s = rt_npy_read(path, t->dtype, &t->shape, &data, &t->err);
+    /* f8: the file's values times the tensor's scale */
+    FcStatus s = rt_npy_read(path, is_f8(t->dtype) && t->scale != 1 ? FC_F64 : t->dtype, &t->shape, &data, &t->err);
     if (s != FC_OK) return s;
+    if (is_f8(t->dtype) && t->scale != 1) {
+        int64_t n = t->nbytes;
+        for (int64_t i = 0; i < n; i++) rt_host_store(t->dtype, data, i, ((const double *)data)[i] * t->scale);
+    }
     s = fc_tensor_copy_from_host(t, data, (size_t)t->nbytes);
     fc_free(data);
     return s;
@@ -1039,7 +1094,17 @@ FcStatus fc_tensor_save_npy(const FcTensor *t, const char *path) {
     if (!t || !path) return FC_ERR_USAGE;
     void *h = NULL;
     FC_TRY(host_begin(t, true, &h));
-    FcStatus s = rt_npy_write(path, t->dtype, &t->shape, h, (FcErr *)&t->err);
+    FcStatus s = FC_OK;
+    if (is_f8(t->dtype) && t->scale != 1) {   /* NumPy has no f8: the values, in f32 */
+        int64_t n = t->nbytes;
+        float *f = fc_calloc((size_t)n + 1, sizeof *f);
+        if (!f) s = FC_OOM((FcErr *)&t->err);
+        for (int64_t i = 0; f && i < n; i++) f[i] = (float)tensor_value(t, h, i);
+        if (f) s = rt_npy_write(path, FC_F32, &t->shape, f, (FcErr *)&t->err);
+        fc_free(f);
+    } else {
+        s = rt_npy_write(path, t->dtype, &t->shape, h, (FcErr *)&t->err);
+    }
     host_end((FcTensor *)t, h, false);
     return s;
 }
@@ -1052,7 +1117,19 @@ FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max
     void *hg = NULL, *hr = NULL;
     FC_TRY(host_begin(got, true, &hg));
     FcStatus s = host_begin(ref, true, &hr);
-    if (s == FC_OK) {
+    if (s == FC_OK && is_f8(got->dtype) && (got->scale != 1 || ref->scale != 1)) {
+        /* f8 with scales: the values they stand for */
+        double *a = fc_calloc((size_t)n + 1, sizeof *a), *c = fc_calloc((size_t)n + 1, sizeof *c);
+        if (a && c) {
+            for (int64_t i = 0; i < n; i++) a[i] = tensor_value(got, hg, i), c[i] = tensor_value(ref, hr, i);
+            rt_host_compare(FC_F64, a, c, n, max_abs, max_rel);
+        } else {
+            s = FC_OOM((FcErr *)&got->err);
+        }
+        fc_free(a);
+        fc_free(c);
+        host_end((FcTensor *)ref, hr, false);
+    } else if (s == FC_OK) {
         rt_host_compare(got->dtype, hg, hr, n, max_abs, max_rel);
         host_end((FcTensor *)ref, hr, false);
     }
@@ -1071,10 +1148,12 @@ FcStatus fc_tensor_convert(FcTensor *dst, const FcTensor *src, double scale) {
     FC_TRY(host_begin(src, true, &hs));
     FcStatus s = host_begin(dst, false, &hd);
     if (s == FC_OK) {
-        if (scale == 1) {   /* rt_host_convert: exact between i32 and i64 too; in place, nothing to do */
+        /* f8 tensors: their values (q / scale in, value * scale out) */
+        double sc = scale * (is_f8(src->dtype) ? 1 / src->scale : 1) * (is_f8(dst->dtype) ? dst->scale : 1);
+        if (sc == 1) {   /* rt_host_convert: exact between i32 and i64 too; in place, nothing to do */
             if (hd != hs) rt_host_convert(dst->dtype, hd, src->dtype, hs, n);
         } else {
-            for (int64_t i = 0; i < n; i++) rt_host_store(dst->dtype, hd, i, rt_host_load(src->dtype, hs, i) * scale);
+            for (int64_t i = 0; i < n; i++) rt_host_store(dst->dtype, hd, i, rt_host_load(src->dtype, hs, i) * sc);
         }
         s = host_end(dst, hd, true);
     }
@@ -1090,6 +1169,7 @@ static FcStatus graph_check(FcBlock *b, const IrGraph *g, FcTensor *const *in, d
         if (!in[i] || in[i]->dtype != x->dtype || !ir_shape_eq(&in[i]->shape, &x->shape))
             return fc_err_set(&b->err, FC_ERR_USAGE, "%s: input %d ('%s') is missing or does not match the block", fn, i, x->name);
     }
+    if (g == b->src) FC_TRY(block_take_input_scales(b, in));
     void **h = fc_calloc((size_t)nin + 1, sizeof *h);
     FcStatus s = h ? FC_OK : FC_OOM(&b->err);
     int fetched = 0;   /* inputs [0, fetched) hold host copies to release */
@@ -1181,12 +1261,39 @@ FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
         for (int64_t k = 0; k < n && !any; k++) any = ((const signed char *)h)[k] != 0;
         if (!any && n > 0) ((signed char *)h)[0] = 1;
     } else {
-        rt_host_fill_normal(x->dtype, h, n, s);
+        /* an f8 tensor at the interface: drawn in f64, then stored with the scale that fits
+         * its largest magnitude (fc_tensor_quantize's) */
+        bool scaled = input_slot(g, i) >= 0;
+        FcDtype dt = scaled ? FC_F64 : x->dtype;
+        void *d = scaled ? fc_calloc((size_t)n + 1, sizeof(double)) : h;
+        if (!d) {
+            host_end(t, h, false);
+            return FC_OOM(&b->err);
+        }
+        rt_host_fill_normal(dt, d, n, s);
         /* a weight matrix [.., in, out] declared `param` gets variance 1/in (realistic scales,
-         * so that products keep unit variance); everything else N(0, 1) */
-        if (g->is_param.data[i] && x->shape.rank >= 2) {
-            double sc = 1.0 / sqrt((double)x->shape.dims[x->shape.rank - 2]);
-            for (int64_t k = 0; k < n; k++) rt_host_store(x->dtype, h, k, rt_host_load(x->dtype, h, k) * sc);
+         * so that products keep unit variance); the scales of an i8 weight [.., in, out] (a
+         * value multiplying its cast) 1 / (73.3^2 in), so that the dequantized weight has that
+         * variance too (uniform [-127, 127] has a deviation of 73.3); everything else N(0, 1) */
+        double sc = 1;
+        if (g->is_param.data[i] && x->shape.rank >= 2) sc = 1.0 / sqrt((double)x->shape.dims[x->shape.rank - 2]);
+        for (int k = 0; k < g->nodes.len && sc == 1; k++) {
+            const IrNode *nd = &g->nodes.data[k];
+            if (nd->op != IR_OP_MUL || (nd->in[0] != v && nd->in[1] != v)) continue;
+            const IrValue *o = ir_cval(g, nd->in[nd->in[0] == v ? 1 : 0]);
+            const IrNode *c = o->node >= 0 ? &g->nodes.data[o->node] : NULL;
+            const IrValue *w = c && c->op == IR_OP_CAST ? ir_cval(g, c->in[0]) : NULL;
+            if (w && w->dtype == FC_I8)
+                sc = 1.0 / (73.3 * sqrt((double)(w->shape.rank >= 2 ? w->shape.dims[w->shape.rank - 2] : 1)));
+        }
+        if (sc != 1)
+            for (int64_t k = 0; k < n; k++) rt_host_store(dt, d, k, rt_host_load(dt, d, k) * sc);
+        if (scaled) {
+            double m = 0;
+            for (int64_t k = 0; k < n; k++) m = fmax(m, fabs(((const double *)d)[k]));
+            t->scale = fp8_scale_for(m, x->dtype, 1);
+            for (int64_t k = 0; k < n; k++) rt_host_store(x->dtype, h, k, ((const double *)d)[k] * t->scale);
+            fc_free(d);
         }
     }
     return host_end(t, h, true);
@@ -1260,6 +1367,15 @@ static void unit_set_scales(Unit *u, const double *s) {
     for (int i = 0; i < u->n_res_dev; i++) graph_set_scales(u->res_dev[i].graph, s);
 }
 
+static void block_apply_scales(FcBlock *b, const double *scales) {
+    graph_set_scales(b->src, scales);
+    graph_set_scales(b->joint.graph, scales);
+    graph_set_scales(b->plan.fwd, scales);
+    graph_set_scales(b->plan.bwd, scales);
+    unit_set_scales(&b->fwd, scales);
+    unit_set_scales(&b->bwd, scales);
+}
+
 int fc_block_num_fp8_slots(const FcBlock *b) { return b && b->src ? b->src->fp8.len : 0; }
 
 FcStatus fc_block_fp8_slot_dtype(FcBlock *b, int k, FcDtype *dtype) {
@@ -1282,12 +1398,35 @@ FcStatus fc_block_set_fp8_scales(FcBlock *b, const double *scales, int n) {
         if (!pow2_scale(scales[k]))
             return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_set_fp8_scales: scale %d is %g, not a power of two in "
                               "[2^-126, 2^126]", k, scales[k]);
-    graph_set_scales(b->src, scales);
-    graph_set_scales(b->joint.graph, scales);
-    graph_set_scales(b->plan.fwd, scales);
-    graph_set_scales(b->plan.bwd, scales);
-    unit_set_scales(&b->fwd, scales);
-    unit_set_scales(&b->bwd, scales);
+    block_apply_scales(b, scales);
+    return FC_OK;
+}
+
+/* The slot whose scale block input i's tensor carries (an f8 tensor at the interface), -1 none. */
+static int input_slot(const IrGraph *g, int i) {
+    for (int k = 0; k < g->fp8.len; k++)
+        if (g->fp8.data[k].input == i) return k;
+    return -1;
+}
+
+/* The block's graphs given the scales the f8 input tensors carry: the reference interpreter's
+ * runs (the reference device, --check, calibration, tolerances) read them there. */
+static FcStatus block_take_input_scales(FcBlock *b, FcTensor *const *inputs) {
+    const IrGraph *g = b->src;
+    bool differ = false;
+    for (int k = 0; k < g->fp8.len; k++) {
+        int i = g->fp8.data[k].input;
+        differ |= i >= 0 && inputs[i] && inputs[i]->scale != g->fp8.data[k].scale;
+    }
+    if (!differ) return FC_OK;
+    double *sc = fc_calloc((size_t)g->fp8.len, sizeof *sc);
+    if (!sc) return FC_OOM(&b->err);
+    for (int k = 0; k < g->fp8.len; k++) {
+        int i = g->fp8.data[k].input;
+        sc[k] = i >= 0 && inputs[i] ? inputs[i]->scale : g->fp8.data[k].scale;
+    }
+    block_apply_scales(b, sc);
+    fc_free(sc);
     return FC_OK;
 }
 
@@ -1336,6 +1475,7 @@ FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs) {
             return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_calibrate_fp8: input %d ('%s') is missing or does not "
                               "match the block", i, x->name);
     }
+    FC_TRY(block_take_input_scales(b, inputs));
     void **h = fc_calloc((size_t)nin + 1, sizeof *h);
     double *amax = fc_calloc((size_t)n, sizeof *amax), *sc = fc_calloc((size_t)n, sizeof *sc);
     FcStatus s = h && amax && sc ? FC_OK : FC_OOM(&b->err);
@@ -1584,17 +1724,62 @@ static FcStatus run_once(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
     return forward_once(p, in, out, launch);
 }
 
+/* f8 at the interface (docs/precision.md "f8"): the scales the input tensors carry into the
+ * program's state, where its kernels read them (on the reference device into the block's graphs);
+ * an f8 input the source declared has no scale (its tensor's must be 1). */
+static FcStatus put_input_scales(FcProgram *p, FcTensor *const *inputs) {
+    const IrGraph *g = p->blk->src;
+    for (int i = 0; i < g->inputs.len; i++)
+        if (is_f8(inputs[i]->dtype) && inputs[i]->scale != 1 && input_slot(g, i) < 0)
+            return fc_err_set(&p->err, FC_ERR_USAGE, "input '%s' is %s as the source declares it, without a scale: its "
+                              "tensor's scale must be 1, not %g", ir_cval(g, g->inputs.data[i])->name,
+                              fc_dtype_name(inputs[i]->dtype), inputs[i]->scale);
+    if (!p->fp8) return block_take_input_scales(p->blk, inputs);
+    for (int k = 0; k < g->fp8.len; k++) {
+        int i = g->fp8.data[k].input;
+        if (i < 0) continue;
+        float f = (float)inputs[i]->scale;
+        size_t off = (size_t)k * KIR_FP8_STRIDE * sizeof f;
+        if (p->dev->kind == FC_DEVICE_CUDA)
+            FC_TRY(rt_cuda_copy_htod(p->dev->cuda, (char *)p->fp8->data + off, &f, sizeof f, &p->err));
+        else
+            memcpy((char *)p->fp8->data + off, &f, sizeof f);
+    }
+    return FC_OK;
+}
+/* ... and after a run, each f8 output tensor the scale its values were stored with (1 for an f8
+ * output the source declared). */
+static FcStatus take_output_scales(FcProgram *p, FcTensor *const *outputs) {
+    const IrGraph *g = p->blk->src;
+    for (int j = 0; j < g->outputs.len; j++) {
+        if (!is_f8(outputs[j]->dtype)) continue;
+        int k = ir_fp8_slot_of(g, g->outputs.data[j]);
+        float f = 1;
+        if (k >= 0 && !p->fp8) {
+            f = (float)g->fp8.data[k].scale;
+        } else if (k >= 0) {
+            size_t off = (size_t)k * KIR_FP8_STRIDE * sizeof f;
+            if (p->dev->kind == FC_DEVICE_CUDA)
+                FC_TRY(rt_cuda_copy_dtoh(p->dev->cuda, &f, (char *)p->fp8->data + off, sizeof f, &p->err));
+            else
+                memcpy(&f, (char *)p->fp8->data + off, sizeof f);
+        }
+        outputs[j]->scale = f;
+    }
+    return FC_OK;
+}
+
 /* Misaligned wrapped tensors (fc_tensor_wrap): inputs into their aligned copies before a run,
- * outputs back out of theirs after it. */
+ * outputs back out of theirs after it. With them, the scales of f8 tensors. */
 static FcStatus stage_inputs(FcProgram *p, FcTensor *const *inputs) {
     for (int i = 0; i < p->blk->src->inputs.len; i++)
         if (inputs[i]->stage) FC_TRY(stage_copy(inputs[i], true, &p->err));
-    return FC_OK;
+    return put_input_scales(p, inputs);
 }
 static FcStatus unstage_outputs(FcProgram *p, FcTensor *const *outputs) {
     for (int j = 0; j < p->blk->src->outputs.len; j++)
         if (outputs[j]->stage) FC_TRY(stage_copy(outputs[j], false, &p->err));
-    return FC_OK;
+    return take_output_scales(p, outputs);
 }
 
 /* After a forward: the outputs out of their staging copies, and in training the tensors the
@@ -1886,6 +2071,7 @@ FcStatus fc_program_time_train(FcProgram *p, FcTensor *const *inputs, FcTensor *
         if (i >= warmup) t[i - warmup] = now_ms() - t0;
     }
     if (s == FC_OK) *total_ms = median(t, repeat);
+    if (s == FC_OK) s = take_output_scales(p, outputs);
     fc_free(t);
     int nf = p->prog ? p->prog->launches.len : 0, nl = fc_program_num_launches(p);
     if (s != FC_OK || !per_launch_ms || nl == 0) return s == FC_OK ? backward_unstage(p, grad_inputs) : s;
@@ -2214,6 +2400,7 @@ static FcStatus ref_copy(FcDevice *rdev, const FcTensor *t, FcTensor **out, FcEr
     FC_TRY(host_begin(t, true, &h));
     s = fc_tensor_copy_from_host(*out, h, (size_t)t->nbytes);
     host_end((FcTensor *)t, h, false);
+    (*out)->scale = t->scale;   /* an f8 tensor's scale goes with its bytes */
     return s;
 }
 

@@ -124,6 +124,9 @@ typedef struct FcTensorInfo {
     int rank;
     int64_t dims[FC_MAX_RANK];
     int is_param;                /* inputs only: declared with `param` */
+    int scaled;                  /* an f8 tensor at the interface of a --precision f8 block: its
+                                  * values are q / scale (fc_tensor_set_scale; docs/precision.md) */
+    int fp8_slot;                /* scaled: its scale's slot (fc_program_fp8_scales' index); else -1 */
 } FcTensorInfo;
 int fc_block_num_inputs(const FcBlock *b);
 int fc_block_num_outputs(const FcBlock *b);
@@ -212,6 +215,18 @@ FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max
  * zero and saturated, NaN giving 0, as cast does). For example the f32 value of f16 gradients
  * that carry a loss scale S: scale 1/S. */
 FcStatus fc_tensor_convert(FcTensor *dst, const FcTensor *src, double scale);
+/* f8 tensors carry a scale: element q stands for the value q / scale (scale a power of two in
+ * [2^-126, 2^126]; 1 for a new tensor). At --precision f8 a block's float inputs, params and
+ * outputs are E4M3 tensors with scales (docs/precision.md, "f8 at the interface"): a program
+ * reads its inputs' scales at each run and sets each output's to the scale its delayed scaling
+ * stored it with. fc_tensor_set_scale: only for f8 tensors. fc_tensor_quantize: dst (f8) gets
+ * the largest scale at which src's largest finite magnitude fits the format (448 for E4M3,
+ * 57344 for E5M2; 1 when src is all zeros), then src's values times it, rounded to nearest even
+ * and saturating. fc_tensor_convert, fc_tensor_compare, fc_tensor_load_npy and
+ * fc_tensor_save_npy use the values (f8 with a scale other than 1 is written as f32). */
+FcStatus fc_tensor_set_scale(FcTensor *t, double scale);
+FcStatus fc_tensor_scale(const FcTensor *t, double *scale);
+FcStatus fc_tensor_quantize(FcTensor *dst, const FcTensor *src);
 /* The --check tolerance of every output for these inputs (docs/tolerances.md): rel_tol[j] =
  * fc_block_output_tolerance(b, j) + 2 * spread[j], where spread[j] is max |e - f| / max |e| for
  * the reference interpreter's two legal meanings of 16- and 8-bit float intermediates on these
@@ -225,7 +240,9 @@ FcStatus fc_block_check_tolerances(FcBlock *b, FcTensor *const *inputs, double *
 
 /* Fills t (input i's dtype and shape) with seeded random data as `fusec run` does:
  * floats from N(0, 1), except `param` inputs of rank >= 2 (weight matrices [.., in, out])
- * from N(0, 1/in), so that products keep unit scale; integers uniform in a range that keeps every op valid (for
+ * from N(0, 1/in), so that products keep unit scale, and the scales of an i8 weight [.., in, out] (a float
+ * multiplying its cast) from N(0, 1/(73.3^2 in)), so that the dequantized weight does too; i8 uniform in
+ * [-127, 127]; integers uniform in a range that keeps every op valid (for
  * gather ids [0, rows of the table), else [0, 16)); bools fair coin flips. */
 FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t);
 

@@ -295,8 +295,9 @@ static void print_help(void) {
         "  --arch ARCH             sm_80, sm_86, sm_89 or sm_90 (default sm_90)",
         "  --no-fuse               compile eagerly: one launch per source op (compile and run)",
         "  --precision P           keep (default), bf16 or f16 (values stored in 16 bits,",
-        "                          computed in f32), f8 (intermediates in E4M3 with delayed",
-        "                          scaling, the interface and gradients bf16)",
+        "                          computed in f32), f8 (E4M3 with a scale per tensor, inputs,",
+        "                          weights and outputs too; with --train the interface bf16",
+        "                          and the gradients E5M2)",
         "  --strict-rounding       round every intermediate to its dtype as eager does",
         "  --train                 also compile the backward: run writes grad_NAME.npy for every",
         "                          float input and param (docs/training.md)",
@@ -1167,6 +1168,9 @@ static int copy_via_host(FcTensor *src, FcTensor *dst, const char *what) {
     if (s != FC_OK) rc = tensor_fail(s, src, NULL, what);
     else if ((s = fc_tensor_copy_from_host(dst, buf, nb)) != FC_OK)
         rc = tensor_fail(s, dst, NULL, what);
+    double sc = 1;   /* an f8 tensor's scale goes with its bytes */
+    if (!rc && fc_tensor_scale(src, &sc) == FC_OK && sc != 1 && (s = fc_tensor_set_scale(dst, sc)) != FC_OK)
+        rc = tensor_fail(s, dst, NULL, what);
     free(buf);
     return rc;
 }
@@ -1456,9 +1460,18 @@ static int cmd_run(const Args *a) {
         if (s != FC_OK) { rc = report(s, "reading the inputs", fc_block_last_error(b), 0); goto done; }
         if (given[i] >= 0) {
             const char *path = a->inputs[given[i]].path;
-            s = fc_tensor_load_npy(bd.in[i], path);
+            /* an f8 input at the interface: the file's values with the scale that fits them */
+            FcTensor *f = NULL, *t = bd.in[i];
+            if (ti.scaled && (s = fc_tensor_new(dev, FC_F64, ti.rank, ti.dims, &f)) != FC_OK) {
+                rc = report(s, "reading the inputs", fc_device_last_error(dev), 0);
+                goto done;
+            }
+            if (f) t = f;
+            s = fc_tensor_load_npy(t, path);
+            if (s == FC_OK && f && (s = fc_tensor_quantize(bd.in[i], f)) != FC_OK) t = bd.in[i];
             if (s != FC_OK) {
-                const char *m = fc_tensor_last_error(bd.in[i]);
+                const char *m = fc_tensor_last_error(t);
+                fc_tensor_free(f);
                 /* the library's messages name the file; say it once */
                 char *what = m && strstr(m, path) ? xfmt("input '%s'", ti.name ? ti.name : "?")
                                                   : xfmt("input '%s' from '%s'", ti.name ? ti.name : "?", path);
@@ -1466,6 +1479,7 @@ static int cmd_run(const Args *a) {
                 free(what);
                 goto done;
             }
+            fc_tensor_free(f);
         } else {
             s = fc_block_random_input(b, i, a->seed, bd.in[i]);
             if (s != FC_OK) {
@@ -1489,10 +1503,14 @@ static int cmd_run(const Args *a) {
         if (fc_block_input_info(b, i, &ti) != FC_OK) continue;
         shape_str(&ti, shp, sizeof shp);
         const char *nm = ti.name ? ti.name : "?";
+        char scl[64] = "";
+        double isc = 1;
+        if (ti.scaled && fc_tensor_scale(bd.in[i], &isc) == FC_OK)
+            snprintf(scl, sizeof scl, ", scale 2^%d", (int)lround(log2(isc)));
         if (given[i] >= 0)
-            printf("  input  %s %s from %s\n", nm, shp, a->inputs[given[i]].path);
+            printf("  input  %s %s from %s%s\n", nm, shp, a->inputs[given[i]].path, scl);
         else
-            printf("  input  %s %s random (seed %" PRIu64 ")\n", nm, shp, a->seed);
+            printf("  input  %s %s random (seed %" PRIu64 ")%s\n", nm, shp, a->seed, scl);
     }
 
     /* f8: delayed scaling sets each slot's scale from earlier runs' amax, so the block runs
@@ -1520,12 +1538,18 @@ static int cmd_run(const Args *a) {
         /* the reference interpreter rounds each f8 value with the scale this run used */
         s = fc_program_fp8_scales(bd.prog, sc, nslots);
         if (s == FC_OK) s = fc_block_set_fp8_scales(b, sc, nslots);
-        /* the values' slots (E4M3) and, with --train, their gradients' (E5M2) */
-        int cnt[2] = {0, 0};
+        /* the values' slots (E4M3) and, with --train, their gradients' (E5M2); the inputs'
+         * scales are the caller's (above) */
+        int cnt[2] = {0, 0}, nio = 0;
         double lo[2] = {0, 0}, hi[2] = {0, 0};
+        for (int i = 0; i < nin; i++) {
+            FcTensorInfo ti;
+            nio += fc_block_input_info(b, i, &ti) == FC_OK && ti.scaled;
+        }
         for (int k = 0; s == FC_OK && k < nslots; k++) {
             FcDtype t = FC_F8E4M3;
             if ((s = fc_block_fp8_slot_dtype(b, k, &t)) != FC_OK) break;
+            if (k < nio) continue;
             int j = t == FC_F8E5M2;
             if (!cnt[j]++ || sc[k] < lo[j]) lo[j] = sc[k];
             if (cnt[j] == 1 || sc[k] > hi[j]) hi[j] = sc[k];
@@ -1563,9 +1587,12 @@ static int cmd_run(const Args *a) {
             free(path);
             goto done;
         }
-        char shp[256];
+        char shp[256], scl[80] = "";
         shape_str(&ti, shp, sizeof shp);
-        printf("  output %s %s -> %s\n", ti.name ? ti.name : stems[i], shp, path);
+        double osc = 1;
+        if (ti.scaled && fc_tensor_scale(bd.out[i], &osc) == FC_OK)
+            snprintf(scl, sizeof scl, " (scale 2^%d; the file holds its values in f32)", (int)lround(log2(osc)));
+        printf("  output %s %s -> %s%s\n", ti.name ? ti.name : stems[i], shp, path, scl);
         free(path);
     }
     fflush(stdout);

@@ -28,8 +28,10 @@ Usage:
   --device cuda runs on a GPU instead of the CPU;
   --precision bf16|f16 compiles at that storage precision: the NumPy reference starts from
   the inputs rounded to the type and the bound is 8 u of the type (docs/precision.md);
-  --precision f8: the inputs rounded to bf16 (the interface at f8), every intermediate E4M3
-  in fusec and unrounded in NumPy, the bound 4 u of E4M3 (0.25);
+  --precision f8: the inputs fusec takes in E4M3 (its IR says which: activations and weight
+  matrices) rounded to E4M3 with the scale that fits their largest magnitude (checked against
+  the scale the run prints), the others to bf16; every intermediate and output E4M3 in fusec
+  and unrounded in NumPy, the bound 4 u of E4M3 (0.25); with --train the interface is bf16;
   --full adds each example's default dims where they are skipped for speed
   (residual_ln_gelu's [8192, 1024]); --keep keeps the temp dir; -v prints fusec's output.
   --train checks the gradients instead (`fusec run --train --grad-output ...`, fused and eager,
@@ -76,6 +78,48 @@ def round_to_precision(a):
         b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
         return b.astype(np.uint32).view(np.float32).astype(np.float64)
     return a.astype(np.float64)
+
+
+def e4m3(a):
+    """a (float64) rounded to OCP E4M3 (3 mantissa bits, subnormals from 2^-6 in steps of
+    2^-9, largest 448), to nearest even, saturating."""
+    a = np.asarray(a, dtype=np.float64)
+    mag = np.abs(a)
+    with np.errstate(divide="ignore"):
+        e = np.floor(np.log2(np.where(mag > 0, mag, 1.0)))
+    step = 2.0 ** (np.maximum(e, -6.0) - 3)
+    q = np.minimum(np.round(mag / step) * step, 448.0)   # np.round: half to even
+    return np.copysign(q, a)
+
+
+def e4m3_scale(a):
+    """The power of two s for which s * max|a| fits E4M3's 448 and 2 s * max|a| does not
+    (1 when a is all zeros): the scale an f8 input gets from its file."""
+    m = float(np.max(np.abs(a[np.isfinite(a)]))) if np.isfinite(a).any() else 0.0
+    if m == 0:
+        return 1.0
+    s = 2.0 ** math.floor(math.log2(448.0 / m))
+    while s * m > 448.0:
+        s /= 2
+    while 2 * s * m <= 448.0:
+        s *= 2
+    return s
+
+
+def f8_interface_inputs(fusec, tf, dims_args):
+    """The inputs a --precision f8 block takes as E4M3 tensors with scales, from its IR."""
+    p = subprocess.run([fusec, tf, "--precision", "f8", "--emit", "ir", "-o", "-"] + dims_args,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+    text = p.stdout.decode("utf-8", "replace")
+    if p.returncode != 0:
+        raise RuntimeError("fusec --emit ir failed: " + text)
+    return set(re.findall(r'^\s+(?:input|param) %\d+ "([^"]+)": f8e4m3\[', text, re.M))
+
+
+def printed_scales(text):
+    """{input name: scale} from `fusec run`'s lines "input NAME TYPE ..., scale 2^K"."""
+    return {m.group(1): 2.0 ** int(m.group(2))
+            for m in re.finditer(r"^  input  (\S+) .*, scale 2\^(-?\d+)$", text, re.M)}
 
 
 def rel_tol():
@@ -658,13 +702,18 @@ def check_example(name, args, work, table):
         inputs64 = make_inputs(d, Gen(seed))
         vdir = os.path.join(work, "%s-%d" % (name, vi))
         os.makedirs(vdir)
-        input_args, inputs = [], {}
+        input_args, inputs, scales = [], {}, {}
+        f8in = f8_interface_inputs(args.fusec, tf, dims_args) if PRECISION == "f8" else set()
         for n, a in inputs64.items():
             a32 = as_file(a)
             path = os.path.join(vdir, "in_%d.npy" % len(input_args))
             save_npy(path, a32)
             input_args += ["--input", "%s=%s" % (n, path)]
-            inputs[n] = as_reference(a32)           # the same rounded values, in f64
+            if n in f8in:                           # E4M3 at the scale that fits the file
+                scales[n] = e4m3_scale(a32.astype(np.float64))
+                inputs[n] = e4m3(a32.astype(np.float64) * scales[n]) / scales[n]
+            else:
+                inputs[n] = as_reference(a32)       # the same rounded values, in f64
         with np.errstate(over="ignore", under="ignore"):
             ref = reference(d, inputs)
         ref_mut = mutate(ref) if args.mutate else None
@@ -682,6 +731,10 @@ def check_example(name, args, work, table):
                 if args.mutate:
                     return failures + 1
                 continue
+            if printed_scales(text) != scales:
+                failures += 1
+                table.add(name, label, mode, "-", "-", "-", "-", "FAIL (input scales %s, expected %s)"
+                          % (printed_scales(text), scales))
             got, extra = load_outputs(out_dir, list(ref))
             if extra:
                 failures += 1
@@ -754,6 +807,11 @@ def self_test():
     expect(not compare(r32[:, :6], r)[0], "compare: a wrong shape fails")
     expect(not compare(r, r)[0], "compare: a float64 output (wrong dtype) fails")
     expect(not compare(None, r)[0], "compare: a missing output fails")
+    # E4M3: 3 mantissa bits, ties to even, saturating at 448, subnormals in steps of 2^-9
+    q = e4m3(np.array([1.0625, 1.1875, 17.0, 500.0, -2.5e-3, 2.0 ** -10, 0.0]))
+    expect(list(q) == [1.0, 1.25, 16.0, 448.0, -2.0 ** -9, 0.0, 0.0], "e4m3: ties to even, saturation, subnormals")
+    expect(e4m3_scale(np.array([3.0, -100.0])) == 4.0 and e4m3_scale(np.array([448.0])) == 1.0 and
+           e4m3_scale(np.array([449.0])) == 0.5 and e4m3_scale(np.zeros(3)) == 1.0, "e4m3_scale: the largest that fits")
     ri = r.copy()
     ri[0, 0] = -np.inf
     gi = ri.astype(np.float32)

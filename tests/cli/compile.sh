@@ -127,8 +127,11 @@ for p in bf16 f16; do
 done
 expect 0 small.tf --precision keep --emit ir -o - && cmp -s "$T/stdout" "$T/ir_last" || fail "--precision keep changes the IR"
 if expect 0 small.tf --precision f8 --emit ir -o -; then
-    out_has "fp8 slot 0: f8e4m3 scale=1.0"
-    out_has "input %0 \"x\": bf16[5, 7]"
+    # the interface is f8 too: x with a slot its caller scales, the 1-D params 16-bit
+    out_has "fp8 slot 0: f8e4m3 scale=1.0 input=0"
+    out_has "fp8 slot 1: f8e4m3 scale=1.0"
+    out_has "input %0 \"x\": f8e4m3[5, 7]"
+    out_has "param %1 \"g\": bf16[7]"
     out_has "= fp8_quant("
     out_has "= fp8_dequant("
 fi
@@ -136,6 +139,10 @@ fi
 if expect 0 small.tf --precision f8 -o -; then
     out_has "extern \"C\" int fusec_small_fp8_state_init(float *fp8_state, cudaStream_t stream)"
     out_has "float *fp8_state, void *workspace, size_t workspace_bytes, cudaStream_t stream"
+    # and the scales of its f8 inputs and outputs (x in, y out; out1, a sum, is f32)
+    out_has "extern \"C\" int fusec_small_fp8_set_input_scale(float *fp8_state, int input, float scale, cudaStream_t stream)"
+    out_has "extern \"C\" int fusec_small_fp8_output_scale(const float *fp8_state, int output, float *scale, cudaStream_t stream)"
+    out_has "const unsigned char *in0, const unsigned short *in1, const unsigned short *in2, unsigned char *out0, float *out1,"
 fi
 # and with --train the forward and the backward take it (the backward reads the forward's scales)
 if expect 0 small.tf --precision f8 --train -o -; then

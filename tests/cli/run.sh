@@ -109,19 +109,35 @@ if [ "$HAVE_NUMPY" = 1 ]; then
             --out-dir o_f8 --check || continue
         out_has "E4M3, scales 2^"
         out_has "(delayed scaling, settled after"
+        # the interface is f8 too: x (its scale the largest that fits its file) and y; the 1-D
+        # params stay bf16
+        grep -qE '^  input  x f8e4m3\[5,7\] from x.npy, scale 2\^-?[0-9]+$' "$T/stdout" || fail "--precision f8: x's line"
+        out_has "  input  g bf16[7] from g.npy"
+        grep -qE '^  output y f8e4m3\[5,7\] -> o_f8/y.npy \(scale 2\^-?[0-9]+; the file holds its values in f32\)$' "$T/stdout" ||
+            fail "--precision f8: y's line"
+        sed -n 's/^  input  x .*, scale 2^\(-*[0-9]*\)$/\1/p' "$T/stdout" >o_f8/xscale
         python3 - <<'PY' || fail "--precision f8 $fuse: run's outputs are not NumPy's evaluation within 4 u of E4M3"
 import numpy as np
 def bf16(a):
     b = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
     b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
     return b.astype(np.uint32).view(np.float32).astype(np.float64)
-u = 2.0 ** -4   # E4M3: the intermediates; the interface is bf16
-x = bf16(np.load("x.npy")); g = bf16(np.load("g.npy")); b = bf16(np.load("b.npy").astype(np.float32))
+def e4m3(a):   # 3 mantissa bits, ties to even, subnormals from 2^-6, saturating at 448
+    e = np.floor(np.log2(np.where(a != 0, np.abs(a), 1.0)))
+    st = 2.0 ** (np.maximum(e, -6) - 3)
+    return np.copysign(np.minimum(np.round(np.abs(a) / st) * st, 448.0), a)
+u = 2.0 ** -4   # E4M3: x, the intermediates and y; g and b bf16
+x = np.load("x.npy").astype(np.float64)
+s = 2.0 ** int(open("o_f8/xscale").read())
+assert s * np.abs(x).max() <= 448 < 2 * s * np.abs(x).max(), ("x's scale is not the largest that fits", s)
+x = e4m3(x * s) / s; g = bf16(np.load("g.npy")); b = bf16(np.load("b.npy").astype(np.float32))
 m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
 h = (x - m) / np.sqrt(v + 1e-5) * g + b
 gl = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
 want_y = gl + x; want_s = (h * x).sum(-1)
-y = np.load("o_f8/y.npy").astype(np.float64); s = np.load("o_f8/out1.npy")
+y = np.load("o_f8/y.npy"); s = np.load("o_f8/out1.npy")
+assert y.dtype == np.float32, y.dtype
+y = y.astype(np.float64)
 ey = np.abs(y - want_y).max() / np.abs(want_y).max(); es = np.abs(s - want_s).max() / np.abs(want_s).max()
 assert ey <= 4 * u and es <= 4 * u, (ey, es, 4 * u)
 assert max(ey, es) > 2.0 ** -9, ("suspiciously exact: were the intermediates stored in f8?", ey, es)

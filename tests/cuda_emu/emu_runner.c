@@ -262,6 +262,10 @@ void emu_alloc_io(EmuCase *c, int nin, int nout) {
     c->in = emu_xcalloc((size_t)nin, sizeof(void *));
     c->want = emu_xcalloc((size_t)nout, sizeof(void *));
     c->tol = emu_xcalloc((size_t)nout, sizeof(double));
+    c->in_slot = emu_xcalloc((size_t)nin + 1, sizeof(int));
+    c->out_slot = emu_xcalloc((size_t)nout + 1, sizeof(int));
+    for (int i = 0; i < nin; i++) c->in_slot[i] = -1;
+    for (int j = 0; j < nout; j++) c->out_slot[j] = -1;
 }
 
 EmuCase *emu_clone_case(EmuRunner *r, int from, const char *name, char *cu) {
@@ -350,8 +354,9 @@ static char *aot_unit(const IrGraph *g, const PassResult *res, FcErr *err) {
     CgIoDesc *io = emu_xcalloc((size_t)nio, sizeof(CgIoDesc));
     for (int i = 0; i < nio; i++) {
         bool o = i >= g->inputs.len;
-        const IrValue *v = ir_cval(g, o ? g->outputs.data[i - g->inputs.len] : g->inputs.data[i]);
-        io[i] = (CgIoDesc){o ? "out" : "in", v->dtype, v->shape, o};
+        int id = o ? g->outputs.data[i - g->inputs.len] : g->inputs.data[i];
+        const IrValue *v = ir_cval(g, id);
+        io[i] = (CgIoDesc){o ? "out" : "in", v->dtype, v->shape, o, ir_fp8_slot_of(g, id)};
     }
     StrBuf sb = {0};
     char *out = NULL;
@@ -399,6 +404,7 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
         ok = fc_tensor_new(r->ref, info.dtype, info.rank, info.dims, &ti[i]) == FC_OK &&
              fc_block_random_input(blk, i, seed + (uint64_t)i * seed_step, ti[i]) == FC_OK;
         c->in_dt[i] = info.dtype;
+        c->in_slot[i] = info.fp8_slot;
         c->in_n[i] = 1;
         for (int d = 0; d < info.rank; d++) c->in_n[i] *= info.dims[d];
         size_t bytes = ti[i] ? fc_tensor_nbytes(ti[i]) : 0;
@@ -412,6 +418,7 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
         ok = fc_tensor_new(r->ref, info.dtype, info.rank, info.dims, &to[i]) == FC_OK &&
              fc_block_output_tolerance(blk, i, &c->tol[i]) == FC_OK;
         c->out_dt[i] = info.dtype;
+        c->out_slot[i] = info.fp8_slot;
         c->out_n[i] = 1;
         for (int d = 0; d < info.rank; d++) c->out_n[i] *= info.dims[d];
         if (!ok) snprintf(why, n, "%s: output %d: %s", name, i, fc_block_last_error(blk));
@@ -699,7 +706,15 @@ static void put_fp8_state(StrBuf *o, const EmuCase *c) {
     if (c->nfp8 <= 0) return;
     sb_printf(o, "    static float st8[%d];\n    for (int k = 0; k < %d; k++) st8[k] = 0.0f;\n", c->nfp8 * KIR_FP8_STRIDE,
               c->nfp8 * KIR_FP8_STRIDE);
-    for (int k = 0; k < c->nfp8; k++) sb_printf(o, "    st8[%d] = (float)(%.17g);\n", k * KIR_FP8_STRIDE, c->fp8_scale[k]);
+    for (int k = 0; k < c->nfp8; k++) {
+        bool in = false;
+        for (int i = 0; i < c->nin && c->in_slot; i++) in |= c->in_slot[i] == k;
+        if (!in) sb_printf(o, "    st8[%d] = (float)(%.17g);\n", k * KIR_FP8_STRIDE, c->fp8_scale[k]);
+    }
+    for (int i = 0; i < c->nin && c->in_slot; i++)
+        if (c->in_slot[i] >= 0)
+            sb_printf(o, "    if (fcemu_c%d::fusec_emu_fp8_set_input_scale(st8, %d, (float)(%.17g), (cudaStream_t)0)) return 2;\n",
+                      c->id, i, c->fp8_scale[c->in_slot[i]]);
 }
 
 /* A training case's wrapper: one workspace region holds the larger of the two workspaces, then
@@ -740,10 +755,16 @@ static void put_wrapper(StrBuf *o, const EmuCase *c) {
     sb_printf(o, "extern \"C\" int fcemu_run_%d(void *const *in, void *const *out, void *ws, size_t wsb) {\n"
                  "    (void)in; (void)out;\n", c->id);
     put_fp8_state(o, c);
-    sb_printf(o, "    return fcemu_c%d::fusec_emu_forward(", c->id);
+    sb_printf(o, "    int st = fcemu_c%d::fusec_emu_forward(", c->id);
     for (int i = 0; i < c->nin; i++) sb_printf(o, "(const %s *)in[%d], ", emu_ctype(c->in_dt[i]), i);
     for (int i = 0; i < c->nout; i++) sb_printf(o, "(%s *)out[%d], ", emu_ctype(c->out_dt[i]), i);
-    sb_puts(o, c->nfp8 > 0 ? "st8, ws, wsb, (cudaStream_t)0);\n}\n" : "ws, wsb, (cudaStream_t)0);\n}\n");
+    sb_puts(o, c->nfp8 > 0 ? "st8, ws, wsb, (cudaStream_t)0);\n" : "ws, wsb, (cudaStream_t)0);\n");
+    for (int j = 0; j < c->nout && c->out_slot; j++)
+        if (c->out_slot[j] >= 0)
+            sb_printf(o, "    if (st == 0) {\n        float s8 = 0;\n"
+                         "        if (fcemu_c%d::fusec_emu_fp8_output_scale(st8, %d, &s8, (cudaStream_t)0) || s8 != (float)(%.17g)) return 3;\n"
+                         "    }\n", c->id, j, c->fp8_scale[c->out_slot[j]]);
+    sb_puts(o, "    return st;\n}\n");
 }
 
 typedef struct Job { char cmd[2048]; char log[300]; int rc; } Job;
@@ -1318,6 +1339,8 @@ void emu_free(EmuRunner *r, bool keep) {
         for (int k = 0; c->want && k < c->nout; k++) free(c->want[k]);
         free(c->in); free(c->want); free(c->tol); free(c->in_dt); free(c->out_dt); free(c->in_n); free(c->out_n);
         free(c->fp8_scale);
+        free(c->in_slot);
+        free(c->out_slot);
     }
     free(r->cases);
     free(r->rt_err);

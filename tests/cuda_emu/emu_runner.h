@@ -70,6 +70,10 @@ struct EmuCase {
      * scales (the block's, calibrated on the case's inputs), which the reference used too */
     int nfp8;
     double *fp8_scale;        /* [nfp8] */
+    /* f8 at the interface: the slot of each input's and output's scale, -1 none; the wrapper
+     * sets the inputs' with the unit's fusec_emu_fp8_set_input_scale (their slots start at 0)
+     * and checks the outputs' with fusec_emu_fp8_output_scale (status 3 when one differs) */
+    int *in_slot, *out_slot;
 };
 
 typedef struct EmuRunner {

@@ -331,9 +331,10 @@ static void test_fp8_slots(void) {
     FcOptions *o = NULL;
     FcBlock *b = NULL, *bf = NULL;
     REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_precision(o, "f8") == FC_OK);
-    REQUIRE(fc_compile_string(f8src, "s.tf", o, &bf) == FC_OK);   /* forward only: E4M3 slots alone */
+    /* forward only: E4M3 slots alone, x's and w's (the interface) first, then x @ w, h, h * 2 */
+    REQUIRE(fc_compile_string(f8src, "s.tf", o, &bf) == FC_OK);
     FcDtype t = FC_F32;
-    CHECK(fc_block_num_fp8_slots(bf) == 2 && fc_block_fp8_slot_dtype(bf, 1, &t) == FC_OK && t == FC_F8E4M3);
+    CHECK(fc_block_num_fp8_slots(bf) == 5 && fc_block_fp8_slot_dtype(bf, 4, &t) == FC_OK && t == FC_F8E4M3);
     REQUIRE(fc_options_set_train(o, 1) == FC_OK && fc_compile_string(f8src, "s.tf", o, &b) == FC_OK);
     int n = fc_block_num_fp8_slots(b);
     REQUIRE(n == 4);
@@ -374,6 +375,94 @@ static void test_fp8_slots(void) {
     fc_options_free(o);
 }
 
+/* f8 at the interface (forward programs): inputs, weights and outputs are E4M3 tensors with
+ * scales; a program reads its inputs' scales at each run and gives each output the scale it
+ * stored it with. */
+static void test_fp8_interface(void) {
+    static const char *const f8src = "block s(x: f32[4, 8], param w: f32[8, 8], param b: f32[8]) { return tanh(x @ w + b) }\n";
+    FcOptions *o = NULL;
+    FcBlock *b = NULL;
+    REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_precision(o, "f8") == FC_OK);
+    REQUIRE(fc_compile_string(f8src, "s.tf", o, &b) == FC_OK);
+    FcTensorInfo ti;
+    CHECK(fc_block_input_info(b, 0, &ti) == FC_OK && ti.dtype == FC_F8E4M3 && ti.scaled);
+    CHECK(fc_block_input_info(b, 1, &ti) == FC_OK && ti.dtype == FC_F8E4M3 && ti.scaled && ti.is_param);
+    CHECK(fc_block_input_info(b, 2, &ti) == FC_OK && ti.dtype == FC_BF16 && !ti.scaled);   /* a bias stays 16-bit */
+    CHECK(fc_block_output_info(b, 0, &ti) == FC_OK && ti.dtype == FC_F8E4M3 && ti.scaled);
+    FcDevice *dev = NULL, *ref = NULL;
+    FcProgram *p = NULL, *rp = NULL;
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &dev) == FC_OK && fc_device_open(FC_DEVICE_REFERENCE, 0, &ref) == FC_OK);
+    REQUIRE(fc_program_new(b, dev, &p) == FC_OK);
+    int64_t dx[2] = {4, 8}, dw[2] = {8, 8}, db[1] = {8};
+    FcTensor *in[3], *xf, *y, *yr, *y1, *back;
+    REQUIRE(fc_tensor_new(dev, FC_F8E4M3, 2, dx, &in[0]) == FC_OK && fc_tensor_new(dev, FC_F8E4M3, 2, dw, &in[1]) == FC_OK &&
+            fc_tensor_new(dev, FC_BF16, 1, db, &in[2]) == FC_OK && fc_tensor_new(dev, FC_F32, 2, dx, &xf) == FC_OK &&
+            fc_tensor_new(dev, FC_F8E4M3, 2, dx, &y) == FC_OK && fc_tensor_new(dev, FC_F8E4M3, 2, dx, &yr) == FC_OK &&
+            fc_tensor_new(dev, FC_F8E4M3, 2, dx, &y1) == FC_OK && fc_tensor_new(dev, FC_F32, 2, dx, &back) == FC_OK);
+    /* x quantized by hand: values up to 100 fit E4M3's 448 at scale 4 */
+    float xv[32];
+    for (int i = 0; i < 32; i++) xv[i] = (float)((i % 7) - 3) * 100.0f / 3.0f + 0.25f;
+    REQUIRE(fc_tensor_copy_from_host(xf, xv, sizeof xv) == FC_OK && fc_tensor_quantize(in[0], xf) == FC_OK);
+    double s = 0;
+    CHECK(fc_tensor_scale(in[0], &s) == FC_OK && s == 4);
+    double ea = 1, er = 1;
+    REQUIRE(fc_tensor_convert(back, in[0], 1) == FC_OK && fc_tensor_compare(back, xf, &ea, &er) == FC_OK);
+    EXPECT(er > 0 && er <= 0.0625, "E4M3 round trip: %g", er);   /* u = 2^-4 of the largest */
+    REQUIRE(fc_block_random_input(b, 1, 3, in[1]) == FC_OK && fc_block_random_input(b, 2, 3, in[2]) == FC_OK);
+    CHECK(fc_tensor_scale(in[1], &s) == FC_OK && s >= 64 && s <= 1024);   /* N(0, 1/8): max ~1, 448 / max */
+    for (int r = 0; r < 3; r++) REQUIRE(fc_program_run(p, in, &y) == FC_OK);
+    int n = fc_block_num_fp8_slots(b);
+    double sc[8] = {0};
+    REQUIRE(n <= 8 && fc_program_fp8_scales(p, sc, n) == FC_OK);
+    CHECK(sc[0] == 4 && fc_tensor_scale(y, &s) == FC_OK && s == sc[n - 1] && s > 1);   /* tanh's <= 1 */
+    /* the reference at the scales the run used, on the same tensors */
+    REQUIRE(fc_block_set_fp8_scales(b, sc, n) == FC_OK && fc_program_new(b, ref, &rp) == FC_OK);
+    REQUIRE(fc_program_run(rp, in, &yr) == FC_OK);
+    double tol = 0;
+    REQUIRE(fc_block_output_tolerance(b, 0, &tol) == FC_OK && fc_tensor_compare(y, yr, &ea, &er) == FC_OK);
+    EXPECT(er <= tol, "f8 interface: %g > %g", er, tol);
+    /* the kernels read x's scale: the same bytes at twice the scale are half the values */
+    REQUIRE(fc_tensor_set_scale(in[0], 8) == FC_OK && fc_program_run(p, in, &y1) == FC_OK);
+    REQUIRE(fc_tensor_compare(y1, y, &ea, &er) == FC_OK);
+    EXPECT(er > 0.1, "x at twice its scale changed the output by %g", er);
+    REQUIRE(fc_program_fp8_scales(p, sc, n) == FC_OK && fc_block_set_fp8_scales(b, sc, n) == FC_OK);
+    REQUIRE(fc_program_run(rp, in, &yr) == FC_OK && fc_tensor_compare(y1, yr, &ea, &er) == FC_OK);
+    EXPECT(er <= tol, "f8 interface at a new scale: %g > %g", er, tol);
+    /* scales: f8 tensors only, powers of two */
+    CHECK(fc_tensor_set_scale(in[2], 2) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_tensor_last_error(in[2]), "fc_tensor_set_scale: a bf16 tensor has no scale (f8 tensors have)") == 0,
+           "%s", fc_tensor_last_error(in[2]));
+    CHECK(fc_tensor_set_scale(in[0], 3) == FC_ERR_USAGE && fc_tensor_set_scale(in[0], 0) == FC_ERR_USAGE &&
+          fc_tensor_set_scale(in[0], INFINITY) == FC_ERR_USAGE && fc_tensor_set_scale(NULL, 1) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_tensor_last_error(in[0]), "fc_tensor_set_scale: inf is not a power of two in [2^-126, 2^126]") == 0,
+           "%s", fc_tensor_last_error(in[0]));
+    CHECK(fc_tensor_quantize(xf, in[0]) == FC_ERR_USAGE);   /* into f32 */
+    FcTensor *all[] = {in[0], in[1], in[2], xf, y, yr, y1, back};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fc_tensor_free(all[i]);
+    fc_program_free(rp);
+    fc_program_free(p);
+    fc_block_free(b);
+    /* an f8 input the source declares has no scale: its tensor's must be 1 */
+    REQUIRE(fc_compile_string("block d(x: f8e4m3[4]) -> f32[4] { return cast(x, f32) * 2 }\n", "d.tf", NULL, &b) == FC_OK);
+    CHECK(fc_block_input_info(b, 0, &ti) == FC_OK && !ti.scaled && fc_block_num_fp8_slots(b) == 0);
+    FcTensor *x8, *o32;
+    int64_t d4[1] = {4};
+    REQUIRE(fc_tensor_new(dev, FC_F8E4M3, 1, d4, &x8) == FC_OK && fc_tensor_new(dev, FC_F32, 1, d4, &o32) == FC_OK);
+    REQUIRE(fc_program_new(b, dev, &p) == FC_OK && fc_tensor_set_scale(x8, 2) == FC_OK);
+    CHECK(fc_program_run(p, &x8, &o32) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_program_last_error(p), "input 'x' is f8e4m3 as the source declares it, without a scale: its "
+                  "tensor's scale must be 1, not 2") == 0, "%s", fc_program_last_error(p));
+    REQUIRE(fc_tensor_set_scale(x8, 1) == FC_OK);
+    CHECK(fc_program_run(p, &x8, &o32) == FC_OK);
+    fc_tensor_free(x8);
+    fc_tensor_free(o32);
+    fc_program_free(p);
+    fc_block_free(b);
+    fc_device_free(dev);
+    fc_device_free(ref);
+    fc_options_free(o);
+}
+
 int main(void) {
     FcBlock *b = NULL;
     FcStatus s = fc_compile_string(src, "capi.tf", NULL, &b);
@@ -388,6 +477,7 @@ int main(void) {
     run_checks("tanh", 1);
     test_loss_scaling();
     test_fp8_slots();
+    test_fp8_interface();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     else printf("test_capi: ok\n");
     return failures != 0;

@@ -122,7 +122,7 @@ static void test_user_text(void) {
     sb_free(&sb);
 
     /* AOT: names of inputs/outputs in comments only, filtered */
-    CgIoDesc io[2] = {{"x */ evil();", FC_F32, {1, {100}}, false}, {"out\nput", FC_BF16, {2, {10, 10}}, true}};
+    CgIoDesc io[2] = {{"x */ evil();", FC_F32, {1, {100}}, false, -1}, {"out\nput", FC_BF16, {2, {10, 10}}, true, -1}};
     EXPECT(cg_cuda_aot(p, "blk", io, 2, &sb, &err) == FC_OK, "%s", err.msg);
     EXPECT(sb.data && !strstr(sb.data, "*/ evil") && !strstr(sb.data, "out\nput") &&
                strstr(sb.data, " *   in0  f32[100]  x *? evil();  (input)\n") &&
@@ -447,7 +447,7 @@ static void io_of(const KirProgram *p, CgIoDesc *io, int *nio) {
             for (; b < p->buffers.len; b++)
                 if (p->buffers.data[b].kind == (pass ? KIR_BUF_OUTPUT : KIR_BUF_INPUT) && p->buffers.data[b].index == idx) break;
             if (b == p->buffers.len) break;
-            CgIoDesc d = {pass ? "output" : "input", p->buffers.data[b].dtype, {1, {p->buffers.data[b].numel}}, pass == 1};
+            CgIoDesc d = {pass ? "output" : "input", p->buffers.data[b].dtype, {1, {p->buffers.data[b].numel}}, pass == 1, -1};
             io[(*nio)++] = d;
         }
 }
@@ -538,7 +538,7 @@ static bool nvcc_compiles(const char *nvcc, const char *name, const char *text) 
 static void test_huge_grid(const char *nvcc) {
     KirProgram *p = tiny_program("huge", "k0_huge");
     p->kernels.data[0]->grid = 3000000000LL;
-    CgIoDesc io[2] = {{"x", FC_F32, {1, {100}}, false}, {"y", FC_BF16, {1, {100}}, true}};
+    CgIoDesc io[2] = {{"x", FC_F32, {1, {100}}, false, -1}, {"y", FC_BF16, {1, {100}}, true, -1}};
     StrBuf sb = {0};
     FcErr err = {0};
     EXPECT(cg_cuda_aot(p, "huge", io, 2, &sb, &err) == FC_OK, "%s", err.msg);
@@ -581,7 +581,7 @@ static KirProgram *copy_program(const char *kname, FcDtype tin, FcDtype tout) {
  * refused. */
 static void test_train(const char *nvcc) {
     KirProgram *fwd = copy_program("k0_a", FC_F32, FC_BF16), *bwd = copy_program("k0_a", FC_BF16, FC_F32);
-    CgIoDesc io[2] = {{"x", FC_F32, {1, {100}}, false}, {"y", FC_BF16, {1, {100}}, true}};
+    CgIoDesc io[2] = {{"x", FC_F32, {1, {100}}, false, -1}, {"y", FC_BF16, {1, {100}}, true, -1}};
     CgArg bin[1] = {{CG_ARG_GRAD_OUTPUT, 0}};
     int bout[1] = {0};
     CgTrain t = {bwd, NULL, 0, bin, 1, bout, 1};

@@ -149,7 +149,7 @@ static void test_ptx(const char *nvcc) {
             for (int j = 0; j < nio && j < 8; j++) {
                 bool o = j >= g->inputs.len;
                 const IrValue *v = ir_cval(g, o ? g->outputs.data[j - g->inputs.len] : g->inputs.data[j]);
-                io[j] = (CgIoDesc){o ? "out" : "in", v->dtype, v->shape, o};
+                io[j] = (CgIoDesc){o ? "out" : "in", v->dtype, v->shape, o, -1};
             }
             StrBuf u = {0};
             EXPECT(cg_cuda_aot(p, "ln", io, nio, &u, &err) == FC_OK, "%s", err.msg);

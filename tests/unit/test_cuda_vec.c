@@ -177,7 +177,7 @@ static void nvcc_unit(const char *nvcc, const char *name, const KirProgram *p, c
     for (int i = 0; i < nio; i++) {
         bool o = i >= g->inputs.len;
         const IrValue *v = ir_cval(g, o ? g->outputs.data[i - g->inputs.len] : g->inputs.data[i]);
-        io[i] = (CgIoDesc){o ? "out" : "in", v->dtype, v->shape, o};
+        io[i] = (CgIoDesc){o ? "out" : "in", v->dtype, v->shape, o, -1};
     }
     StrBuf sb = {0};
     FcErr err = {0};

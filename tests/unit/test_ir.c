@@ -131,6 +131,7 @@ static IrGraph *all_ops_graph(void) {
     int xb = inp(g, NULL, FC_BF16, SH(2, 3, 4), false);
     int lab = inp(g, "lab", FC_I32, SH(2), false);
     int lg = inp(g, "logits", FC_F64, SH(2, 7), false);
+    int x8 = inp(g, "x8", FC_F8E4M3, SH(2, 3, 4), false);   /* input 12: f8 at the interface */
     int last = x;
     for (int op = 0; op < IR_OP_COUNT; op++)
         if (ir_ops[op].cat == IR_CAT_UNARY) last = N(g, (IrOp)op, NOATTR, x);
@@ -150,6 +151,11 @@ static IrGraph *all_ops_graph(void) {
     int s2 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {2}}));
     output(g, N(g, IR_OP_FP8_QUANT, ((IrAttrs){.i = {2}}), y, s2), "q5");
     g->fp8.data[2].read_only = true;
+    CHECK(ir_add_fp8_slot(g, FC_F8E4M3) == 3);
+    g->fp8.data[3].input = 12;
+    g->fp8.data[3].scale = 0x1p-3;
+    int s3 = N0(g, IR_OP_FP8_SCALE, ((IrAttrs){.i = {3}}));
+    output(g, N(g, IR_OP_FP8_DEQUANT, ((IrAttrs){.dtype = FC_BF16}), x8, s3), "dq8");
     int c = x;
     for (int op = 0; op < IR_OP_COUNT; op++)
         if (ir_ops[op].cat == IR_CAT_COMPARE) c = N(g, (IrOp)op, NOATTR, x, y);
@@ -401,6 +407,12 @@ static const struct {
      "e.ir:3:35: error: an f8 slot's gradient slot is another slot, f8e5m2, without a gradient slot of its own"},
     {HDR "  fp8 slot 0: f8e4m3 scale=1 grad=1\n  fp8 slot 1: f8e5m2 scale=2 grad=0\n",
      "e.ir:3:35: error: an f8 slot's gradient slot is another slot, f8e5m2, without a gradient slot of its own"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=1 input=0\n", "e.ir:3:36: error: an f8 slot's input is an input of the slot's format"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=1 input=4\n", "e.ir:3:36: error: an f8 slot's input is an input of the slot's format"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=1 input=-1\n", "e.ir:3:36: error: the input -1 is out of range (expected 0..1073741824)"},
+    {HDR "  fp8 slot 0: f8e4m3 scale=1\n  fp8 slot 1: f8e4m3 scale=1\n  %1 = fp8_scale() {slot=1} : f32[] @0:0 #0\n"
+         "  %2 = fp8_quant(%0, %1) {slot=0} : f8e4m3[2, 3] @0:0 #0\n",
+     "e.ir: error: node 1 (%2 = fp8_quant): its scale %1 is not an fp8_scale of its slot"},
 };
 
 static void test_parse_errors(void) {

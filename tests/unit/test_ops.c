@@ -154,6 +154,8 @@ static FcTensor *clone_to(FcDevice *d, FcTensor *src, const FcTensorInfo *ti) {
     if (!t || !buf) { free(buf); fc_tensor_free(t); return NULL; }
     fc_tensor_copy_to_host(src, buf, n);
     fc_tensor_copy_from_host(t, buf, n);
+    double sc = 1;   /* an f8 tensor's scale goes with its bytes */
+    if (fc_tensor_scale(src, &sc) == FC_OK && sc != 1) fc_tensor_set_scale(t, sc);
     free(buf);
     return t;
 }
