@@ -1507,6 +1507,73 @@ FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs) {
     return block_fail(b, s);
 }
 
+FcStatus fc_block_calibrate_fp8_grads(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs) {
+    if (!b) return FC_ERR_USAGE;
+    if (!block_ready(b)) return fc_err_set(&b->err, FC_ERR_USAGE, "the block did not compile");
+    if (!b->train)
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_calibrate_fp8_grads: block '%s' was not compiled for training "
+                          "(--train)", b->src->name);
+    const IrGraph *g = b->src;
+    int n = g->fp8.len, nin = g->inputs.len, nout = g->outputs.len;
+    if (nout && !grad_outputs)
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_calibrate_fp8_grads: grad_outputs are required");
+    for (int j = 0; j < nout; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        if (ir_dtype_is_float(y->dtype) && (!grad_outputs[j] || grad_outputs[j]->dtype != y->dtype ||
+                                            !ir_shape_eq(&grad_outputs[j]->shape, &y->shape)))
+            return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_calibrate_fp8_grads: the gradient of output %d ('%s') is "
+                              "missing or does not match it", j, g->output_names.data[j]);
+    }
+    FC_TRY(fc_block_calibrate_fp8(b, inputs));   /* the values' scales first: the backward reads them */
+    if (n == 0) return FC_OK;
+    void **h = fc_calloc((size_t)nin + 1, sizeof *h);
+    double **go = fc_calloc((size_t)nout + 1, sizeof *go);
+    double *amax = fc_calloc((size_t)n, sizeof *amax), *sc = fc_calloc((size_t)n, sizeof *sc);
+    double *seen = fc_calloc((size_t)n, sizeof *seen);
+    bool *is_grad = fc_calloc((size_t)n, sizeof *is_grad);
+    FcStatus s = h && go && amax && sc && seen && is_grad ? FC_OK : FC_OOM(&b->err);
+    for (int k = 0; s == FC_OK && k < n; k++)
+        if (g->fp8.data[k].grad >= 0) is_grad[g->fp8.data[k].grad] = true;
+    int fetched = 0;
+    for (int i = 0; s == FC_OK && i < nin; i++)
+        if ((s = host_begin(inputs[i], true, &h[i])) == FC_OK) fetched = i + 1;
+    for (int j = 0; s == FC_OK && j < nout; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        if (!ir_dtype_is_float(y->dtype)) continue;
+        int64_t m = grad_outputs[j]->nbytes / (int64_t)fc_dtype_size(y->dtype);
+        void *hg = NULL;
+        if (!(go[j] = fc_calloc((size_t)m + 1, sizeof(double)))) s = FC_OOM(&b->err);
+        if (s == FC_OK && (s = host_begin(grad_outputs[j], true, &hg)) == FC_OK) {
+            for (int64_t e = 0; e < m; e++) go[j][e] = tensor_value(grad_outputs[j], hg, e);
+            host_end(grad_outputs[j], hg, false);
+        }
+    }
+    /* to a fixed point, as the values' scales: a gradient computed from one that saturated
+     * grows once that one's scale falls */
+    bool changed = true;
+    for (int pass = 0; pass <= n + 1 && changed && s == FC_OK; pass++) {
+        s = rt_interp_grad_fp8_amax(g, (const void *const *)h, (const double *const *)go, amax, &b->err);
+        changed = false;
+        for (int k = 0; s == FC_OK && k < n; k++) {
+            sc[k] = g->fp8.data[k].scale;
+            if (!is_grad[k]) continue;
+            if (isnan(amax[k]) || amax[k] > seen[k]) seen[k] = amax[k];
+            sc[k] = fp8_scale_for(seen[k], g->fp8.data[k].fmt, g->fp8.data[k].scale);
+            changed |= sc[k] != g->fp8.data[k].scale;
+        }
+        if (s == FC_OK && changed) s = fc_block_set_fp8_scales(b, sc, n);
+    }
+    for (int i = 0; i < fetched; i++) host_end(inputs[i], h[i], false);
+    for (int j = 0; go && j < nout; j++) fc_free(go[j]);
+    fc_free(h);
+    fc_free(go);
+    fc_free(amax);
+    fc_free(sc);
+    fc_free(seen);
+    fc_free(is_grad);
+    return block_fail(b, s);
+}
+
 /* A copy of p's f8 state on the host (*out, the caller frees it). */
 static FcStatus fp8_state_to_host(FcProgram *p, float **out) {
     size_t nf = (size_t)p->blk->src->fp8.len * KIR_FP8_STRIDE;

@@ -369,6 +369,12 @@ FcStatus fc_block_set_fp8_scales(FcBlock *b, const double *scales, int n);
  * start with them, and their first run keeps them (its history is empty): every program of
  * the block and the reference then scale alike from the first run, which the tests use. */
 FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs);
+/* A training block (--train): fc_block_calibrate_fp8, then the scales of the gradients' E5M2
+ * slots from runs of the reference interpreter's backward on `inputs` and `grad_outputs` (as
+ * fc_program_backward takes them), repeated until they settle: what the backward's delayed
+ * scaling settles to, so that a new program's first backward does not run its gradients at
+ * scale 1 (where those under 2^-16 are 0). FC_ERR_USAGE for a block not compiled for training. */
+FcStatus fc_block_calibrate_fp8_grads(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs);
 
 /* Times whole training steps, forward then backward, as fc_program_time does the forward:
  * `warmup` + `repeat` steps, the median in *total_ms; per_launch_ms (may be NULL) gets one

@@ -66,6 +66,12 @@ FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const
 FcStatus rt_interp_grad_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs,
                               const double *const *grad_outputs, double *const *grad_inputs, uint64_t seed,
                               FcErr *err);
+/* --train at f8: rt_interp_grad's backward, recording for each gradient slot k (an E5M2 slot
+ * some slot's .grad names) the largest magnitude its backward quant takes (x's gradient, before
+ * the scale; 0 for other slots; NaN propagates), at the scales of g's slot table. For
+ * calibrating the gradients' scales (fc_block_calibrate_fp8_grads). */
+FcStatus rt_interp_grad_fp8_amax(const IrGraph *g, const void *const *inputs, const double *const *grad_outputs,
+                                 double *amax, FcErr *err);
 /* Philox-4x32-10 (Random123's philox4x32 with 10 rounds): the four output words for counter
  * ctr and key key. The interpreter's own implementation, which dropout's mask uses
  * (docs/language.md); exported for the known-answer tests. */

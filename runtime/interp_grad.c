@@ -755,22 +755,41 @@ static FcDtype grad_dtype(const IrGraph *g, const IrNode *n, int r) {
 
 static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                             const double *const *grad_outputs, double *const *grad_inputs, const uint64_t *noise,
-                            FcErr *err);
+                            double *grad_amax, FcErr *err);
 
 FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                         const double *const *grad_outputs, double *const *grad_inputs, FcErr *err) {
-    return interp_grad(g, inputs, outputs, grad_outputs, grad_inputs, NULL, err);
+    return interp_grad(g, inputs, outputs, grad_outputs, grad_inputs, NULL, NULL, err);
 }
 
 FcStatus rt_interp_grad_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs,
                               const double *const *grad_outputs, double *const *grad_inputs, uint64_t seed,
                               FcErr *err) {
-    return interp_grad(g, inputs, outputs, grad_outputs, grad_inputs, &seed, err);
+    return interp_grad(g, inputs, outputs, grad_outputs, grad_inputs, &seed, NULL, err);
+}
+
+FcStatus rt_interp_grad_fp8_amax(const IrGraph *g, const void *const *inputs, const double *const *grad_outputs,
+                                 double *amax, FcErr *err) {
+    FC_CHECK(err, g != NULL && amax != NULL);
+    for (int k = 0; k < g->fp8.len; k++) amax[k] = 0;
+    /* every float input's gradient asked for, so that the whole backward runs */
+    int ni = g->inputs.len;
+    double **gi = fc_calloc((size_t)ni + 1, sizeof *gi);
+    FcStatus s = gi ? FC_OK : FC_OOM(err);
+    for (int i = 0; s == FC_OK && i < ni; i++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[i]);
+        if (!ir_dtype_is_float(x->dtype)) continue;
+        if (!(gi[i] = fc_calloc((size_t)numel(&x->shape) + 1, sizeof(double)))) s = FC_OOM(err);
+    }
+    if (s == FC_OK) s = interp_grad(g, inputs, NULL, grad_outputs, gi, NULL, amax, err);
+    for (int i = 0; gi && i < ni; i++) fc_free(gi[i]);
+    fc_free(gi);
+    return s;
 }
 
 static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                             const double *const *grad_outputs, double *const *grad_inputs, const uint64_t *noise,
-                            FcErr *err) {
+                            double *grad_amax, FcErr *err) {
     FC_CHECK(err, g != NULL);
     int nv = g->values.len, nn = g->nodes.len, ni = g->inputs.len;
     for (int i = 0; grad_inputs && i < ni; i++) {
@@ -839,6 +858,11 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
         if (gs >= 0 && gs < g->fp8.len && gr[n->out[0]] && val[n->in[1]]) {
             double f = val[n->in[1]][0] * g->fp8.data[gs].scale;
             int64_t m = numel(vshape(g, n->out[0]));
+            /* the largest magnitude the backward's quant of slot gs takes: x's gradient g s */
+            for (int64_t j = 0; grad_amax && j < m; j++) {
+                double a = fabs(gr[n->out[0]][j] * val[n->in[1]][0]);
+                if (!isnan(grad_amax[gs]) && (isnan(a) || a > grad_amax[gs])) grad_amax[gs] = a;
+            }
             for (int64_t j = 0; j < m; j++) gr[n->out[0]][j] = rt_interp_round(FC_F8E5M2, gr[n->out[0]][j] * f) / f;
         }
         if (flows && wanted && (st = node_bw(g, n, val, gr, need, noise, err)) != FC_OK) goto done;

@@ -798,7 +798,8 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
      * these inputs (fc_block_calibrate_fp8); the programs made now start from those scales and
      * keep them in their one run, so fused, eager and the reference round alike */
     for (int k = 0; k < u.nprog && fc_block_num_fp8_slots(b0) > 0; k++)
-        if (k != P_REF && (s = fc_block_calibrate_fp8(u.blk[k], u.in)) != FC_OK) {
+        if (k != P_REF && (s = c->train ? fc_block_calibrate_fp8_grads(u.blk[k], u.in, u.gout)   /* the gradients' too */
+                                         : fc_block_calibrate_fp8(u.blk[k], u.in)) != FC_OK) {
             r->cls = DR_RUN;
             r->which = k;
             r->status = s;

@@ -366,6 +366,20 @@ static void test_fp8_slots(void) {
     for (int r = 0; r < 2; r++) REQUIRE(fc_program_backward(p, &gy, gin) == FC_OK);
     REQUIRE(fc_program_fp8_scales(p, sc, 4) == FC_OK);
     EXPECT(sc[1] >= 0x1p10 && sc[3] >= 0x1p10 && sc[1] <= 0x1p20 && sc[3] <= 0x1p20, "after backwards: %g %g", sc[1], sc[3]);
+    /* calibrated from the reference's backward, a new program's first backward runs at the
+     * scales delayed scaling settled to above (within a factor 2: the reference's amax), not 1 */
+    double cal[4];
+    FcProgram *p2 = NULL;
+    REQUIRE(fc_block_calibrate_fp8_grads(b, in, &gy) == FC_OK && fc_program_new(b, dev, &p2) == FC_OK);
+    REQUIRE(fc_program_run(p2, in, &y) == FC_OK && fc_program_backward(p2, &gy, gin) == FC_OK);
+    REQUIRE(fc_program_fp8_scales(p2, cal, 4) == FC_OK);
+    EXPECT(cal[1] != 1 && cal[3] != 1 && fabs(log2(cal[1] / sc[1])) <= 1 && fabs(log2(cal[3] / sc[3])) <= 1,
+           "calibrated: %g %g, settled %g %g", cal[1], cal[3], sc[1], sc[3]);
+    fc_program_free(p2);
+    CHECK(fc_block_calibrate_fp8_grads(bf, in, &gy) == FC_ERR_USAGE);
+    EXPECT(strcmp(fc_block_last_error(bf), "fc_block_calibrate_fp8_grads: block 's' was not compiled for training (--train)") == 0,
+           "%s", fc_block_last_error(bf));
+    CHECK(fc_block_calibrate_fp8_grads(b, in, NULL) == FC_ERR_USAGE);
     FcTensor *all[] = {in[0], in[1], y, gy, gin[0], gin[1]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fc_tensor_free(all[i]);
     fc_program_free(p);
