@@ -16,8 +16,17 @@ foreach(t test_cuda_emu test_cuda_emu_train)
 endforeach()
 # The same at --precision bf16 and f16 (docs/precision.md): every example's units lowered
 # (FUSEC_EMU_PRECISION sets emu_precision), forward and training, against the reference run of
-# the lowered block; the planted bugs run only on the declared units.
-foreach(_p bf16 f16)
+# the lowered block; the planted bugs run only on the declared units. A sanitizer build runs
+# only the f8 forward of the precisions (the most conversion code; the suite's time), and not
+# test_cuda_codegen, whose time is nvcc's.
+set(_emu_p bf16 f16)
+if(FUSEC_SANITIZE)
+  set(_emu_p)
+  if(TEST test_cuda_codegen)
+    set_tests_properties(test_cuda_codegen PROPERTIES LABELS slow)
+  endif()
+endif()
+foreach(_p ${_emu_p})
   foreach(t test_cuda_emu test_cuda_emu_train)
     if(TARGET ${t})
       add_test(NAME ${t}_${_p} COMMAND ${t})
@@ -29,7 +38,11 @@ endforeach()
 # And at --precision f8 (intermediates E4M3, the units taking the f8 state; every emulated run
 # starts from a fresh state at the scales the block calibrates on the case's inputs, which the
 # reference uses too).
-foreach(t test_cuda_emu test_cuda_emu_train)
+set(_emu_f8 test_cuda_emu test_cuda_emu_train)
+if(FUSEC_SANITIZE)
+  set(_emu_f8 test_cuda_emu)
+endif()
+foreach(t ${_emu_f8})
   if(TARGET ${t})
     add_test(NAME ${t}_f8 COMMAND ${t})
     set_tests_properties(${t}_f8 PROPERTIES TIMEOUT 400 LABELS cuda_emu SKIP_RETURN_CODE 77

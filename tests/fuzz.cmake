@@ -3,7 +3,7 @@
 #   ninja -C build-fuzz fuzz_frontend && ctest --test-dir build-fuzz -R fuzz_frontend
 # The target compiles the frontend and IR sources itself with -fsanitize=fuzzer,address,undefined;
 # its seed corpus is tests/fuzz/corpus (example blocks) plus tests/errors/*.tf. The ctest runs it
-# for 60 s on a scratch copy of the corpus; any crash, leak or sanitizer report fails it.
+# for 45 s on a scratch copy of the corpus; any crash, leak or sanitizer report fails it.
 if(FUSEC_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "FUSEC_FUZZ needs clang (-DCMAKE_C_COMPILER=clang)")
@@ -22,7 +22,7 @@ if(FUSEC_FUZZ)
   file(GLOB FUZZ_SEEDS ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/* ${PROJECT_SOURCE_DIR}/tests/errors/*.tf)
   add_test(NAME fuzz_frontend
            COMMAND ${CMAKE_COMMAND} -E env sh -c
-                   "rm -rf fuzz-corpus && mkdir -p fuzz-corpus && cp \"$@\" fuzz-corpus/ && exec \"${CMAKE_CURRENT_BINARY_DIR}/fuzz_frontend\" -max_total_time=60 -max_len=8192 -timeout=10 -rss_limit_mb=2048 fuzz-corpus"
+                   "rm -rf fuzz-corpus && mkdir -p fuzz-corpus && cp \"$@\" fuzz-corpus/ && exec \"${CMAKE_CURRENT_BINARY_DIR}/fuzz_frontend\" -max_total_time=45 -max_len=8192 -timeout=10 -rss_limit_mb=2048 fuzz-corpus"
                    sh ${FUZZ_SEEDS}
            WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
   set_tests_properties(fuzz_frontend PROPERTIES TIMEOUT 180 LABELS fuzz)
