@@ -10,16 +10,16 @@
 #                        in a sanitizer build, and there no emulation: the emulated units are not
 #                        instrumented anyway, test_cuda_emu runs the shared runner under the
 #                        sanitizers, and difftest_emu_selfcheck still runs.
-#   difftest_emu_all     60 other graphs, every one through the CUDA emulation (fused, eager
+#   difftest_emu_all     40 other graphs, every one through the CUDA emulation (fused, eager
 #                        and GPU-shaped units; the device's math modelled at its documented ulp
 #                        bounds, docs/cuda_emu.md); about 1-2 min on 2 cores, almost all of it
 #                        C++ compiles. Not in a sanitizer build (as above).
-#   difftest_fresh       200 graphs (20 in a sanitizer build) of a fresh seed per commit: the
+#   difftest_fresh       120 graphs (20 in a sanitizer build) of a fresh seed per commit: the
 #                        commit hash through `difftest --seed-from` (difftest/commit_seed.sh;
 #                        printed first; a fixed seed, said so, without git), every 25th emulated:
 #                        each CI run explores new graphs. A failure here is a new bug: keep its
 #                        reproducer (difftest/keep.sh) and commit it with the fix.
-#   difftest_train       60 training programs (fixed seed 20261201; 20 in a sanitizer build):
+#   difftest_train       45 training programs (fixed seed 20261201; 20 in a sanitizer build):
 #                        compiled with --train fused (--remat auto), eager (--no-fuse --remat none)
 #                        and --remat full; forward outputs vs the reference interpreter, every
 #                        gradient between the three and vs the reference backward (the
@@ -36,10 +36,10 @@
 #                        result corrupted (2 small graphs) must be caught as a CUDA emulation
 #                        mismatch and minimized to a reproducer.
 #   difftest_train_emu_selfcheck  the same for emulated training units (2 small graphs).
-#   difftest_stream      100 other graphs (20 in a sanitizer build) with FUSEC_CPU_LLC_BYTES=4096
+#   difftest_stream      60 other graphs (20 in a sanitizer build) with FUSEC_CPU_LLC_BYTES=4096
 #                        and FUSEC_CPU_L2_BYTES=4096 (products take B in panels, docs/cpu.md):
 #                        the CPU programs' non-temporal stores (docs/cpu.md).
-#   difftest_bf16, difftest_f16, difftest_f8  80 other graphs each (seed 20261127; 20 in a
+#   difftest_bf16, difftest_f16, difftest_f8  60 other graphs each (seed 20261127; 20 in a
 #                        sanitizer build) compiled at --precision bf16 / f16 / f8 (docs/precision.md):
 #                        as difftest_cpu, every 20th also emulated
 #                        (none in a sanitizer build).
@@ -75,14 +75,14 @@ if(FUSEC_SANITIZE)
   set(_dt_prec_emu 0)
 else()
   set(_dt_count 300)
-  set(_dt_fresh 200)
+  set(_dt_fresh 120)
   set(_dt_emu 30)
   set(_dt_found_emu 1)
   set(_dt_fresh_emu 25)
-  set(_dt_stream 100)
-  set(_dt_train 60)
+  set(_dt_stream 60)
+  set(_dt_train 45)
   set(_dt_train_emu 10)
-  set(_dt_prec 80)
+  set(_dt_prec 60)
   set(_dt_prec_emu 20)
 endif()
 set(_dt_env "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
@@ -93,7 +93,7 @@ add_test(NAME difftest_train_selfcheck
 set_tests_properties(difftest_train difftest_train_selfcheck PROPERTIES LABELS difftest TIMEOUT 600
                      ENVIRONMENT "${_dt_env}")
 if(NOT FUSEC_SANITIZE)
-  add_test(NAME difftest_emu_all COMMAND difftest --seed 20261125 --count 60 --nvrtc-every 0 --emu-every 1 --jobs 2)
+  add_test(NAME difftest_emu_all COMMAND difftest --seed 20261125 --count 40 --nvrtc-every 0 --emu-every 1 --jobs 2)
   add_test(NAME difftest_train_emu_selfcheck
            COMMAND difftest --train --self-check-emu --seed 7 --count 2 --max-stmts 8 --emu-every 1 --nvrtc-every 0 --jobs 2
                    --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-train-emu)

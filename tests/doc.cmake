@@ -24,7 +24,13 @@ find_program(FUSEC_PYTHON3 python3)
 if(FUSEC_PYTHON3)
   add_test(NAME doctest COMMAND ${FUSEC_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/doc/doctest.py
            --repo ${PROJECT_SOURCE_DIR} --build $<TARGET_FILE_DIR:fusec> --timeout 60)
-  set_tests_properties(doctest PROPERTIES LABELS doc TIMEOUT 300
+  # a sanitizer build leaves the pages' commands to the Werror build (label slow: the suite's time)
+  if(FUSEC_SANITIZE)
+    set(_doctest_labels "doc;slow")
+  else()
+    set(_doctest_labels doc)
+  endif()
+  set_tests_properties(doctest PROPERTIES LABELS "${_doctest_labels}" TIMEOUT 300
                        ENVIRONMENT "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2")
   add_test(NAME doctest_fixture_broken COMMAND ${FUSEC_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/doc/doctest.py
            --repo ${PROJECT_SOURCE_DIR} --build $<TARGET_FILE_DIR:fusec> --timeout 20
