@@ -1462,6 +1462,23 @@ static double fp8_scale_for(double amax, FcDtype fmt, double old) {
     return sc;
 }
 
+/* One pass of calibration: each slot's largest magnitude so far (seen, grown by this pass's
+ * amax: the history's maximum) gives its scale, for the slots `only` marks (every slot when
+ * NULL; the others keep theirs); the block takes the scales (sc, room for every slot) when one
+ * changed, and *changed says whether one did. */
+static FcStatus calibrate_pass(FcBlock *b, const double *amax, double *seen, double *sc, const bool *only, bool *changed) {
+    const IrGraph *g = b->src;
+    *changed = false;
+    for (int k = 0; k < g->fp8.len; k++) {
+        sc[k] = g->fp8.data[k].scale;
+        if (only && !only[k]) continue;
+        if (isnan(amax[k]) || amax[k] > seen[k]) seen[k] = amax[k];
+        sc[k] = fp8_scale_for(seen[k], g->fp8.data[k].fmt, g->fp8.data[k].scale);
+        *changed |= sc[k] != g->fp8.data[k].scale;
+    }
+    return *changed ? fc_block_set_fp8_scales(b, sc, g->fp8.len) : FC_OK;
+}
+
 FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs) {
     if (!b) return FC_ERR_USAGE;
     if (!block_ready(b)) return fc_err_set(&b->err, FC_ERR_USAGE, "the block did not compile");
@@ -1491,13 +1508,7 @@ FcStatus fc_block_calibrate_fp8(FcBlock *b, FcTensor *const *inputs) {
     bool changed = true;
     for (int pass = 0; pass <= n + 1 && changed && s == FC_OK; pass++) {
         s = rt_interp_fp8_amax(g, (const void *const *)h, amax, &b->err);
-        changed = false;
-        for (int k = 0; s == FC_OK && k < n; k++) {
-            if (isnan(amax[k]) || amax[k] > seen[k]) seen[k] = amax[k];
-            sc[k] = fp8_scale_for(seen[k], g->fp8.data[k].fmt, g->fp8.data[k].scale);
-            changed |= sc[k] != g->fp8.data[k].scale;
-        }
-        if (s == FC_OK && changed) s = fc_block_set_fp8_scales(b, sc, n);
+        if (s == FC_OK) s = calibrate_pass(b, amax, seen, sc, NULL, &changed);
     }
     fc_free(seen);
     for (int i = 0; i < fetched; i++) host_end(inputs[i], h[i], false);
@@ -1553,15 +1564,7 @@ FcStatus fc_block_calibrate_fp8_grads(FcBlock *b, FcTensor *const *inputs, FcTen
     bool changed = true;
     for (int pass = 0; pass <= n + 1 && changed && s == FC_OK; pass++) {
         s = rt_interp_grad_fp8_amax(g, (const void *const *)h, (const double *const *)go, amax, &b->err);
-        changed = false;
-        for (int k = 0; s == FC_OK && k < n; k++) {
-            sc[k] = g->fp8.data[k].scale;
-            if (!is_grad[k]) continue;
-            if (isnan(amax[k]) || amax[k] > seen[k]) seen[k] = amax[k];
-            sc[k] = fp8_scale_for(seen[k], g->fp8.data[k].fmt, g->fp8.data[k].scale);
-            changed |= sc[k] != g->fp8.data[k].scale;
-        }
-        if (s == FC_OK && changed) s = fc_block_set_fp8_scales(b, sc, n);
+        if (s == FC_OK) s = calibrate_pass(b, amax, seen, sc, is_grad, &changed);
     }
     for (int i = 0; i < fetched; i++) host_end(inputs[i], h[i], false);
     for (int j = 0; go && j < nout; j++) fc_free(go[j]);

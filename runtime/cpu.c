@@ -516,6 +516,11 @@ typedef struct GemmCtx {
     void *c;
     int64_t nparts;
 } GemmCtx;
+/* The parts a product's `rows` rows of C are split into: at least 16 rows each, at most one
+ * per thread. */
+static int64_t gemm_parts(const RtCpuProgram *cp, int64_t rows) {
+    return rows / 16 < cp->nthreads ? (rows / 16 > 1 ? rows / 16 : 1) : cp->nthreads;
+}
 static void run_gemm_part(void *arg, int64_t part) {
     GemmCtx *gc = arg;
     rt_blas_gemm_part(gc->g, gc->a, gc->b, gc->c, part, gc->nparts);
@@ -592,9 +597,7 @@ static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *
     for (int a = 0; a < ol->nargs; a++)
         if (opk->params.data[a].written) wp = a;
     size_t es = fc_dtype_size(g->dtype);
-    PanelCtx pc = {{g, gargs[0], gargs[1], gargs[2], 0}, 0, 0};
-    int64_t rows = g->m;
-    pc.gc.nparts = rows / 16 < cp->nthreads ? (rows / 16 > 1 ? rows / 16 : 1) : cp->nthreads;
+    PanelCtx pc = {{g, gargs[0], gargs[1], gargs[2], gemm_parts(cp, g->m)}, 0, 0};
     for (int64_t k0 = 0, blk = 0; k0 < g->k; k0 += g->panel_k, blk += g->panel_blocks) {
         /* the kernel stores element i of B at param + i: based k0 rows before the panel */
         oargs[wp] = (char *)gargs[1] - (ptrdiff_t)((size_t)k0 * (size_t)g->n * es);
@@ -615,10 +618,7 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
     if (k->library && k->gemm.panel_k > 0) return run_panels(cp, li, inputs, outputs, err);
     FC_TRY(bind_args(cp, li, inputs, outputs, cp->args, err));
     if (k->library) {   /* a matrix product through the BLAS, its rows split over the pool */
-        GemmCtx gc = {&k->gemm, cp->args[0], cp->args[1], cp->args[2], 0};
-        int64_t rows = k->gemm.batch * k->gemm.m;
-        /* parts of at least 16 rows, at most one per thread */
-        gc.nparts = rows / 16 < cp->nthreads ? (rows / 16 > 1 ? rows / 16 : 1) : cp->nthreads;
+        GemmCtx gc = {&k->gemm, cp->args[0], cp->args[1], cp->args[2], gemm_parts(cp, k->gemm.batch * k->gemm.m)};
         rt_pool_parallel_for(cp->pool, gc.nparts, run_gemm_part, &gc);
         return FC_OK;
     }
