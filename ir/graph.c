@@ -37,6 +37,14 @@ int ir_dtype_lookup(const char *name) {
     return -1;
 }
 bool ir_dtype_is_float(FcDtype t) { return t <= FC_F8E5M2; }
+
+bool ir_cast_may_stay_wide(FcDtype from, FcDtype to) {
+    return ir_dtype_is_float(from) && (to == FC_BF16 || to == FC_F16);
+}
+
+IrAttrs ir_storage_cast(FcDtype from, FcDtype to) {
+    return (IrAttrs){.dtype = to, .i = {ir_cast_may_stay_wide(from, to)}};
+}
 bool ir_dtype_is_int(FcDtype t) { return t == FC_I32 || t == FC_I64; }
 
 /* ---- shapes --------------------------------------------------------------------------------- */

@@ -115,6 +115,13 @@ struct IrNode {
     IrOp origin_op;      /* and that op */
 };
 
+/* A cast's "wide" attribute (ops.def): a storage cast a pass inserts (a float cast to bf16 or
+ * f16) may stay in f32 inside a fused kernel, as a computing op's narrow result does; the
+ * source's casts round wherever they are computed. ir_cast_may_stay_wide says which casts may
+ * be wide; ir_storage_cast gives a pass's cast attributes (wide where it may be). */
+bool ir_cast_may_stay_wide(FcDtype from, FcDtype to);
+IrAttrs ir_storage_cast(FcDtype from, FcDtype to);
+
 /* A slot of f8 delayed scaling (--precision f8; docs/precision.md "f8"): one per tensor stored
  * in f8. The programs keep the slot's scale and amax history in their state buffer; `scale` is
  * the scale the reference interpreter uses for fp8_scale (1 unless --check copies a program's

@@ -172,6 +172,9 @@ RULE(cast) {
     (void)nout;
     if ((unsigned)n->a.dtype >= FC_DTYPE_COUNT)
         return fc_err_set(err, FC_ERR_INPUT, "'cast' needs a dtype");
+    if (n->a.i[0] != 0 && (n->a.i[0] != 1 || !ir_cast_may_stay_wide(in(g, n, 0)->dtype, n->a.dtype)))
+        return fc_err_set(err, FC_ERR_INPUT, "'cast' wide=%lld: only a float cast to bf16 or f16 may be wide (1)",
+                          (long long)n->a.i[0]);
     odt[0] = n->a.dtype;
     osh[0] = in(g, n, 0)->shape;
     return FC_OK;

@@ -662,9 +662,12 @@ static FcStatus backward_node(Ad *d, const IrNode *n) {
     case IR_CAT_UNARY: return rule_unary(d, n, g);
     case IR_CAT_BINARY: return rule_binary(d, n, g);
     case IR_CAT_SELECT: return rule_where(d, n, g);
-    case IR_CAT_CAST: {
-        int c;
-        FC_TRY(cast(d, g, DT(d, n->in[0]), &c));
+    case IR_CAT_CAST: {   /* the gradient of a storage cast (wide) is one too */
+        int c = g;
+        if (DT(d, g) != DT(d, n->in[0])) {
+            IrAttrs a = n->a.i[0] ? ir_storage_cast(DT(d, g), DT(d, n->in[0])) : (IrAttrs){.dtype = DT(d, n->in[0])};
+            FC_TRY(emit(d, IR_OP_CAST, &g, 1, &a, &c));
+        }
         return accumulate(d, n->in[0], c);
     }
     case IR_CAT_REDUCE: return rule_reduce(d, n, g);

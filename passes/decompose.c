@@ -79,7 +79,7 @@ static FcStatus reduce(Dx *d, IrOp op, int x, int64_t *axes, int naxes, int *out
 }
 
 static FcStatus cast(Dx *d, int x, FcDtype t, int *out) {
-    IrAttrs a = {.dtype = t};
+    IrAttrs a = ir_storage_cast(ir_cval(d->g, x)->dtype, t);   /* the composite's result may stay wide */
     return emit(d, IR_OP_CAST, &x, 1, &a, out);
 }
 

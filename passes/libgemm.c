@@ -36,7 +36,7 @@ static FcStatus run(const IrGraph *src, IrGraph *g, int *map, FcErr *err) {
         FcStatus s = FC_OK;
         FcDtype t = n->nout > 0 ? ir_cval(src, n->out[0])->dtype : FC_F32;
         if (n->op == IR_OP_MATMUL && narrow(t)) {
-            IrAttrs wide = {.dtype = FC_F32}, back = {.dtype = t};
+            IrAttrs wide = {.dtype = FC_F32}, back = ir_storage_cast(FC_F32, t);
             for (int k = 0; k < 2 && s == FC_OK; k++) s = add(g, n, IR_OP_CAST, &in[k], 1, &wide, &in[k], err);
             int p = -1;
             if (s == FC_OK) s = add(g, n, IR_OP_MATMUL, in, 2, &n->a, &p, err);

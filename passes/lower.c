@@ -459,7 +459,7 @@ static bool int_bounds(FcDtype t, int64_t *lo, int64_t *hi) {
 /* A cast (docs/language.md): to an integer, floats truncate toward zero and saturate (NaN 0:
  * the kernel IR's float-to-int cast), and a wider integer saturates to the narrower one's range
  * (clamped in its own type, then converted); to bool, x != 0. */
-static int emit_cast(Lower *L, int x, FcDtype from, FcDtype to) {
+static int emit_cast(Lower *L, int x, FcDtype from, FcDtype to, bool wide) {
     KirType tt = ctype(to);
     if (to == FC_BOOL) {
         if (from == FC_BOOL) return x;
@@ -479,7 +479,9 @@ static int emit_cast(Lower *L, int x, FcDtype from, FcDtype to) {
         return kir_cast(L->k, tt, x);
     }
     int y = kir_cast(L->k, tt, x);
-    if (ir_dtype_is_float(to)) y = kir_round(L->k, to, y);
+    /* a storage cast stays f32 inside the kernel (rounded where stored), as a computing op's
+     * narrow result does; the source's casts round here */
+    if (ir_dtype_is_float(to)) y = wide ? strict_round(L, to, y) : kir_round(L->k, to, y);
     return y;
 }
 
@@ -752,7 +754,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
         return kir_select(L->k, c, a, b);
     }
     case IR_CAT_CAST:
-        return emit_cast(L, emit(L, n->in[0], idx), val(L, n->in[0])->dtype, o->dtype);
+        return emit_cast(L, emit(L, n->in[0], idx), val(L, n->in[0])->dtype, o->dtype, n->a.i[0] != 0);
     case IR_CAT_REDUCE:
         return emit_reduce_serial(L, n, v, idx);
     case IR_CAT_GENERATOR:

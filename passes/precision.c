@@ -92,7 +92,7 @@ static FcStatus cast_to(Px *x, int v, FcDtype t, int *out) {
         *out = v;
         return FC_OK;
     }
-    IrAttrs a = {.dtype = t};
+    IrAttrs a = ir_storage_cast(ir_cval(x->g, v)->dtype, t);
     return emit(x, IR_OP_CAST, &v, 1, &a, out);
 }
 
@@ -110,7 +110,7 @@ static FcStatus attention_steps(Px *x, const IrNode *n, int *out) {
     perm[r - 2] = r - 1;
     perm[r - 1] = r - 2;
     IrAttrs pa = {.nlist = r, .list = perm}, ca = {.f = n->a.f, .dtype = FC_F32}, wa = {.dtype = FC_F32},
-            na = {.dtype = x->p}, ma = {.f = -INFINITY}, sa = {.i = {r - 1}};
+            na = ir_storage_cast(FC_F32, x->p), ma = {.f = -INFINITY}, sa = {.i = {r - 1}};
     int kt, s, c, sw, p;
     x->origin = x->g->next_origin++, x->origin_op = IR_OP_TRANSPOSE;
     FC_TRY(emit(x, IR_OP_TRANSPOSE, &k, 1, &pa, &kt));

@@ -842,7 +842,8 @@ bool rt_interp_has_narrow_intermediates(const IrGraph *g) {
     for (int k = 0; k < g->nodes.len; k++) {
         const IrNode *n = &g->nodes.data[k];
         IrCategory c = ir_ops[n->op].cat;
-        if (c == IR_CAT_CAST || c == IR_CAT_GENERATOR || c == IR_CAT_SHAPE || n->op == IR_OP_FP8_QUANT) continue;
+        if ((c == IR_CAT_CAST && !n->a.i[0]) || c == IR_CAT_GENERATOR || c == IR_CAT_SHAPE || n->op == IR_OP_FP8_QUANT)
+            continue;
         for (int r = 0; r < n->nout; r++)
             if (is_narrow_float(val(g, n->out[r])->dtype)) return true;
     }
@@ -1045,11 +1046,12 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
         if (outs != outs_fast) fc_free(outs);
         if (st != FC_OK) goto done;
         /* op-by-op semantics: every result element rounded to its dtype; with
-         * RT_ROUND_AT_OUTPUTS a 16/8-bit float result of a computing op is kept in f32 instead
-         * (a fused kernel's register), while casts and generators still round (every backend
-         * rounds them) */
+         * RT_ROUND_AT_OUTPUTS a 16/8-bit float result of a computing op or a storage cast (wide,
+         * ops.def) is kept in f32 instead (a fused kernel's register), while the source's casts
+         * and generators still round (every backend rounds them) */
         IrCategory cat = ir_ops[n->op].cat;
-        bool keep_wide = rounding == RT_ROUND_AT_OUTPUTS && cat != IR_CAT_CAST && cat != IR_CAT_GENERATOR &&
+        bool keep_wide = rounding == RT_ROUND_AT_OUTPUTS && (cat != IR_CAT_CAST || n->a.i[0]) &&
+                         cat != IR_CAT_GENERATOR &&
                          n->op != IR_OP_FP8_QUANT;   /* rounds wherever it is computed, as a cast does */
         bool perturb = noise && rounds(n->op);
         for (int r = 0; r < n->nout; r++) {

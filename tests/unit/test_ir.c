@@ -354,7 +354,12 @@ static const struct {
      "e.ir:3:8: error: axis 5 is out of range for 'sum' of a rank-2 tensor (expected -2..1)"},
     {HDR "  %1 = sum(%0) {axes=1, keepdim=0} : f32[2] @0:0 #0\n", "e.ir:3:22: error: expected '[', found '1'"},
     {HDR "  %1 = sum(%0) {axes=[1], keepdim=1.5} : f32[2] @0:0 #0\n", "e.ir:3:35: error: expected an integer, found '1.5'"},
-    {HDR "  %1 = cast(%0) {dtype=f33} : f32[2, 3] @0:0 #0\n", "e.ir:3:24: error: expected a dtype, found 'f33'"},
+    {HDR "  %1 = cast(%0) {dtype=f33, wide=0} : f32[2, 3] @0:0 #0\n", "e.ir:3:24: error: expected a dtype, found 'f33'"},
+    {HDR "  %1 = cast(%0) {dtype=bf16} : bf16[2, 3] @0:0 #0\n", "e.ir:3:8: error: 'cast' is missing attribute 'wide'"},
+    {HDR "  %1 = cast(%0) {dtype=bf16, wide=2} : bf16[2, 3] @0:0 #0\n",
+     "e.ir:3:8: error: 'cast' wide=2: only a float cast to bf16 or f16 may be wide (1)"},
+    {HDR "  %1 = cast(%0) {dtype=i32, wide=1} : i32[2, 3] @0:0 #0\n",
+     "e.ir:3:8: error: 'cast' wide=1: only a float cast to bf16 or f16 may be wide (1)"},
     {HDR "  %1 = gelu(%0) {approx=\"fast\"} : f32[2, 3] @0:0 #0\n",
      "e.ir:3:25: error: expected \"none\" or \"tanh\", found a string"},
     {HDR "  %1 = gelu(%0) {approx=5} : f32[2, 3] @0:0 #0\n", "e.ir:3:8: error: gelu approx must be \"none\" or \"tanh\""},
@@ -434,9 +439,9 @@ static void test_parse_errors(void) {
                      "  %1 = full() {dtype=f32, value=inf, shape=[2]} : f32[2] @0:0 #0 full\n"
                      "  %2 = full() {shape=[2], value=2, dtype=f32} : f32[2] @0:0 #1\n"
                      "  %3 = reshape(%0) {shape=[-1]} : f32[6] @0:0 #2\n"
-                     "  %4 = cast(%0) {dtype=i8} : i8[2, 3] @0:0 #2\n"
+                     "  %4 = cast(%0) {dtype=i8, wide=0} : i8[2, 3] @0:0 #2\n"
                      "  %5 = transpose(%4) {perm=[1, 0]} : i8[3, 2] @0:0 #2\n"
-                     "  %6 = cast(%5) {dtype=f32} : f32[3, 2] @0:0 #2\n"
+                     "  %6 = cast(%5) {wide=0, dtype=f32} : f32[3, 2] @0:0 #2\n"
                      "  output %3 \"o\"\n"
                      "  output %6 \"q\"";
     FcErr err = {0};
