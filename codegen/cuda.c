@@ -9,7 +9,8 @@
  *
  * Invariants of the output:
  *   - Self-contained: no #include in the kernel part; the storage conversions (f16, bf16,
- *     f8) are integer bit manipulation in a preamble that holds only the helpers used.
+ *     f8) are the device's cvt instructions (inline asm; f8 below sm_89 integer code) in a
+ *     preamble that holds only the helpers used.
  *   - Identifiers are generated: p<N> params, v<N> variables, sh<N> shared arrays, ta<N>
  *     thread arrays, fc_* helpers; kernel names come from KirKernel.name after a check.
  *     Text from the user (block and tensor names) appears only inside comments, filtered.
@@ -35,35 +36,93 @@
 #define CG_RED_SCRATCH_MAX 1280      /* static reduction scratch at most: 5 types x 32 warps x 8 bytes */
 #define CG_MAX_GRID 2147483647LL    /* CUDA's gridDim.x limit */
 
-/* Preamble helpers, emitted only when used (an unused static function is a warning). */
+/* Preamble helpers, emitted only when used (an unused static function is a warning; the
+ * few that an `#if __CUDA_ARCH__` branch may leave unused are marked unused).
+ *
+ * Storage conversions use the device's cvt instructions: `cvt.rn.bf16x2.f32` and
+ * `cvt.rn.f16x2.f32` (two values a register, sm_80 and up), `cvt.f32.f16`, and on sm_89/sm_90
+ * `cvt.rn.satfinite.e4m3x2.f32` / `.e5m2x2.f32` and `cvt.rn.f16x2.e4m3x2`; below sm_89 the f8
+ * conversions are integer code (fc_round_bits). Each cvt has one wrapper, fc_cvt_*, with the
+ * instruction's own operand order (its first source goes to the upper half); the emulation
+ * harness (tests/cuda_emu/fusec_cuda_emu.h) defines FCEMU_PTX_CVT and models the instructions
+ * itself. The vec path stores pairs of lanes with one x2 conversion (fc_pack_*). */
 enum {
+    H_CVT_BF16X2, H_CVT_F16X2, H_CVT_F32_F16, H_CVT_E4M3X2, H_CVT_E5M2X2, H_CVT_F16X2_E4M3X2,
     H_F16_TO_F32, H_F32_TO_F16, H_BF16_TO_F32, H_F32_TO_BF16, H_F8E4M3_TO_F32, H_F32_TO_F8E4M3,
     H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_ROUND_BITS,
+    H_PACK_BF16, H_PACK_F16, H_PACK_F8E4M3, H_PACK_F8E5M2,
     H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32, H_F64_TO_I64,
     H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64, H_MIN_I64,
     H_PHILOX, H_AMAX_FLUSH,
     H_COUNT
 };
 
+#define FC_SM89 "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890\n"
 static const char *const helper_text[H_COUNT] = {
+    [H_CVT_BF16X2] =
+        "#ifndef FCEMU_PTX_CVT\n"
+        "static __device__ __forceinline__ __attribute__((unused)) unsigned int fc_cvt_bf16x2(float hi, float lo)\n"
+        "{\n"
+        "    unsigned int d;\n"
+        "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo));\n"
+        "    return d;\n"
+        "}\n"
+        "#endif\n",
+    [H_CVT_F16X2] =
+        "#ifndef FCEMU_PTX_CVT\n"
+        "static __device__ __forceinline__ __attribute__((unused)) unsigned int fc_cvt_f16x2(float hi, float lo)\n"
+        "{\n"
+        "    unsigned int d;\n"
+        "    asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo));\n"
+        "    return d;\n"
+        "}\n"
+        "#endif\n",
+    [H_CVT_F32_F16] =
+        "#ifndef FCEMU_PTX_CVT\n"
+        "static __device__ __forceinline__ __attribute__((unused)) float fc_cvt_f32_f16(unsigned short a)\n"
+        "{\n"
+        "    float d;\n"
+        "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(d) : \"h\"(a));\n"
+        "    return d;\n"
+        "}\n"
+        "#endif\n",
+    [H_CVT_E4M3X2] =
+        "#if !defined(FCEMU_PTX_CVT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890\n"
+        "static __device__ __forceinline__ __attribute__((unused)) unsigned short fc_cvt_e4m3x2(float hi, float lo)\n"
+        "{\n"
+        "    unsigned short d;\n"
+        "    asm(\"cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\" : \"=h\"(d) : \"f\"(hi), \"f\"(lo));\n"
+        "    return d;\n"
+        "}\n"
+        "#endif\n",
+    [H_CVT_E5M2X2] =
+        "#if !defined(FCEMU_PTX_CVT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890\n"
+        "static __device__ __forceinline__ __attribute__((unused)) unsigned short fc_cvt_e5m2x2(float hi, float lo)\n"
+        "{\n"
+        "    unsigned short d;\n"
+        "    asm(\"cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\" : \"=h\"(d) : \"f\"(hi), \"f\"(lo));\n"
+        "    return d;\n"
+        "}\n"
+        "#endif\n",
+    [H_CVT_F16X2_E4M3X2] =
+        "#if !defined(FCEMU_PTX_CVT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890\n"
+        "static __device__ __forceinline__ __attribute__((unused)) unsigned int fc_cvt_f16x2_e4m3x2(unsigned short a)\n"
+        "{\n"
+        "    unsigned int d;\n"
+        "    asm(\"cvt.rn.f16x2.e4m3x2 %0, %1;\" : \"=r\"(d) : \"h\"(a));\n"
+        "    return d;\n"
+        "}\n"
+        "#endif\n",
     [H_F16_TO_F32] =
         "static __device__ __forceinline__ float fc_f16_to_f32(unsigned short h)\n"
         "{\n"
-        "    unsigned int sign = ((unsigned int)h & 0x8000u) << 16;\n"
-        "    unsigned int e = ((unsigned int)h >> 10) & 0x1fu;\n"
-        "    unsigned int m = (unsigned int)h & 0x3ffu;\n"
-        "    if (e == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (m << 13));\n"
-        "    if (e == 0u) {\n"
-        "        float r = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */\n"
-        "        return sign ? -r : r;\n"
-        "    }\n"
-        "    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));\n"
+        "    return fc_cvt_f32_f16(h);\n"
         "}\n",
     [H_ROUND_BITS] =
         "/* |x| (f32 bits ax, finite) rounded to nearest even into a format with mb mantissa bits\n"
         " * and exponent bias `bias`, as that format's magnitude code; the caller saturates codes\n"
-        " * beyond the largest finite value. */\n"
-        "static __device__ __forceinline__ unsigned int fc_round_bits(unsigned int ax, int mb, int bias)\n"
+        " * beyond the largest finite value. (f8 below sm_89, which has no f8 cvt.) */\n"
+        "static __device__ __forceinline__ __attribute__((unused)) unsigned int fc_round_bits(unsigned int ax, int mb, int bias)\n"
         "{\n"
         "    int e = (int)(ax >> 23);\n"
         "    if (e == 0) return 0u; /* f32 subnormals are far below half the smallest target value */\n"
@@ -81,13 +140,7 @@ static const char *const helper_text[H_COUNT] = {
     [H_F32_TO_F16] =
         "static __device__ __forceinline__ unsigned short fc_f32_to_f16(float f)\n"
         "{\n"
-        "    unsigned int x = __float_as_uint(f);\n"
-        "    unsigned int sign = (x >> 16) & 0x8000u;\n"
-        "    unsigned int ax = x & 0x7fffffffu;\n"
-        "    if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));\n"
-        "    unsigned int q = fc_round_bits(ax, 10, 15);\n"
-        "    if (q > 0x7c00u) q = 0x7c00u; /* overflow and inf give inf */\n"
-        "    return (unsigned short)(sign | q);\n"
+        "    return (unsigned short)fc_cvt_f16x2(0.0f, f);\n"
         "}\n",
     [H_BF16_TO_F32] =
         "static __device__ __forceinline__ float fc_bf16_to_f32(unsigned short h)\n"
@@ -97,14 +150,14 @@ static const char *const helper_text[H_COUNT] = {
     [H_F32_TO_BF16] =
         "static __device__ __forceinline__ unsigned short fc_f32_to_bf16(float f)\n"
         "{\n"
-        "    unsigned int x = __float_as_uint(f);\n"
-        "    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);\n"
-        "    x += 0x7fffu + ((x >> 16) & 1u);\n"
-        "    return (unsigned short)(x >> 16);\n"
+        "    return (unsigned short)fc_cvt_bf16x2(0.0f, f);\n"
         "}\n",
     [H_F8E4M3_TO_F32] =
         "static __device__ __forceinline__ float fc_f8e4m3_to_f32(unsigned char b)\n"
         "{\n"
+        FC_SM89
+        "    return fc_cvt_f32_f16((unsigned short)fc_cvt_f16x2_e4m3x2((unsigned short)b));\n"
+        "#else\n"
         "    unsigned int sign = ((unsigned int)b & 0x80u) << 24;\n"
         "    unsigned int e = ((unsigned int)b >> 3) & 0xfu;\n"
         "    unsigned int m = (unsigned int)b & 0x7u;\n"
@@ -114,10 +167,14 @@ static const char *const helper_text[H_COUNT] = {
         "        return sign ? -r : r;\n"
         "    }\n"
         "    return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));\n"
+        "#endif\n"
         "}\n",
     [H_F32_TO_F8E4M3] =
         "static __device__ __forceinline__ unsigned char fc_f32_to_f8e4m3(float f)\n"
         "{\n"
+        FC_SM89
+        "    return (unsigned char)fc_cvt_e4m3x2(0.0f, f); /* satfinite: inf gives 448, as e4m3 has none */\n"
+        "#else\n"
         "    unsigned int x = __float_as_uint(f);\n"
         "    unsigned int sign = (x >> 24) & 0x80u;\n"
         "    unsigned int ax = x & 0x7fffffffu;\n"
@@ -125,6 +182,7 @@ static const char *const helper_text[H_COUNT] = {
         "    unsigned int q = fc_round_bits(ax, 3, 7);\n"
         "    if (q > 0x7eu) q = 0x7eu; /* saturate to 448 (inf too: e4m3 has none) */\n"
         "    return (unsigned char)(sign | q);\n"
+        "#endif\n"
         "}\n",
     [H_F8E5M2_TO_F32] =
         "static __device__ __forceinline__ float fc_f8e5m2_to_f32(unsigned char b)\n"
@@ -137,11 +195,43 @@ static const char *const helper_text[H_COUNT] = {
         "    unsigned int x = __float_as_uint(f);\n"
         "    unsigned int sign = (x >> 24) & 0x80u;\n"
         "    unsigned int ax = x & 0x7fffffffu;\n"
+        "    if (ax == 0x7f800000u) return (unsigned char)(sign | 0x7cu); /* inf stays inf */\n"
+        FC_SM89
+        "    return (unsigned char)fc_cvt_e5m2x2(0.0f, f); /* finite values saturate to 57344 */\n"
+        "#else\n"
         "    if (ax > 0x7f800000u) return (unsigned char)(sign | 0x7eu);\n"
-        "    if (ax == 0x7f800000u) return (unsigned char)(sign | 0x7cu);\n"
         "    unsigned int q = fc_round_bits(ax, 2, 15);\n"
         "    if (q > 0x7bu) q = 0x7bu; /* finite values saturate to 57344 */\n"
         "    return (unsigned char)(sign | q);\n"
+        "#endif\n"
+        "}\n",
+    [H_PACK_BF16] =
+        "static __device__ __forceinline__ unsigned int fc_pack_bf16(float lo, float hi)\n"
+        "{\n"
+        "    return fc_cvt_bf16x2(hi, lo);\n"
+        "}\n",
+    [H_PACK_F16] =
+        "static __device__ __forceinline__ unsigned int fc_pack_f16(float lo, float hi)\n"
+        "{\n"
+        "    return fc_cvt_f16x2(hi, lo);\n"
+        "}\n",
+    [H_PACK_F8E4M3] =
+        "static __device__ __forceinline__ unsigned int fc_pack_f8e4m3(float lo, float hi)\n"
+        "{\n"
+        FC_SM89
+        "    return (unsigned int)fc_cvt_e4m3x2(hi, lo);\n"
+        "#else\n"
+        "    return (unsigned int)fc_f32_to_f8e4m3(lo) | ((unsigned int)fc_f32_to_f8e4m3(hi) << 8);\n"
+        "#endif\n"
+        "}\n",
+    [H_PACK_F8E5M2] =
+        "static __device__ __forceinline__ unsigned int fc_pack_f8e5m2(float lo, float hi)\n"
+        "{\n"
+        FC_SM89
+        "    if ((__float_as_uint(lo) & 0x7fffffffu) != 0x7f800000u && (__float_as_uint(hi) & 0x7fffffffu) != 0x7f800000u)\n"
+        "        return (unsigned int)fc_cvt_e5m2x2(hi, lo); /* no inf: satfinite would not keep it */\n"
+        "#endif\n"
+        "    return (unsigned int)fc_f32_to_f8e5m2(lo) | ((unsigned int)fc_f32_to_f8e5m2(hi) << 8);\n"
         "}\n",
     [H_F32_TO_I32] =
         "static __device__ __forceinline__ int fc_f32_to_i32(float a)\n"
@@ -284,6 +374,7 @@ typedef struct Cg {
  * them (stores), through the local array fc_v<slot>[W]. */
 typedef struct VecSlot {
     bool shared, store;
+    bool packed;   /* a store to a 16/8-bit float param: the lanes keep f32, pairs are converted at once */
     int ref, idx;
 } VecSlot;
 
@@ -424,10 +515,26 @@ static void put_int_lit(Cg *c, KirType t, int64_t v) {
     else sb_printf(c->o, "%lldLL", (long long)v);
 }
 
+/* Marks helper h and the helpers it calls as used. */
 static void use(Cg *c, int h) {
+#define D(x) ((x) + 1)   /* 0: no dependency */
+    static const int deps[H_COUNT][2] = {
+        [H_F16_TO_F32] = {D(H_CVT_F32_F16)},
+        [H_F32_TO_F16] = {D(H_CVT_F16X2)},
+        [H_F32_TO_BF16] = {D(H_CVT_BF16X2)},
+        [H_F8E4M3_TO_F32] = {D(H_CVT_F16X2_E4M3X2), D(H_CVT_F32_F16)},
+        [H_F32_TO_F8E4M3] = {D(H_CVT_E4M3X2), D(H_ROUND_BITS)},
+        [H_F8E5M2_TO_F32] = {D(H_F16_TO_F32)},
+        [H_F32_TO_F8E5M2] = {D(H_CVT_E5M2X2), D(H_ROUND_BITS)},
+        [H_PACK_BF16] = {D(H_CVT_BF16X2)},
+        [H_PACK_F16] = {D(H_CVT_F16X2)},
+        [H_PACK_F8E4M3] = {D(H_CVT_E4M3X2), D(H_F32_TO_F8E4M3)},
+        [H_PACK_F8E5M2] = {D(H_CVT_E5M2X2), D(H_F32_TO_F8E5M2)},
+    };
+#undef D
     c->helpers[h] = true;
-    if (h == H_F32_TO_F16 || h == H_F32_TO_F8E4M3 || h == H_F32_TO_F8E5M2) c->helpers[H_ROUND_BITS] = true;
-    if (h == H_F8E5M2_TO_F32) c->helpers[H_F16_TO_F32] = true;
+    for (int i = 0; i < 2; i++)
+        if (deps[h][i] && !c->helpers[deps[h][i] - 1]) use(c, deps[h][i] - 1);
 }
 
 /* The helper that decodes (to f32) or encodes (from f32) a narrow float, or -1. */
@@ -440,10 +547,22 @@ static int narrow_helper(FcDtype t, bool encode) {
     default: return -1;
     }
 }
+/* The helper that converts two f32 lanes of a 16/8-bit float to their packed bits, or -1. */
+static int pack_helper(FcDtype t) {
+    switch (t) {
+    case FC_F16: return H_PACK_F16;
+    case FC_BF16: return H_PACK_BF16;
+    case FC_F8E4M3: return H_PACK_F8E4M3;
+    case FC_F8E5M2: return H_PACK_F8E5M2;
+    default: return -1;
+    }
+}
 static const char *helper_name(int h) {
     static const char *const names[H_COUNT] = {
+        "fc_cvt_bf16x2", "fc_cvt_f16x2", "fc_cvt_f32_f16", "fc_cvt_e4m3x2", "fc_cvt_e5m2x2", "fc_cvt_f16x2_e4m3x2",
         "fc_f16_to_f32", "fc_f32_to_f16", "fc_bf16_to_f32", "fc_f32_to_bf16", "fc_f8e4m3_to_f32",
         "fc_f32_to_f8e4m3", "fc_f8e5m2_to_f32", "fc_f32_to_f8e5m2", "fc_round_bits",
+        "fc_pack_bf16", "fc_pack_f16", "fc_pack_f8e4m3", "fc_pack_f8e5m2",
         "fc_f32_to_i32", "fc_f32_to_i64", "fc_f64_to_i32", "fc_f64_to_i64",
         "fc_max_f32", "fc_min_f32", "fc_max_f64", "fc_min_f64", "fc_max_i32", "fc_min_i32",
         "fc_max_i64", "fc_min_i64", "fc_philox", "fc_amax_flush"};
@@ -1005,7 +1124,11 @@ static void put_vec_for(Cg *c, const KirStmt *st, int d) {
     const char *elem[64], *vt[64];
     int size[64];
     if (c->nslots > 64) cg_fail(c, FC_ERR_UNSUPPORTED, "a vec loop with more than 64 vector accesses");
-    for (int i = 0; i < c->nslots && c->st == FC_OK; i++) slot_types(c, &c->slots[i], &elem[i], &size[i], &vt[i]);
+    for (int i = 0; i < c->nslots && c->st == FC_OK; i++) {
+        VecSlot *v = &c->slots[i];
+        slot_types(c, v, &elem[i], &size[i], &vt[i]);
+        v->packed = v->store && !v->shared && pack_helper(k->params.data[v->ref].dtype) >= 0;
+    }
     if (c->st != FC_OK) goto done;
 
     ind(c, d); sb_printf(o, "{ /* v%d: %d consecutive iterations a thread; 16-byte accesses when aligned */\n", st->var, W);
@@ -1037,7 +1160,7 @@ static void put_vec_for(Cg *c, const KirStmt *st, int d) {
     /* the vec loads, 16 bytes at a time */
     for (int i = 0; i < c->nslots; i++) {
         const VecSlot *v = &c->slots[i];
-        ind(c, d + 3); sb_printf(o, "%s fc_v%d[%d];\n", elem[i], i, W);
+        ind(c, d + 3); sb_printf(o, "%s fc_v%d[%d];\n", v->packed ? "float" : elem[i], i, W);
         if (v->store) continue;
         ind(c, d + 3); sb_printf(o, "{\n");
         ind(c, d + 4); sb_printf(o, "const %s *fc_a = reinterpret_cast<const %s *>", vt[i], vt[i]);
@@ -1083,9 +1206,23 @@ static void put_vec_for(Cg *c, const KirStmt *st, int d) {
         ind(c, d + 4); sb_printf(o, "%s *fc_a = reinterpret_cast<%s *>", vt[i], vt[i]);
         put_slot_addr(c, v); sb_puts(o, ";\n");
         int per = 16 / size[i];
+        int ph = v->packed ? pack_helper(k->params.data[v->ref].dtype) : -1;
+        if (ph >= 0) use(c, ph);
         for (int q = 0; q < W / per; q++) {
             ind(c, d + 4); sb_printf(o, "{ %s fc_q;", vt[i]);
-            if (size[i] >= 4 || strcmp(vt[i], "uint4") != 0) {
+            if (ph >= 0) {   /* f32 lanes, two at a time through one x2 conversion */
+                int pc = 4 / size[i];
+                for (int comp = 0; comp < 4; comp++) {
+                    int e0 = q * per + comp * pc;
+                    sb_printf(o, " fc_q.%c = ", "xyzw"[comp]);
+                    for (int e = 0; e < pc; e += 2) {
+                        if (e) sb_puts(o, " | (");
+                        sb_printf(o, "%s(fc_v%d[%d], fc_v%d[%d])", helper_name(ph), i, e0 + e, i, e0 + e + 1);
+                        if (e) sb_printf(o, " << %d)", e * size[i] * 8);
+                    }
+                    sb_putc(o, ';');
+                }
+            } else if (size[i] >= 4 || strcmp(vt[i], "uint4") != 0) {
                 for (int e = 0; e < per; e++) sb_printf(o, " fc_q.%c = fc_v%d[%d];", "xyzw"[e], i, q * per + e);
             } else {
                 int pc = 4 / size[i];
@@ -1162,6 +1299,11 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
                 int sl = vec_slot(c, false, true, st->ref, st->a);
                 if (sl < 0) break;
                 sb_printf(o, "fc_v%d[fc_j] = ", sl);
+                if (c->slots[sl].packed) {   /* converted in pairs at the vector store */
+                    put_typed(c, st->b, KT_F32, "stored value");
+                    sb_puts(o, ";\n");
+                    break;
+                }
             } else {
                 sb_printf(o, "p%d[", st->ref);
                 put_index(c, st->a, -1, 0);
@@ -1514,8 +1656,10 @@ static void put_preamble(StrBuf *out, const bool *helpers) {
                  " * int (truncating, saturating, NaN -> 0), NaN-propagating max/min ---- */\n");
     /* order: dependencies first */
     static const int order[H_COUNT] = {
+        H_CVT_BF16X2, H_CVT_F16X2, H_CVT_F32_F16, H_CVT_E4M3X2, H_CVT_E5M2X2, H_CVT_F16X2_E4M3X2,
         H_F16_TO_F32, H_ROUND_BITS, H_F32_TO_F16, H_BF16_TO_F32, H_F32_TO_BF16, H_F8E4M3_TO_F32,
-        H_F32_TO_F8E4M3, H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32,
+        H_F32_TO_F8E4M3, H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_PACK_BF16, H_PACK_F16, H_PACK_F8E4M3,
+        H_PACK_F8E5M2, H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32,
         H_F64_TO_I64, H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64,
         H_MIN_I64, H_PHILOX, H_AMAX_FLUSH};
     for (int i = 0; i < H_COUNT; i++)

@@ -53,6 +53,9 @@
 #include <type_traits>
 #include <utility>
 
+/* the cvt instructions the generated conversion helpers wrap (fc_cvt_*), modelled */
+#include "fusec_ptx_cvt.h"
+
 /* ---- types of the CUDA runtime ---------------------------------------------------------- */
 struct uint3 { unsigned int x, y, z; };
 /* the vector types of 16-byte accesses (codegen/cuda.c's vec loops), aligned as on a GPU */
