@@ -1694,7 +1694,9 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
                                 Operand *o) {
     const IrValue *x = val(L, xv);
     IrShape P = *ob;
-    if (panel_rows > 0) P.rank = 0;   /* one B for every product (the batch folded into A's rows) */
+    bool shared = true;   /* the same matrix for every product of the batch (a weight): made once */
+    for (int d = 0; d < x->shape.rank - 2; d++) shared = shared && x->shape.dims[d] == 1;
+    if (panel_rows > 0 || shared) P.rank = 0;   /* one B for every product (the batch folded into A's rows) */
     P.dims[P.rank++] = x->shape.dims[x->shape.rank - 2];
     P.dims[P.rank++] = x->shape.dims[x->shape.rank - 1];
     int64_t n = 1, cols = P.dims[P.rank - 1];

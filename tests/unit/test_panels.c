@@ -6,7 +6,8 @@
  *  - the plan: with a 4 KiB L2, B [96, 256] in six panels of 16 rows (one operand block each)
  *    made by the launch before the product, which writes no bytes to memory; with 1 MiB, one
  *    panel of all 96 rows; with more rows in the product than a panel (64 > 16), no panels
- *    and the f32 B written whole; the GPU-shaped program never;
+ *    and the f32 B written whole, once (a batched x @ w: not once per product of the batch, and
+ *    one product of the batch's rows); the GPU-shaped program never;
  *  - the results, with outputs poisoned before each run, against x @ B computed here in f64
  *    (within 1e-5 of the largest), for every plan; a run with a batch folded into the rows
  *    ([2, 8, 96] @ B) likewise;
@@ -139,6 +140,10 @@ static void check(const char *what, const char *text, int64_t l2, bool cpu, int6
     PassResult res;
     KirProgram *p = lower(src, l2, cpu, &res);
     EXPECT(p != NULL, "%s", what);
+    const IrValue *xv = ir_cval(src, src->inputs.data[0]), *wv = ir_cval(src, src->inputs.data[1]);
+    int64_t nx = 1;
+    ir_shape_numel(&xv->shape, &nx);
+    int64_t K = wv->shape.dims[0], N = wv->shape.dims[1], rows = nx / K;
     int li = -1;
     const KirKernel *k = p ? product(p, &li) : NULL;
     EXPECT(k != NULL, "%s: no library product", what);
@@ -149,13 +154,13 @@ static void check(const char *what, const char *text, int64_t l2, bool cpu, int6
         const KirKernel *op = li > 0 ? p->kernels.data[p->launches.data[li - 1].kernel] : NULL;
         if (want_panel_k > 0)   /* the operand kernel before it writes nothing to memory */
             EXPECT(op && !op->library && op->bytes_written == 0 && strstr(op->name, "operand"), "%s: operand kernel", what);
-        else if (cpu)   /* the f32 B is written whole */
-            EXPECT(op && !op->library && op->bytes_written > 0, "%s: no panels, but B is not written", what);
+        else if (cpu)   /* the f32 B is written whole, once (not once per product of a batch) */
+            EXPECT(op && !op->library && op->bytes_written == K * N * 4, "%s: no panels, B written in %lld bytes, not %lld",
+                   what, op ? (long long)op->bytes_written : -1LL, (long long)(K * N * 4));
+        if (cpu)   /* a batch of products sharing B is one product of the batch's rows */
+            EXPECT(k->gemm.batch == 1 && k->gemm.m == rows, "%s: batch %lld m %lld, expected one product of %lld rows",
+                   what, (long long)k->gemm.batch, (long long)k->gemm.m, (long long)rows);
     }
-    const IrValue *xv = ir_cval(src, src->inputs.data[0]), *wv = ir_cval(src, src->inputs.data[1]);
-    int64_t nx = 1;
-    ir_shape_numel(&xv->shape, &nx);
-    int64_t K = wv->shape.dims[0], N = wv->shape.dims[1], rows = nx / K;
     double *x = NULL, *b = NULL;
     float *got = p && cpu ? run(p, src, &x, &b) : NULL;
     if (cpu) {
@@ -188,6 +193,9 @@ int main(void) {
     static const char *const batched =   /* [2, 8, 96]: the batch folds into 16 rows */
         "block q(x: f32[2, 8, 96], param w: i8[96, 256], param s: f32[256]) -> f32[2, 8, 256] {\n"
         "    return x @ (cast(w, f32) * s)\n}\n";
+    static const char *const tall_batched =   /* [4, 16, 96]: 64 rows, no panels, B made once */
+        "block q(x: f32[4, 16, 96], param w: bf16[96, 256]) -> f32[4, 16, 256] {\n"
+        "    return x @ cast(w, f32)\n}\n";
     static const char *const b16 =
         "block q(x: f32[16, 96], param w: bf16[96, 256]) -> f32[16, 256] {\n"
         "    return x @ cast(w, f32)\n}\n";
@@ -198,6 +206,7 @@ int main(void) {
     check("i8, more rows than a panel", tall, 4096, true, 0, 0);
     check("i8, batch folded", batched, 4096, true, 16, 1);
     check("bf16, 4 KiB L2", b16, 4096, true, 16, 1);
+    check("bf16, batch of more rows than a panel", tall_batched, 4096, true, 0, 0);
     check("i8, GPU-shaped", i8, 4096, false, 0, 0);
     if (failures) fprintf(stderr, "test_panels: %d failures\n", failures);
     else printf("test_panels: ok\n");
