@@ -588,7 +588,9 @@ static bool compare_sets(Run *u, int p, FcTensor *const *ta, FcTensor *const *tb
         if (!ta[j] || !tb[j]) continue;
         double tol = tols[j], ab = 0, rel = 0;
         fc_tensor_compare(ta[j], tb[j], &ab, &rel);
-        if (grad && pairs[p].b != P_REF && isfinite(rel)) {
+        /* two programs' gradients: relative to the eager one's largest magnitude (rel is inf
+         * where the other's are all 0; a NaN or an infinity in either keeps compare's verdict) */
+        if (grad && pairs[p].b != P_REF && isfinite(ab)) {
             double m = max_abs(u->blk[P_FUSED], j, u->gin[P_EAGER][j]);
             rel = m > 0 ? ab / m : ab > 0 ? INFINITY : 0;
         }
