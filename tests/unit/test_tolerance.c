@@ -13,7 +13,10 @@
  *     fc_block_grad_tolerance where the forward-and-backward graph has no 16/8-bit intermediate
  *     (nothing runs), widened by the spread on the bf16 chain of (b), whose spread is the
  *     difference of the fused (--remat auto) and eager (--no-fuse --remat none) gradients, as
- *     the output's is the difference of the fused and eager outputs.
+ *     the output's is the difference of the fused and eager outputs;
+ * (e) the chain of (b) written in f32 and compiled at --precision bf16: the casts the precision
+ *     pass inserts are storage casts, kept in f32 by the fused kernel as (b)'s bf16 ops are, so
+ *     the spread and the fused-vs-eager difference are those of (b).
  */
 #include <math.h>
 #include <stdio.h>
@@ -44,11 +47,12 @@ static void case_free(Case *c) {
 
 /* Compiles src fused and eager, runs both on the CPU and the reference on `fusec run
  * --random seed` inputs, and computes the tolerances (with the inputs, or NULL). */
-static void case_run(Case *c, const char *src, uint64_t seed, int null_inputs) {
+static void case_run_at(Case *c, const char *src, uint64_t seed, int null_inputs, const char *precision) {
     memset(c, 0, sizeof *c);
     for (int k = 0; k < 2; k++) {
         FcOptions *o = NULL;
         REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_fuse(o, k == 0) == FC_OK);
+        REQUIRE(fc_options_set_precision(o, precision) == FC_OK);
         FcStatus s = fc_compile_string(src, "t.tf", o, &c->blk[k]);
         fc_options_free(o);
         if (s != FC_OK) fprintf(stderr, "%s\n", fc_block_diagnostics(c->blk[k]));
@@ -81,6 +85,10 @@ static void case_run(Case *c, const char *src, uint64_t seed, int null_inputs) {
     FcStatus s = fc_block_check_tolerances(c->blk[0], null_inputs ? NULL : c->in, c->tol, c->spread);
     if (s != FC_OK) fprintf(stderr, "tolerances: %s\n", fc_block_last_error(c->blk[0]));
     REQUIRE(s == FC_OK);
+}
+
+static void case_run(Case *c, const char *src, uint64_t seed, int null_inputs) {
+    case_run_at(c, src, seed, null_inputs, "keep");
 }
 
 static double rel_of(FcTensor *got, FcTensor *ref) {
@@ -149,6 +157,28 @@ static void test_bf16_chain(void) {
     REQUIRE(fc_tensor_copy_from_host(c.out[0][0], &hb, sizeof hb) == FC_OK);
     double r = rel_of(c.out[0][0], c.out[2][0]);
     EXPECT(r > c.tol[0], "a result off by %g (tol %g) must fail", r, c.tol[0]);
+    case_free(&c);
+}
+
+/* (e) the same chain written in f32 and lowered by --precision bf16: the casts the precision
+ * pass adds are storage casts (wide), so the fused kernel keeps the chain in f32 and rounds at
+ * its store, eager rounds after every op, and the tolerance is widened by their spread */
+static void test_storage_casts(void) {
+    static const char *const src =
+        "block g(x0: f32[]) {\n"
+        "    v1 = x0 + x0\n"
+        "    v2 = x0 - 1.25\n"
+        "    v3 = v2 * v1\n"
+        "    v5 = log(abs(v3) + 0.5)\n"
+        "    return v5\n}\n";
+    Case c;
+    case_run_at(&c, src, SEED_3308, 0, "bf16");
+    double fused = rel_of(c.out[0][0], c.out[2][0]), eager = rel_of(c.out[1][0], c.out[2][0]);
+    double between = rel_of(c.out[0][0], c.out[1][0]);
+    EXPECT(c.spread[0] > 0.1, "spread %g: the precision pass's casts are kept wide by the fused meaning", c.spread[0]);
+    EXPECT(between > c.base[0], "fused and eager differ by %g (rule %g): the fused kernel does not round between ops",
+           between, c.base[0]);
+    EXPECT(fused <= c.tol[0] && eager <= c.tol[0], "fused %g, eager %g; tol %g", fused, eager, c.tol[0]);
     case_free(&c);
 }
 
@@ -276,6 +306,7 @@ int main(void) {
     test_no_narrow_intermediates();
     test_gradients();
     test_bf16_chain();
+    test_storage_casts();
     test_bf16_block_still_fails();
     test_usage();
     if (failures) fprintf(stderr, "test_tolerance: %d failure(s)\n", failures);
