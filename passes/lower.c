@@ -75,10 +75,13 @@ static int64_t row_smem_budget(const PassOptions *o) {
     return b > 0 ? b : 0;
 }
 
+/* The host's L2 bytes (unknown: 1 MiB). */
+static int64_t host_l2(const PassOptions *o) { return o->host.l2_bytes > 0 ? o->host.l2_bytes : 1 << 20; }
+
 /* Elements per block of a pointwise kernel: 4 per thread on a GPU; on the CPU, see above. */
 static int64_t pw_chunk(const PassOptions *o) {
     if (!o->cpu) return 1024;
-    int64_t l2 = o->host.l2_bytes > 0 ? o->host.l2_bytes : 1 << 20;
+    int64_t l2 = host_l2(o);
     int64_t bytes = l2 / 16 < 16384 ? 16384 : l2 / 16 > 262144 ? 262144 : l2 / 16;
     return bytes / 4;
 }
@@ -1153,8 +1156,7 @@ static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int6
     bool read = false;
     if (!row_local_readers(L, group, v, X, node, &read) || !read || t == KT_BOOL) return -1;
     int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
-    int64_t l2 = L->opt->host.l2_bytes > 0 ? L->opt->host.l2_bytes : 1 << 20;
-    int64_t budget = L->opt->cpu ? l2 / 4 : row_smem_budget(L->opt) - shared_used(L->k);
+    int64_t budget = L->opt->cpu ? host_l2(L->opt) / 4 : row_smem_budget(L->opt) - shared_used(L->k);
     if (bytes > budget) return -1;
     int sh = kir_shared(L->k, t, N);
     if (sh >= 0) kir_shared_base(L->k, sh, ib(L, KB_MUL, vref(L, L->row_var), ci(L, N)));
@@ -1162,16 +1164,20 @@ static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int6
 }
 
 static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const int *lead_vars, int64_t N) {
-    if (L->opt->cpu) return;
     const IrGraph *g = L->g;
     int64_t used = 0;
+    /* the CPU reads an f32 row from its caches at each pass as cheaply as a staged copy; a 16-
+     * or 8-bit row is staged widened, so that the passes do not convert it again (a quarter of
+     * L2 at most) */
+    int64_t budget = L->opt->cpu ? host_l2(L->opt) / 4 : row_smem_budget(L->opt);
     for (int v = 0; v < g->values.len && !failed(L); v++) {
         const IrValue *x = val(L, v);
         if (in_group(L, v) || L->buf_of_val[v] < 0 || !ir_shape_eq(&x->shape, X)) continue;
+        if (L->opt->cpu && (fc_dtype_size(x->dtype) >= 4 || !ir_dtype_is_float(x->dtype))) continue;
         bool read = false, ok = row_local_readers(L, group, v, X, -1, &read);
         KirType t = ctype(x->dtype);
         int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
-        if (!read || !ok || used + bytes > row_smem_budget(L->opt)) continue;
+        if (!read || !ok || used + bytes > budget) continue;
         used += bytes;
         int sh = kir_shared(L->k, t, N);
         if (sh >= 0) kir_shared_base(L->k, sh, ib(L, KB_MUL, vref(L, L->row_var), ci(L, N)));
@@ -1763,7 +1769,7 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
 static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, FcDtype dt, int64_t *block_rows,
                               int64_t *blocks) {
     if (!L->opt->cpu || m < 1 || k < 1 || n < 1) return 0;
-    int64_t l2 = L->opt->host.l2_bytes > 0 ? L->opt->host.l2_bytes : 1 << 20, es = (int64_t)fc_dtype_size(dt);
+    int64_t l2 = host_l2(L->opt), es = (int64_t)fc_dtype_size(dt);
     int64_t br = pw_chunk(L->opt) / n > 1 ? pw_chunk(L->opt) / n : 1, rows = l2 / 2 / (n * es);
     int64_t kp = rows / br > 1 ? rows / br * br : br;
     *block_rows = br;
