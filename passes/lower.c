@@ -1182,8 +1182,9 @@ static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const in
         int sh = kir_shared(L->k, t, N);
         if (sh >= 0) kir_shared_base(L->k, sh, ib(L, KB_MUL, vref(L, L->row_var), ci(L, N)));
         int it = kir_var(L->k, KT_I64);
-        /* W consecutive elements a thread when rows start at multiples of W (N % W == 0) */
-        int w = 16 / (int)fc_dtype_size(x->dtype);
+        /* GPU: W consecutive elements a thread when rows start at multiples of W (N % W == 0);
+         * the CPU's thread loops are vectorized by LLVM */
+        int w = L->opt->cpu ? 0 : 16 / (int)fc_dtype_size(x->dtype);
         vec_for(L, it, ci(L, 0), ci(L, N), w >= 2 && N % w == 0 ? w : 0);
         int idx[IR_MAX_RANK];
         for (int d = 0; d < X->rank - nred; d++) idx[d] = vref(L, lead_vars[d]);
