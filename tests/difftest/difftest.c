@@ -1089,6 +1089,10 @@ static void emu_stop(bool keep) {
  * (a training program's forward unit has its saved values after them: none for those). */
 static double emu_sensitivity(const char *src, const EmuCase *c, int j, const char *const *noisy) {
     double worst = 0;
+    /* a training unit's first train_nin inputs and train_nout outputs are the block's (the rest:
+     * the outputs' and the inputs' gradients); a gradient is emu_grad_sensitivity's */
+    int nin = c->train ? c->train_nin : c->nin;
+    if (c->train && j >= c->train_nout) return NAN;
     for (int trial = 0; trial < 2; trial++) {
         if (!noisy || !noisy[trial]) break;   /* a replayed file has no noisy texts */
         FcBlock *b = NULL;
@@ -1097,9 +1101,9 @@ static double emu_sensitivity(const char *src, const EmuCase *c, int j, const ch
         FcStatus st = compile(noisy[trial], 1, NULL, &b);
         int nb = fc_block_num_outputs(b);
         if (st == FC_OK) st = fc_program_new(b, g_emu.ref, &pr);
-        if (st == FC_OK && (fc_block_num_inputs(b) != c->nin || nb > c->nout || j >= nb || c->nin > DT_MAXIN || nb > DT_MAXOUT))
+        if (st == FC_OK && (fc_block_num_inputs(b) != nin || nb > c->nout || j >= nb || nin > DT_MAXIN || nb > DT_MAXOUT))
             st = FC_ERR_INTERNAL;
-        for (int i = 0; st == FC_OK && i < c->nin; i++) {
+        for (int i = 0; st == FC_OK && i < nin; i++) {
             FcTensorInfo ti;
             fc_block_input_info(b, i, &ti);
             st = fc_tensor_new(g_emu.ref, ti.dtype, ti.rank, ti.dims, &in[i]);
@@ -1118,7 +1122,7 @@ static double emu_sensitivity(const char *src, const EmuCase *c, int j, const ch
         if (st == FC_OK) st = fc_program_run(pr, in, out);
         double a = NAN, r = NAN;
         if (st == FC_OK) fc_tensor_compare(out[j], want, &a, &r);
-        for (int i = 0; i < c->nin && i <= DT_MAXIN; i++) fc_tensor_free(in[i]);
+        for (int i = 0; i < nin && i <= DT_MAXIN; i++) fc_tensor_free(in[i]);
         for (int k = 0; k < nb && k <= DT_MAXOUT; k++) fc_tensor_free(out[k]);
         fc_tensor_free(want);
         fc_program_free(pr);
@@ -1127,7 +1131,6 @@ static double emu_sensitivity(const char *src, const EmuCase *c, int j, const ch
         if (r > worst) worst = r;
     }
     /* the composites' inner roundings, as sensitivity() measures them */
-    int nin = c->train ? c->train_nin : c->nin;
     FcTensor *tmp = NULL, *want = NULL;
     int64_t dims[1] = {c->out_n[j]};
     FcStatus st = fc_tensor_new(g_emu.ref, c->out_dt[j], 1, dims, &tmp);
