@@ -1712,11 +1712,24 @@ static int cmd_run(const Args *a) {
                     goto done;
             s = fc_program_backward(rb.prog, rgr.gout, rgr.gin);
             if (s != FC_OK) { rc = report(s, "running the reference backward", fc_program_last_error(rb.prog), 0); goto done; }
+            /* the gradients' tolerances for these inputs and outputs' gradients, widened as the
+             * outputs' are by the rounding spread of 16/8-bit intermediates: a gradient through
+             * a kink (abs, relu, max at 0) can take either side where the two legal roundings
+             * put its argument on either side of it (docs/tolerances.md) */
+            double *gtols = calloc((size_t)nin + 1, sizeof *gtols), *gspread = calloc((size_t)nin + 1, sizeof *gspread);
+            if (!gtols || !gspread) { free(gtols); free(gspread); rc = oom(); goto done; }
+            s = fc_block_check_grad_tolerances(b, rb.in, rgr.gout, gtols, gspread);
+            if (s != FC_OK) {
+                free(gtols);
+                free(gspread);
+                rc = report(s, "computing the gradients' tolerances", fc_block_last_error(b), 0);
+                goto done;
+            }
             for (int i = 0; i < nin; i++) {
                 FcTensorInfo ti;
-                double abs_err = 0, rel_err = 0, tol = 0;
+                double abs_err = 0, rel_err = 0, tol = gtols[i], base = 0;
                 if (!gr.gin[i] || fc_block_input_info(b, i, &ti) != FC_OK) continue;
-                s = fc_block_grad_tolerance(b, i, &tol);
+                s = fc_block_grad_tolerance(b, i, &base);
                 FcTensor *rf = NULL;   /* under loss scaling the unscaled f32 gradients, against the reference's in f32 */
                 if (s == FC_OK && gr.f32) {
                     s = fc_tensor_new(rdev, FC_F32, ti.rank, ti.dims, &rf);
@@ -1724,13 +1737,23 @@ static int cmd_run(const Args *a) {
                 }
                 if (s == FC_OK) s = fc_tensor_compare(gr.f32 ? gr.f32[i] : gr.gin[i], gr.f32 ? rf : rgr.gin[i], &abs_err, &rel_err);
                 fc_tensor_free(rf);
-                if (s != FC_OK) { rc = report(s, "comparing a gradient with the reference", fc_tensor_last_error(gr.gin[i]), 0); goto done; }
+                if (s != FC_OK) {
+                    free(gtols);
+                    free(gspread);
+                    rc = report(s, "comparing a gradient with the reference", fc_tensor_last_error(gr.gin[i]), 0);
+                    goto done;
+                }
                 int ok = rel_err <= tol;
                 failed += !ok;
                 nchecked++;
                 printf("check grad_%s: max_abs_err=%.2e max_rel_err=%.2e tol=%.1e %s\n", ti.name ? ti.name : "?", abs_err,
                        rel_err, tol, ok ? "ok" : "FAIL");
+                if (gspread[i] != 0)
+                    printf("  (grad_%s: tol = %.1e + 2 x %.2e, the rounding spread of its 16/8-bit intermediates)\n",
+                           ti.name ? ti.name : "?", base, gspread[i]);
             }
+            free(gtols);
+            free(gspread);
         }
         if (a->device != FC_DEVICE_REFERENCE) {
             printf("check kernels: every value each kernel leaves in memory, within its own bound\n");

@@ -160,6 +160,27 @@ if expect 0 run big.tf --precision f16 --train --check --out-dir ls3; then
     out_has "  loss scale 16 (dynamic: the outputs' gradients were multiplied by it; 12 backoffs;"
     grep -qE '^check grad_x: .* ok$' "$T/stdout" || fail "the backed-off gradients are wrong"
 fi
+# A gradient through a kink at bf16: exp(-|v|) of a layernorm. The op-by-op rounding (eager's)
+# puts some v exactly at 0, where abs' gradient is 0, while the fused kernel keeps v in f32, a
+# few units on either side: both legal, 0.1-0.8 apart. --check widens a gradient's tolerance by
+# the rounding spread of its 16-bit intermediates as it does an output's (fused and eager pass,
+# the spread printed); the unwidened bound (the strict program's) is what eager and strict meet.
+mkdir kink1 kink2
+for m in "" --no-fuse; do
+    # shellcheck disable=SC2086
+    if expect 0 run "$EX/keywords.tf" --precision bf16 --train --check --random 7 $m --out-dir kink1; then
+        grep -qE '^  \(grad___global__: tol = 3\.1e-02 \+ 2 x [0-9.e+-]+, the rounding spread of its 16/8-bit intermediates\)$' "$T/stdout" ||
+            fail "keywords.tf bf16 ${m:-fused}: no gradient spread printed"
+        grep -q 'FAIL' "$T/stdout" && fail "keywords.tf bf16 ${m:-fused}: a check failed"
+    fi
+done
+# the spread is what lets the fused program pass: its gradient is further from the reference than
+# the bound without it
+if [ "$HAVE_NUMPY" = 1 ] && expect 0 run "$EX/keywords.tf" --precision bf16 --train --check --random 7 --out-dir kink1; then
+    r=$(sed -n 's/^check grad___global__: max_abs_err=[^ ]* max_rel_err=\([^ ]*\) tol=.*/\1/p' "$T/stdout")
+    python3 -c "import sys; sys.exit(0 if float('$r') > 3.1e-2 else 1)" ||
+        fail "keywords.tf bf16 fused: grad___global__ within the unwidened bound ($r): the test shows nothing"
+fi
 # bf16 has f32's range: no scaling unless asked for
 expect 0 run big.tf --precision bf16 --train --out-dir ls3 && { grep -q 'loss scale' "$T/stdout" && fail "loss scaling at bf16 by default"; }
 # f8 gradients saturate instead of overflowing: the f16 default goes without scaling (a warning),
