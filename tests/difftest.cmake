@@ -43,6 +43,12 @@
 #                        sanitizer build) compiled at --precision bf16 / f16 / f8 (docs/precision.md):
 #                        as difftest_cpu, every 20th also emulated
 #                        (none in a sanitizer build).
+#   difftest_cuda        with a GPU: 100 graphs of the commit's fresh seed (every 5th a training
+#                        program, at --precision keep and bf16) also run fused and eager on the
+#                        GPU (--device cuda), compared with the reference as the CPU's are;
+#                        difftest_cuda_selfcheck: a corrupted GPU result must be caught. Both
+#                        skipped (77) where no GPU answers, as in CI; bench/gpu-check.sh runs
+#                        thousands at every precision.
 #   difftest_noisy       the noisy variants used by the conditioning check compile, for 1000
 #                        graphs of seed 20240601 (a check of the generator; seconds).
 #   difftest_found_<f>   every reproducer in tests/difftest/found/ (bugs difftest found, since
@@ -124,6 +130,15 @@ endforeach()
 add_test(NAME difftest_stream COMMAND difftest --seed 20261121 --count ${_dt_stream} --nvrtc-every 0 --jobs 2)
 set_tests_properties(difftest_stream PROPERTIES LABELS difftest TIMEOUT 600
                      ENVIRONMENT "${_dt_env};FUSEC_CPU_LLC_BYTES=4096;FUSEC_CPU_L2_BYTES=4096")
+# difftest_cuda: the GPU's programs too (skipped without a GPU: exit 77)
+foreach(_p keep bf16)
+  add_test(NAME difftest_cuda_${_p} COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/difftest/commit_seed.sh $<TARGET_FILE:difftest>
+           ${PROJECT_SOURCE_DIR} --device cuda --precision ${_p} --count 100 --train-every 5 --nvrtc-every 0 --jobs 2)
+endforeach()
+add_test(NAME difftest_cuda_selfcheck COMMAND difftest --device cuda --self-check --seed 7 --count 3 --nvrtc-every 0
+         --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-cuda)
+set_tests_properties(difftest_cuda_keep difftest_cuda_bf16 difftest_cuda_selfcheck PROPERTIES LABELS "difftest;gpu" TIMEOUT 600
+                     SKIP_RETURN_CODE 77 ENVIRONMENT "${_dt_env}")
 file(GLOB _dt_found CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/difftest/found/*.tf)
 foreach(f ${_dt_found})
   get_filename_component(_n ${f} NAME_WE)

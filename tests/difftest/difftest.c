@@ -11,7 +11,9 @@
  * sm_90 through NVRTC (fc_block_emit; skipped where NVRTC is absent). Every --emu-every'th
  * graph that passed is also run as CUDA on the CPU emulation (emu_graphs: its fused, eager and
  * GPU-shaped AOT units, through the runner shared with test_cuda_emu, tests/cuda_emu/
- * emu_runner.c), after the CPU checks, the units of many graphs compiled together.
+ * emu_runner.c), after the CPU checks, the units of many graphs compiled together. With
+ * --device cuda the fused and eager programs also run on a real GPU (cuda_check), compared as
+ * the CPU's are; without a GPU difftest exits 77 (skipped).
  *
  * Each graph runs in a forked child (unless --no-fork), so a crash, a sanitizer report or a
  * hang (--timeout) is one failed graph, not a dead tester. A mismatch is first checked for
@@ -131,7 +133,9 @@ static const char *const cls_name[DR_NCLASS] = {"ok", "ill-conditioned", "genera
  * with --remat none (as eager autograd saves), the reference (the fused block on
  * FC_DEVICE_REFERENCE), and fused with --remat full (only the inputs saved). */
 enum { P_FUSED, P_EAGER, P_REF, P_FULL, NPROG };
-static const char *const who_name[NPROG] = {"fused", "eager", "reference", "remat-full"};
+/* --device cuda: also the fused and eager programs of the same blocks on the GPU */
+enum { P_GFUSED = NPROG, P_GEAGER, NALL };
+static const char *const who_name[NALL] = {"fused", "eager", "reference", "remat-full", "fused CUDA", "eager CUDA"};
 static const char *const remat_of[NPROG] = {"auto", "none", "auto", "full"};
 
 /* The comparisons, in the order they are made; Result.which of a mismatch is the index. Every
@@ -156,8 +160,15 @@ static const Pair pairs[] = {
     {P_EAGER, P_FULL, true, "gradients: eager CPU vs remat-full CPU"},
     {P_FUSED, P_REF, false, "fused CPU with --mem-budget vs reference"},
     {P_FUSED, P_FUSED, true, "gradients: fused CPU with --mem-budget vs fused CPU"},
+    {P_GFUSED, P_REF, false, "fused CUDA vs reference"},
+    {P_GEAGER, P_REF, false, "eager CUDA vs reference"},
+    {P_GFUSED, P_GEAGER, false, "fused CUDA vs eager CUDA"},
+    {P_GFUSED, P_REF, true, "gradients: fused CUDA vs reference backward"},
+    {P_GEAGER, P_REF, true, "gradients: eager CUDA vs reference backward"},
+    {P_GFUSED, P_GEAGER, true, "gradients: fused CUDA vs eager CUDA"},
 };
 static const int fwd_pairs[] = {0, 1, 2}, train_pairs[] = {0, 1, 3, 2, 4, 5, 6, 7, 8, 9};
+static const int gpu_fwd_pairs[] = {12, 13, 14}, gpu_train_pairs[] = {12, 13, 14, 15, 16, 17};
 
 typedef struct Result {
     int cls;
@@ -272,6 +283,7 @@ static void out_desc(FcBlock *b, int j, bool grad, Result *r) {
 /* --precision (NULL: keep): every program of a run, its noisy variants and its emulated units are
  * compiled at it, and the reference runs the block as the library lowered it (pass_precision) */
 static const char *g_precision;
+static bool g_cuda;   /* --device cuda */
 
 /* Compiles src: fused or eager, for arch (NULL: the default), with training when remat is not
  * NULL (that --remat mode; budget >= 0: that --mem-budget). */
@@ -297,12 +309,13 @@ typedef struct Run {
     bool train;
     int nprog;             /* 3, or NPROG for a training check */
     FcBlock *blk[NPROG];   /* the reference runs blk[P_FUSED] */
-    FcDevice *cpu, *ref;
-    FcProgram *prog[NPROG];
+    FcDevice *cpu, *ref, *gpu;
+    FcProgram *prog[NALL];
     int nin, nout;
-    FcTensor **in, **out[NPROG], **tmp;
+    FcTensor **in, **out[NALL], **tmp;
     FcTensor **gout;       /* training: [nout] the outputs' gradients, NULL for an output that is not a float */
-    FcTensor **gin[NPROG]; /* training: [nin] the inputs' gradients, NULL for an input that is not a float */
+    FcTensor **gin[NALL];  /* training: [nin] the inputs' gradients, NULL for an input that is not a float */
+    FcTensor **gpu_in, **gpu_gout;   /* --device cuda: copies of in and gout on the GPU */
     bool ref_bwd;          /* the reference backward ran: gin[P_REF] holds its gradients */
     double *tol, *spread;  /* [nout] */
     double *gtol, *gspread;/* [nin] */
@@ -323,13 +336,15 @@ static void free_tensors(FcTensor **t, int n) {
 }
 
 static void run_free(Run *u) {
-    for (int k = 0; k < NPROG; k++) {
+    for (int k = 0; k < NALL; k++) {
         free_tensors(u->out[k], u->nout);
         free_tensors(u->gin[k], u->nin);
         fc_program_free(u->prog[k]);
-        fc_block_free(u->blk[k]);
+        if (k < NPROG) fc_block_free(u->blk[k]);
     }
     free_tensors(u->in, u->nin);
+    free_tensors(u->gpu_in, u->nin);
+    free_tensors(u->gpu_gout, u->nout);
     free_tensors(u->tmp, u->nout);
     free_tensors(u->gout, u->nout);
     free(u->tol);
@@ -339,6 +354,7 @@ static void run_free(Run *u) {
     free(u->fp8_scale);
     fc_device_free(u->cpu);
     fc_device_free(u->ref);
+    fc_device_free(u->gpu);
 }
 
 /* [n] tensors on d of b's outputs (outputs) or of its float inputs' gradients (NULL for the
@@ -368,15 +384,17 @@ static void poison_set(FcBlock *b, FcTensor **t, bool outputs) {
     }
 }
 
-/* Runs the forward of program k (outputs poisoned first), then for a training check (grads) its
- * backward (gradients poisoned first) into gin. Under loss scaling (the fused program at
- * --precision f16, as `fusec run` scales) the gradients are divided by the scale, in place. */
-static FcStatus run_prog(Run *u, FcProgram *p, FcTensor **out, FcTensor **gin, bool grads) {
+/* Runs the forward of program k on the inputs `in` (outputs poisoned first), then for a training
+ * check (grads) its backward from the outputs' gradients gout (gradients poisoned first) into gin.
+ * Under loss scaling (the fused program at --precision f16, as `fusec run` scales) the gradients
+ * are divided by the scale, in place. */
+static FcStatus run_prog(Run *u, FcProgram *p, FcTensor *const *in, FcTensor *const *gout, FcTensor **out, FcTensor **gin,
+                         bool grads) {
     poison_set(u->blk[P_FUSED], out, true);
-    FcStatus s = fc_program_run(p, u->in, out);
+    FcStatus s = fc_program_run(p, in, out);
     if (s != FC_OK || !grads) return s;
     poison_set(u->blk[P_FUSED], gin, false);
-    if ((s = fc_program_backward(p, u->gout, gin)) != FC_OK) return s;
+    if ((s = fc_program_backward(p, gout, gin)) != FC_OK) return s;
     double scale = 1;
     fc_program_loss_scale(p, &scale, NULL);
     for (int i = 0; scale != 1 && i < u->nin && s == FC_OK; i++)
@@ -670,7 +688,7 @@ static void budget_sweep(const char *src, Run *u, const char *const *noisy, Resu
             r->cls = DR_BUDGET;
             msgf(r, "--mem-budget %lld (the floor %lld, --remat none saves %lld): the plan saves %lld bytes", pts[i], lo, hi,
                  (long long)bi.saved_bytes);
-        } else if ((s = fc_program_new(b, u->cpu, &pr)) != FC_OK || (s = run_prog(u, pr, out, gin, true)) != FC_OK) {
+        } else if ((s = fc_program_new(b, u->cpu, &pr)) != FC_OK || (s = run_prog(u, pr, u->in, u->gout, out, gin, true)) != FC_OK) {
             r->cls = DR_RUN;
             r->which = P_FUSED;
             r->status = s;
@@ -710,29 +728,135 @@ static void budget_sweep(const char *src, Run *u, const char *const *noisy, Resu
  * leaves in memory within the bound it would have as an output. The outputs passed, so a kernel
  * over its bound is a wrong intermediate that the outputs did not show (masked by a later op),
  * or an intermediate worse conditioned than the outputs. */
+typedef struct KernelCtx { Result *r; int which; } KernelCtx;
 static int kernel_cb(const FcKernelCheck *k, void *ctx) {
-    Result *r = ctx;
+    KernelCtx *kc = ctx;
+    Result *r = kc->r;
     if (k->ok) return 0;
     r->cls = DR_KERNEL;
-    r->which = P_FUSED;
+    r->which = kc->which;
     r->rel = k->max_rel_err;
     r->tol = k->tol;
-    msgf(r, "fused %skernel %s (%s): %s%s%s at %d:%d: max_rel_err=%.3g tol=%.3g", k->backward ? "backward " : "", k->kernel,
+    msgf(r, "%s %skernel %s (%s): %s%s%s at %d:%d: max_rel_err=%.3g tol=%.3g", who_name[kc->which], k->backward ? "backward " : "", k->kernel,
          k->ops, k->op, strcmp(k->op, k->source_op) ? " of " : "", strcmp(k->op, k->source_op) ? k->source_op : "", k->line,
          k->col, k->max_rel_err, k->tol);
     return 1;
 }
-static void check_kernels(Run *u, bool train, Result *r) {
-    poison_set(u->blk[P_FUSED], u->out[P_FUSED], true);
-    if (train) poison_set(u->blk[P_FUSED], u->gin[P_FUSED], false);
-    FcStatus s = fc_program_check_kernels(u->prog[P_FUSED], u->in, u->out[P_FUSED], train ? u->gout : NULL,
-                                          train ? u->gin[P_FUSED] : NULL, kernel_cb, r, NULL);
+static void check_kernels(Run *u, int k, FcTensor *const *in, FcTensor *const *gout, bool train, Result *r) {
+    poison_set(u->blk[P_FUSED], u->out[k], true);
+    if (train) poison_set(u->blk[P_FUSED], u->gin[k], false);
+    KernelCtx kc = {r, k};
+    FcStatus s = fc_program_check_kernels(u->prog[k], in, u->out[k], train ? gout : NULL, train ? u->gin[k] : NULL, kernel_cb,
+                                          &kc, NULL);
     if (s != FC_OK && r->cls == DR_OK) {
         r->cls = DR_RUN;
-        r->which = P_FUSED;
+        r->which = k;
         r->status = s;
-        msgf(r, "fused per-kernel check: %s: %s", fc_status_name(s), fc_program_last_error(u->prog[P_FUSED]));
+        msgf(r, "%s per-kernel check: %s: %s", who_name[k], fc_status_name(s), fc_program_last_error(u->prog[k]));
     }
+}
+
+/* Copies on device d of src, b's inputs (outputs: the outputs' gradients; NULL stays NULL): the
+ * same bytes and f8 scales. */
+static FcTensor **copy_tensors(FcDevice *d, FcBlock *b, FcTensor *const *src, bool outputs) {
+    int n = outputs ? fc_block_num_outputs(b) : fc_block_num_inputs(b);
+    FcTensor **t = calloc((size_t)n + 1, sizeof *t);
+    for (int i = 0; t && i < n; i++) {
+        if (!src[i]) continue;
+        FcTensorInfo ti;
+        double sc = 1;
+        void *h = NULL;
+        FcStatus s = outputs ? fc_block_output_info(b, i, &ti) : fc_block_input_info(b, i, &ti);
+        if (s == FC_OK) s = fc_tensor_new(d, ti.dtype, ti.rank, ti.dims, &t[i]);
+        if (s == FC_OK && !(h = to_host(src[i]))) s = FC_ERR_NOMEM;
+        if (s == FC_OK) s = fc_tensor_copy_from_host(t[i], h, fc_tensor_nbytes(src[i]));
+        if (s == FC_OK && (s = fc_tensor_scale(src[i], &sc)) == FC_OK && sc != 1) s = fc_tensor_set_scale(t[i], sc);
+        free(h);
+        if (s != FC_OK) {
+            free_tensors(t, n);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+/* --self-check: corrupts one element of program k's results (the forward's output 0, or for a
+ * training check the first gradient): the harness must see it */
+static void corrupt(Run *u, int k) {
+    FcBlock *b0 = u->blk[P_FUSED];
+    FcTensor *t = u->out[k][0];
+    FcTensorInfo ti;
+    fc_block_output_info(b0, 0, &ti);
+    for (int i = 0; u->train && i < u->nin; i++)
+        if (u->gin[k][i]) {
+            t = u->gin[k][i];
+            fc_block_input_info(b0, i, &ti);
+            break;
+        }
+    void *h = to_host(t);
+    int64_t n = (int64_t)(fc_tensor_nbytes(t) / fc_dtype_size(ti.dtype));
+    if (h && n > 0) {
+        int64_t i = n / 2;
+        double v = rt_host_load(ti.dtype, h, i);
+        rt_host_store(ti.dtype, h, i, ti.dtype == FC_BOOL ? (v == 0) : ti.dtype == FC_I8 ? -v - 1 : isfinite(v) ? v + 1 + 0.5 * fabs(v) : 1.0);
+        fc_tensor_copy_from_host(t, h, fc_tensor_nbytes(t));
+    }
+    free(h);
+}
+
+/* --device cuda: the fused and eager programs of the same blocks (so with the same f8 scales) on
+ * the GPU, on copies of the same inputs (and outputs' gradients), compared with the reference
+ * (and its backward) and with each other as the CPU's programs are, then the fused program's
+ * per-kernel check on the GPU. Fills r on a failure. */
+static void cuda_check(Run *u, const Check *c, const char *const *noisy, Result *r) {
+    FcStatus s = fc_device_open(FC_DEVICE_CUDA, 0, &u->gpu);
+    if (s != FC_OK) {
+        r->cls = DR_PROGRAM;
+        r->which = P_GFUSED;
+        r->status = s;
+        msgf(r, "CUDA device: %s: %s", fc_status_name(s), fc_device_last_error(u->gpu));
+        return;
+    }
+    if (!(u->gpu_in = copy_tensors(u->gpu, u->blk[P_FUSED], u->in, false)) ||
+        (c->train && !(u->gpu_gout = copy_tensors(u->gpu, u->blk[P_FUSED], u->gout, true)))) {
+        r->cls = DR_RUN;
+        r->which = P_GFUSED;
+        msgf(r, "the inputs' copies on the GPU could not be made");
+        return;
+    }
+    for (int k = P_GFUSED; k <= P_GEAGER; k++) {
+        const char *step = "program";
+        int from = k == P_GFUSED ? P_FUSED : P_EAGER;
+        s = fc_program_new(u->blk[from], u->gpu, &u->prog[k]);
+        if (s == FC_OK && (!(u->out[k] = new_tensors(u->gpu, u->blk[from], true)) ||
+                           (c->train && !(u->gin[k] = new_tensors(u->gpu, u->blk[from], false)))))
+            s = FC_ERR_NOMEM;
+        /* f16 training as on the CPU: the fused program with dynamic loss scaling */
+        if (s == FC_OK && k == P_GFUSED && c->train && g_precision && strcmp(g_precision, "f16") == 0 &&
+            (s = fc_program_set_loss_scaling(u->prog[k], 65536, 0)) == FC_ERR_UNSUPPORTED)
+            s = FC_OK;
+        if (s == FC_OK) {
+            step = "run";
+            s = run_prog(u, u->prog[k], u->gpu_in, u->gpu_gout, u->out[k], u->gin[k], c->train);
+        }
+        if (s != FC_OK) {
+            r->cls = step[0] == 'p' ? DR_PROGRAM : DR_RUN;
+            r->which = k;
+            r->status = s;
+            msgf(r, "%s %s%s: %s: %s", who_name[k], step, c->train ? " (forward and backward)" : "", fc_status_name(s),
+                 u->prog[k] ? fc_program_last_error(u->prog[k]) : fc_block_last_error(u->blk[from]));
+            return;
+        }
+    }
+    if (c->self_check) corrupt(u, P_GFUSED);
+    const int *pl = c->train ? gpu_train_pairs : gpu_fwd_pairs;
+    int npl = c->train ? (int)(sizeof gpu_train_pairs / sizeof gpu_train_pairs[0]) : (int)(sizeof gpu_fwd_pairs / sizeof gpu_fwd_pairs[0]);
+    for (int i = 0; i < npl && r->cls == DR_OK; i++) {
+        const Pair *p = &pairs[pl[i]];
+        if (p->grad && p->b == P_REF && !u->ref_bwd) continue;
+        compare_sets(u, pl[i], p->grad ? u->gin[p->a] : u->out[p->a], p->grad ? u->gin[p->b] : u->out[p->b], noisy, r);
+    }
+    if (!c->self_check && r->cls == DR_OK) check_kernels(u, P_GFUSED, u->gpu_in, u->gpu_gout, c->train, r);
 }
 
 /* The whole check of one program; fills *r. */
@@ -842,7 +966,7 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
     static const int order[NPROG] = {P_REF, P_FUSED, P_EAGER, P_FULL};
     for (int oi = 0; oi < u.nprog; oi++) {
         int k = order[oi];
-        s = run_prog(&u, u.prog[k], u.out[k], u.gin[k], c->train);
+        s = run_prog(&u, u.prog[k], u.in, u.gout, u.out[k], u.gin[k], c->train);
         if (k == P_REF && c->train && s == FC_ERR_UNSUPPORTED) {
             r->grad_oracle = 2;
             s = FC_OK;
@@ -859,28 +983,8 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
             goto done;
         }
     }
-    if (c->self_check) {
-        /* corrupt one element of a fused result (the first gradient of a training check): the
-         * harness must see it */
-        FcTensor *t = u.out[P_FUSED][0];
-        FcTensorInfo ti;
-        fc_block_output_info(b0, 0, &ti);
-        for (int i = 0; c->train && i < u.nin; i++)
-            if (u.gin[P_FUSED][i]) {
-                t = u.gin[P_FUSED][i];
-                fc_block_input_info(b0, i, &ti);
-                break;
-            }
-        void *h = to_host(t);
-        int64_t n = (int64_t)(fc_tensor_nbytes(t) / fc_dtype_size(ti.dtype));
-        if (h && n > 0) {
-            int64_t i = n / 2;
-            double v = rt_host_load(ti.dtype, h, i);
-            rt_host_store(ti.dtype, h, i, ti.dtype == FC_BOOL ? (v == 0) : ti.dtype == FC_I8 ? -v - 1 : isfinite(v) ? v + 1 + 0.5 * fabs(v) : 1.0);
-            fc_tensor_copy_from_host(t, h, fc_tensor_nbytes(t));
-        }
-        free(h);
-    }
+    /* --self-check: the fused result corrupted (with --device cuda the GPU's, below) */
+    if (c->self_check && !g_cuda) corrupt(&u, P_FUSED);
     /* the tolerances for these inputs, widened by the rounding spread of 16/8-bit
      * intermediates (both legal meanings; docs/tolerances.md) */
     if ((s = fc_block_check_tolerances(b0, u.in, u.tol, u.spread)) != FC_OK ||
@@ -903,7 +1007,8 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         compare_sets(&u, pl[i], p->grad ? u.gin[p->a] : u.out[p->a], p->grad ? u.gin[p->b] : u.out[p->b], noisy, r);
     }
     if (c->train && c->sweep && r->cls == DR_OK) budget_sweep(src, &u, noisy, r);
-    if (!c->self_check && r->cls == DR_OK) check_kernels(&u, c->train, r);
+    if (!c->self_check && r->cls == DR_OK) check_kernels(&u, P_FUSED, u.in, u.gout, c->train, r);
+    if (g_cuda && r->cls == DR_OK) cuda_check(&u, c, noisy, r);
     if (c->nvrtc && r->cls == DR_OK) {
         static const char *arch[2] = {"sm_80", "sm_90"};
         r->nvrtc = 1;
@@ -1484,9 +1589,11 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
     cm[k] = 0;
     while (k > 0 && cm[k - 1] == '\n') cm[--k] = 0;
     int ev = r->which;   /* the emulated variant */
-    bool eager = (r->cls == DR_MISMATCH && r->which == 1) ||
-                 ((r->cls == DR_COMPILE || r->cls == DR_PROGRAM || r->cls == DR_RUN) && r->which == 1) ||
+    bool prog_fail = r->cls == DR_COMPILE || r->cls == DR_PROGRAM || r->cls == DR_RUN || r->cls == DR_KERNEL;
+    int failed = r->cls == DR_MISMATCH ? pairs[r->which].a : prog_fail ? r->which : -1;   /* the program that failed */
+    bool eager = ((r->cls == DR_MISMATCH || prog_fail) && (failed == P_EAGER || failed == P_GEAGER)) ||
                  (emu && (ev == EMU_V_EAGER || ev == EMU_V_EAGER_GPU));
+    bool gpu = failed >= NPROG;
     char how[900];
     if (r->train && !emu) {
         /* the two programs of a mismatch (one for another failure), as `fusec run --train` runs them */
@@ -1494,13 +1601,13 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
         if (r->cls == DR_MISMATCH) { ks[0] = pairs[r->which].a; ks[1] = pairs[r->which].b; nk = 2; }
         if (r->cls == DR_BUDGET) ks[0] = P_FUSED;
         size_t len = (size_t)snprintf(how, sizeof how, "difftest --replay FILE --input-seed %llu", (unsigned long long)gseed);
-        for (int i = 0; i < nk && ks[i] >= 0 && ks[i] < NPROG && len < sizeof how; i++) {
+        for (int i = 0; i < nk && ks[i] >= 0 && ks[i] < NALL && len < sizeof how; i++) {
             if (i == 1 && ks[1] == ks[0] && r->which != PAIR_BUDGET_GRAD) break;
             char bud[48] = "";
             if (r->budget >= 0 && i == 0) snprintf(bud, sizeof bud, " --mem-budget %lld", r->budget);
             len += (size_t)snprintf(how + len, sizeof how - len, "\n#  %s: fusec run FILE --device %s --train%s%s --random %llu",
-                                    i ? "with" : "the program", ks[i] == P_REF ? "reference" : "cpu",
-                                    ks[i] == P_EAGER ? " --no-fuse --remat none" : ks[i] == P_FULL ? " --remat full" : "", bud,
+                                    i ? "with" : "the program", ks[i] == P_REF ? "reference" : ks[i] >= NPROG ? "cuda" : "cpu",
+                                    ks[i] == P_EAGER || ks[i] == P_GEAGER ? " --no-fuse --remat none" : ks[i] == P_FULL ? " --remat full" : "", bud,
                                     (unsigned long long)gseed);
         }
     } else if (emu && r->train)
@@ -1514,10 +1621,11 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
                  g_emu_contract ? " --emu-contract" : "", (unsigned long long)gseed, eager ? " --no-fuse" : "",
                  r->which == EMU_V_FUSED_GPU || r->which == EMU_V_EAGER_GPU ? "; GPU-shaped: matrix products as generated kernels" : "");
     else
-        snprintf(how, sizeof how, "%s%llu%s\n#        or: difftest --replay FILE --input-seed %llu",
+        snprintf(how, sizeof how, "%s%llu%s\n#        or: difftest --replay FILE%s --input-seed %llu",
                  r->cls == DR_NVRTC ? "fusec FILE --emit ptx --arch sm_80 (and sm_90) -o /dev/null  # inputs unused; seed "
+                 : gpu              ? "fusec run FILE --device cuda --check --random "
                                     : "fusec run FILE --device cpu --check --random ",
-                 (unsigned long long)gseed, eager ? " --no-fuse" : "", (unsigned long long)gseed);
+                 (unsigned long long)gseed, eager ? " --no-fuse" : "", g_cuda ? " --device cuda" : "", (unsigned long long)gseed);
     snprintf(hdr, sizeof hdr,
              "# difftest reproducer (tests/difftest, docs/difftest.md)\n"
              "# graph %d of --seed %llu; %d statements minimized to %d%s\n"
@@ -1573,6 +1681,48 @@ static bool report_failure(const Opts *o, const DtProg *p, const char *src, cons
 }
 
 /* ---- main -------------------------------------------------------------------------------------------- */
+/* --device cuda: whether a GPU answers, asked in a child process: the children that run the checks
+ * open the driver themselves, which they could not do after the parent had (CUDA does not survive
+ * a fork). True if it does; else why not, in why. */
+static bool cuda_probe(char *why, size_t n) {
+    int fds[2];
+    snprintf(why, n, "the probe could not start: %s", strerror(errno));
+    if (pipe(fds) != 0) return false;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(120);
+        FcDevice *d = NULL;
+        char msg[1024];
+        FcStatus s = fc_device_open(FC_DEVICE_CUDA, 0, &d);
+        snprintf(msg, sizeof msg, "%s", s == FC_OK ? fc_device_description(d) : fc_device_last_error(d));
+        write_all(fds[1], msg, strlen(msg));
+        fc_device_free(d);
+        _exit(s == FC_OK ? 0 : 1);
+    }
+    close(fds[1]);
+    if (pid < 0) { close(fds[0]); return false; }
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = read(fds[0], why + got, n - 1 - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+        if (got >= n - 1) break;
+    }
+    why[got] = 0;
+    close(fds[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        printf("difftest: --device cuda: %s\n", why);
+        return true;
+    }
+    if (!got) snprintf(why, n, "the probe died (status %d)", st);
+    return false;
+}
+
 static int usage(void) {
     fprintf(stderr,
             "usage: difftest [--seed S | --seed-from STRING] [--count N] [--first G] [--nvrtc-every K] [--emu-every K] [--out DIR] [--jobs J]\n"
@@ -1580,7 +1730,7 @@ static int usage(void) {
             "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--emu-contract] [--no-fork]\n"
             "                [--self-check] [--self-check-emu] [--verbose] [--precision bf16|f16|f8]\n"
             "                [--train | --train-every K] [--budget-every K]\n"
-            "                [--print] [--replay FILE.tf [--input-seed S]]\n"
+            "                [--device cpu|cuda] [--print] [--replay FILE.tf [--input-seed S]]\n"
             "ops for --exclude:");
     for (int i = 0; i < DT_OP_COUNT; i++) fprintf(stderr, " %s", dt_op_names[i]);
     fprintf(stderr, "\n");
@@ -1655,6 +1805,8 @@ static int replay(const Opts *o) {
 
 int main(int argc, char **argv) {
     static char outbuf[4096];
+    /* a line at a time: a run stopped at a time limit still shows the failures it printed */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     Opts o = {.seed = 20240601, .count = DT_ASAN ? 40 : 300, .nvrtc_every = 10, .emu_min_checks = 60, .fork = true, .minimize = true, .jobs = 1,
               .timeout_s = DT_ASAN ? 300 : 60, .max_minimize = 5, .input_seed = UINT64_MAX, .train_every = 10, .budget_every = 4,
               .gen = {.min_stmts = 3, .max_stmts = 25}};
@@ -1709,6 +1861,11 @@ int main(int argc, char **argv) {
             if (strcmp(v, "bf16") && strcmp(v, "f16") && strcmp(v, "f8") && strcmp(v, "keep")) return usage();
             g_precision = emu_precision = strcmp(v, "keep") ? v : NULL;
         }
+        else if (!strcmp(a, "--device")) {
+            NEEDV();
+            if (strcmp(v, "cpu") && strcmp(v, "cuda")) return usage();
+            g_cuda = !strcmp(v, "cuda");
+        }
         else if (!strcmp(a, "--self-check")) o.self_check = true;
         else if (!strcmp(a, "--self-check-emu")) o.self_check_emu = true;
         else if (!strcmp(a, "--verbose")) o.verbose = true;
@@ -1729,6 +1886,13 @@ int main(int argc, char **argv) {
         return 2;
     }
 #endif
+    if (g_cuda && !o.print_only && !o.verify_noisy) {
+        char why[1024];
+        if (!cuda_probe(why, sizeof why)) {
+            printf("difftest: --device cuda: no GPU: %s (skipped)\n", why);
+            return 77;
+        }
+    }
     if (o.replay) return replay(&o);
     if (o.verify_noisy) {
         int bad = 0;
@@ -1769,8 +1933,9 @@ int main(int argc, char **argv) {
     if (o.train) snprintf(trainw, sizeof trainw, ", TRAINING programs (--mem-budget sweep every %d)", o.budget_every);
     else if (o.train_every) snprintf(trainw, sizeof trainw, ", every %d a training program (--mem-budget sweep every %d)", o.train_every,
                                      o.budget_every);
-    printf("difftest: seed %llu, %d graphs%s%s%s, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
+    printf("difftest: seed %llu, %d graphs%s%s%s%s, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
            (unsigned long long)o.seed, o.count, trainw, g_precision ? ", --precision " : "", g_precision ? g_precision : "",
+           g_cuda ? ", every graph also on the GPU (fused and eager)" : "",
            o.nvrtc_every, o.emu_every, o.jobs, o.out,
            o.self_check ? ", SELF-CHECK (fused results corrupted on purpose)" : "",
            o.self_check_emu ? ", SELF-CHECK-EMU (emulated fused results corrupted on purpose)" : "");
