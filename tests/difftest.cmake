@@ -48,7 +48,9 @@
 #                        GPU (--device cuda), compared with the reference as the CPU's are;
 #                        difftest_cuda_selfcheck: a corrupted GPU result must be caught. Both
 #                        skipped (77) where no GPU answers, as in CI; bench/gpu-check.sh runs
-#                        thousands at every precision.
+#                        thousands at every precision. difftest_cuda_stub runs everywhere: the
+#                        GPU path through test_cuda_device's stub driver, which runs no kernel,
+#                        so every graph must fail in a GPU program (difftest/cuda_stub.sh).
 #   difftest_noisy       the noisy variants used by the conditioning check compile, for 1000
 #                        graphs of seed 20240601 (a check of the generator; seconds).
 #   difftest_found_<f>   every reproducer in tests/difftest/found/ (bugs difftest found, since
@@ -139,6 +141,11 @@ add_test(NAME difftest_cuda_selfcheck COMMAND difftest --device cuda --self-chec
          --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-cuda)
 set_tests_properties(difftest_cuda_keep difftest_cuda_bf16 difftest_cuda_selfcheck PROPERTIES LABELS "difftest;gpu" TIMEOUT 600
                      SKIP_RETURN_CODE 77 ENVIRONMENT "${_dt_env}")
+# difftest_cuda_stub: the GPU path without a GPU, through test_cuda_device's stub driver (no kernel
+# runs): every graph must fail in a GPU program, none in the CPU's (difftest/cuda_stub.sh)
+add_test(NAME difftest_cuda_stub COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/difftest/cuda_stub.sh $<TARGET_FILE:difftest>
+                                         $<TARGET_FILE:test_cuda_device>)
+set_tests_properties(difftest_cuda_stub PROPERTIES LABELS difftest TIMEOUT 300 SKIP_RETURN_CODE 77)
 file(GLOB _dt_found CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/difftest/found/*.tf)
 foreach(f ${_dt_found})
   get_filename_component(_n ${f} NAME_WE)

@@ -630,7 +630,7 @@ static bool compare_sets(Run *u, int p, FcTensor *const *ta, FcTensor *const *tb
         worst_element(ti.dtype, ta[j], tb[j], r);
         r->sens = sensitivity(u, grad, j, noisy);
         if (r->sens * 4 >= rel) r->cls = DR_ILLCOND;
-        const char *wa = p >= PAIR_BUDGET_OUT ? "budgeted" : who_name[pairs[p].a], *wb = who_name[pairs[p].b];
+        const char *wa = p == PAIR_BUDGET_OUT || p == PAIR_BUDGET_GRAD ? "budgeted" : who_name[pairs[p].a], *wb = who_name[pairs[p].b];
         msgf(r, "%s, %s %d '%s' %s: max_rel %.3g%s (tol %.3g = %.3g + 2 x rounding spread %.3g), max_abs %.3g; worst element [%lld]: %s %.9g, %s %.9g; %s change under rounding noise %.3g",
              pairs[p].name, grad ? "gradient of input" : "output", j, r->out_name, r->out_type, rel,
              grad && pairs[p].b != P_REF ? " (of max |eager|)" : "", tol, base, spread[j], ab,

@@ -876,6 +876,17 @@ static void check_lt_abi(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+    /* --write-stub DIR: only write and compile the stub driver into DIR (libfakecuda.so), for
+     * tests/difftest/cuda_stub.sh; 77 without a C compiler */
+    if (argc == 3 && !strcmp(argv[1], "--write-stub")) {
+        snprintf(root, sizeof root, "%s", argv[2]);
+        if (!build_fake()) {
+            printf("no C compiler: the stub driver cannot be built\n");
+            return 77;
+        }
+        printf("%s\n", fake_lib);
+        return 0;
+    }
     if (argc > 1) return child_main(argv[1]);
     snprintf(root, sizeof root, "/tmp/fusec-test-cuda-XXXXXX");
     if (!mkdtemp(root)) {
