@@ -119,14 +119,14 @@ phase_tests() {
 }
 
 phase_difftest() {
-  # 5. random graphs on the GPU, a share of the budget per precision (keep and bf16 more)
+  # 5. random graphs on the GPU, a share of the budget per precision and seconds a graph takes
+  # a job (H100 machine, 16 cores, 2026-11-26: 3.5 s at keep, 4 at f16; f8 more: 130 graphs
+  # did not finish in 70 s on 12 jobs); difftest is stopped at its limit (what it printed stays)
   rev=${FUSEC_GPUCHECK_SEED:-$(git rev-parse HEAD 2>/dev/null || date +gpu-check-%F)}
-  for p in keep:30 bf16:30 f16:20 f8:20; do
-    prec=${p%%:*}; share=${p#*:}
+  for p in keep:25:4 bf16:25:4 f16:20:4 f8:30:8; do
+    prec=${p%%:*}; rest=${p#*:}; share=${rest%%:*}; per=${rest#*:}
     secs=$(( dt_budget * share / 100 ))
-    # a graph takes a job about 1-3 s (compiles for the CPU and the GPU); difftest is stopped at
-    # its limit (what it printed stays)
-    count=$(( secs * jobs / 3 ))
+    count=$(( secs * jobs / per ))
     t0=$(now)
     FUSEC_NUM_THREADS=1 timeout $((secs * 4 / 3 + 10)) build/difftest --device $dev --seed-from "$rev-$prec" --precision $prec --count $count \
         --train-every 5 --nvrtc-every 0 --jobs "$jobs" --max-minimize 3 --out "$out/difftest-$prec" > "$out/difftest-$prec.txt" 2>&1
