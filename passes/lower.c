@@ -836,18 +836,20 @@ static bool read_in_group(Lower *L, int v) {
     return false;
 }
 
-/* e, the value v computed in f32, rounded to v's 16-bit type where this kernel also stores v
- * and reads it itself: the kernel's own readers see the bits every later kernel reads from
- * memory. Otherwise a backward recomputing from a saved value departs from the forward that
- * saved it (a recip saved in f16 but read unrounded by the forward's tanh; the backward's
- * recomputed tanh then missed the forward's max, whose gradient went to no element: difftest
- * seed 20261126 graph 264). Values the kernel keeps to itself stay f32; --strict-rounding
- * rounds every op anyway; f8 values are rounded wherever computed (emit_fp8). */
-static int round_stored(Lower *L, int v, int e) {
+/* Whether v is rounded where it is computed: a 16-bit value this kernel also stores and reads
+ * itself. round_stored rounds e, v computed in f32, to v's type then, so that the kernel's own
+ * readers see the bits every later kernel reads from memory. Otherwise a backward recomputing
+ * from a saved value departs from the forward that saved it (a recip saved in f16 but read
+ * unrounded by the forward's tanh; the backward's recomputed tanh then missed the forward's
+ * max, whose gradient went to no element: difftest seed 20261126 graph 264). Values the kernel
+ * keeps to itself stay f32; --strict-rounding rounds every op anyway; f8 values are rounded
+ * wherever computed (emit_fp8). */
+static bool rounds_stored(Lower *L, int v) {
     FcDtype t = val(L, v)->dtype;
-    if (e < 0 || L->opt->strict_rounding || (t != FC_BF16 && t != FC_F16) || L->buf_of_val[v] < 0 || !read_in_group(L, v))
-        return e;
-    return kir_round(L->k, t, e);
+    return !L->opt->strict_rounding && (t == FC_BF16 || t == FC_F16) && L->buf_of_val[v] >= 0 && read_in_group(L, v);
+}
+static int round_stored(Lower *L, int v, int e) {
+    return e >= 0 && rounds_stored(L, v) ? kir_round(L->k, val(L, v)->dtype, e) : e;
 }
 
 static int emit(Lower *L, int v, const int *idx) {
@@ -1185,13 +1187,12 @@ static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int6
     case IR_OP_EXP: case IR_OP_LOG: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_SILU: case IR_OP_ERF:
     case IR_OP_NDTR: case IR_OP_SIN: case IR_OP_COS: case IR_OP_POW: break;
     case IR_OP_CAST: {
-        /* the widening of a 16-bit value the kernel stores and reads (round_stored rounds it
+        /* the widening of a 16-bit value the kernel stores and reads (rounds_stored: rounded
          * where computed: the residual sum a layernorm normalizes): kept with its rounding
          * done once, the value itself read back from the row too (exact: f32 holds it) */
         int u = p->in[0];
-        FcDtype ut = val(L, u)->dtype;
-        if (val(L, v)->dtype != FC_F32 || (ut != FC_BF16 && ut != FC_F16) || L->opt->strict_rounding || L->buf_of_val[u] < 0 ||
-            !in_group(L, u) || L->force_load[u] || L->row_shared[u] >= 0 || !ir_shape_eq(&val(L, u)->shape, X))
+        if (val(L, v)->dtype != FC_F32 || !in_group(L, u) || L->force_load[u] || L->row_shared[u] >= 0 ||
+            !ir_shape_eq(&val(L, u)->shape, X) || !rounds_stored(L, u))
             return -1;
         *also = u;
         break;

@@ -756,6 +756,24 @@ static void check_kernels(Run *u, int k, FcTensor *const *in, FcTensor *const *g
     }
 }
 
+/* Compares the pairs pl[0..npl) in order (pairs[], compare_sets) until one fails; a gradient
+ * pair with the reference is skipped where the reference backward did not run. */
+static void compare_pairs(Run *u, const int *pl, int npl, const char *const *noisy, Result *r) {
+    for (int i = 0; i < npl && r->cls == DR_OK; i++) {
+        const Pair *p = &pairs[pl[i]];
+        if (p->grad && p->b == P_REF && !u->ref_bwd) continue;
+        compare_sets(u, pl[i], p->grad ? u->gin[p->a] : u->out[p->a], p->grad ? u->gin[p->b] : u->out[p->b], noisy, r);
+    }
+}
+
+/* f16 training as `fusec run` does it: a fused program with dynamic loss scaling (a program that
+ * does not support it runs without) */
+static FcStatus f16_loss_scaling(FcProgram *p, bool train) {
+    if (!train || !g_precision || strcmp(g_precision, "f16") != 0) return FC_OK;
+    FcStatus s = fc_program_set_loss_scaling(p, 65536, 0);
+    return s == FC_ERR_UNSUPPORTED ? FC_OK : s;
+}
+
 /* Copies on device d of src, b's inputs (outputs: the outputs' gradients; NULL stays NULL): the
  * same bytes and f8 scales. */
 static FcTensor **copy_tensors(FcDevice *d, FcBlock *b, FcTensor *const *src, bool outputs) {
@@ -831,10 +849,7 @@ static void cuda_check(Run *u, const Check *c, const char *const *noisy, Result 
         if (s == FC_OK && (!(u->out[k] = new_tensors(u->gpu, u->blk[from], true)) ||
                            (c->train && !(u->gin[k] = new_tensors(u->gpu, u->blk[from], false)))))
             s = FC_ERR_NOMEM;
-        /* f16 training as on the CPU: the fused program with dynamic loss scaling */
-        if (s == FC_OK && k == P_GFUSED && c->train && g_precision && strcmp(g_precision, "f16") == 0 &&
-            (s = fc_program_set_loss_scaling(u->prog[k], 65536, 0)) == FC_ERR_UNSUPPORTED)
-            s = FC_OK;
+        if (s == FC_OK && k == P_GFUSED) s = f16_loss_scaling(u->prog[k], c->train);
         if (s == FC_OK) {
             step = "run";
             s = run_prog(u, u->prog[k], u->gpu_in, u->gpu_gout, u->out[k], u->gin[k], c->train);
@@ -849,13 +864,8 @@ static void cuda_check(Run *u, const Check *c, const char *const *noisy, Result 
         }
     }
     if (c->self_check) corrupt(u, P_GFUSED);
-    const int *pl = c->train ? gpu_train_pairs : gpu_fwd_pairs;
-    int npl = c->train ? (int)(sizeof gpu_train_pairs / sizeof gpu_train_pairs[0]) : (int)(sizeof gpu_fwd_pairs / sizeof gpu_fwd_pairs[0]);
-    for (int i = 0; i < npl && r->cls == DR_OK; i++) {
-        const Pair *p = &pairs[pl[i]];
-        if (p->grad && p->b == P_REF && !u->ref_bwd) continue;
-        compare_sets(u, pl[i], p->grad ? u->gin[p->a] : u->out[p->a], p->grad ? u->gin[p->b] : u->out[p->b], noisy, r);
-    }
+    if (c->train) compare_pairs(u, gpu_train_pairs, (int)(sizeof gpu_train_pairs / sizeof gpu_train_pairs[0]), noisy, r);
+    else compare_pairs(u, gpu_fwd_pairs, (int)(sizeof gpu_fwd_pairs / sizeof gpu_fwd_pairs[0]), noisy, r);
     if (!c->self_check && r->cls == DR_OK) check_kernels(u, P_GFUSED, u->gpu_in, u->gpu_gout, c->train, r);
 }
 
@@ -951,9 +961,7 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         msgf(r, "reading the f8 scales: %s", fc_program_last_error(u.prog[P_REF]));
         goto done;
     }
-    /* f16 training as `fusec run` does it: the fused program with dynamic loss scaling */
-    if (c->train && g_precision && strcmp(g_precision, "f16") == 0 &&
-        (s = fc_program_set_loss_scaling(u.prog[P_FUSED], 65536, 0)) != FC_OK && s != FC_ERR_UNSUPPORTED) {
+    if ((s = f16_loss_scaling(u.prog[P_FUSED], c->train)) != FC_OK) {
         r->cls = DR_PROGRAM;
         r->which = P_FUSED;
         r->status = s;
@@ -999,13 +1007,8 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         r->sens = sensitivity(&u, true, c->grad_sens - 1, noisy);
         goto done;
     }
-    const int *pl = c->train ? train_pairs : fwd_pairs;
-    int npl = c->train ? (int)(sizeof train_pairs / sizeof train_pairs[0]) : (int)(sizeof fwd_pairs / sizeof fwd_pairs[0]);
-    for (int i = 0; i < npl && r->cls == DR_OK; i++) {
-        const Pair *p = &pairs[pl[i]];
-        if (p->grad && p->b == P_REF && !u.ref_bwd) continue;
-        compare_sets(&u, pl[i], p->grad ? u.gin[p->a] : u.out[p->a], p->grad ? u.gin[p->b] : u.out[p->b], noisy, r);
-    }
+    if (c->train) compare_pairs(&u, train_pairs, (int)(sizeof train_pairs / sizeof train_pairs[0]), noisy, r);
+    else compare_pairs(&u, fwd_pairs, (int)(sizeof fwd_pairs / sizeof fwd_pairs[0]), noisy, r);
     if (c->train && c->sweep && r->cls == DR_OK) budget_sweep(src, &u, noisy, r);
     if (!c->self_check && r->cls == DR_OK) check_kernels(&u, P_FUSED, u.in, u.gout, c->train, r);
     if (g_cuda && r->cls == DR_OK) cuda_check(&u, c, noisy, r);
