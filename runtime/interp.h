@@ -61,7 +61,9 @@ FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const
  * backward reads forward values that a program computes with roundings of its own), and on the
  * backward the whole gradient of every node's result multiplied element e by 1 + 2u sin(phase +
  * 0.7549 e) (u: the unit roundoff of the value's dtype; phase from `seed` and the node) before it
- * flows on, as a program that keeps a value's gradient in the value's dtype may round it. The
+ * flows on, as a program that keeps a value's gradient in the value's dtype may round it (an f8
+ * gradient rounded to f8); so is each contribution a node adds to a 16/8-bit gradient, an f8
+ * one rounded to f8 before it joins the sum, as an autograd engine adds them in that dtype. The
  * random-graph tester's conditioning check of a gradient (docs/difftest.md). */
 FcStatus rt_interp_grad_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs,
                               const double *const *grad_outputs, double *const *grad_inputs, uint64_t seed,

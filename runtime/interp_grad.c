@@ -753,6 +753,63 @@ static FcDtype grad_dtype(const IrGraph *g, const IrNode *n, int r) {
     return ir_cval(g, n->out[r])->dtype;
 }
 
+
+/* The dtype a program keeps value v's gradient in (grad_dtype of its producer; an input's own). */
+static FcDtype value_grad_dtype(const IrGraph *g, int v) {
+    const IrValue *x = ir_cval(g, v);
+    if (x->node < 0) return x->dtype;
+    const IrNode *p = &g->nodes.data[x->node];
+    for (int r = 0; r < p->nout; r++)
+        if (p->out[r] == v) return grad_dtype(g, p, r);
+    return x->dtype;
+}
+
+/* node_bw with noise on each contribution (noise only): what node k adds to a 16/8-bit gradient
+ * is moved by one rounding's worth of that gradient's dtype, and an f8 one rounded to f8, before
+ * it joins the sum. An autograd engine (fused and eager alike, passes/autodiff.c accumulate)
+ * keeps each contribution in the value's dtype and adds them there, so two contributions that
+ * cancel each carry their own rounding, which rounding their sum once does not show (found
+ * needed as seed 2026112618 graph 115 at bf16, kept as found/illcond_f8_grad_contributions.tf:
+ * a gradient of 2 and one of -2.24 into an e5m2 value, -2.24 stored as -2, summed to 0 where
+ * the f64 oracle has -0.24). */
+static FcStatus node_bw_noisy(const IrGraph *g, const IrNode *n, int k, double **val, double **gr, const bool *need,
+                              const uint64_t *noise, FcErr *err) {
+    double **old = fc_calloc((size_t)n->nin + 1, sizeof *old);
+    bool *mine = fc_calloc((size_t)n->nin + 1, sizeof *mine);
+    FcStatus st = old && mine ? FC_OK : FC_OOM(err);
+    for (int i = 0; st == FC_OK && i < n->nin; i++) {
+        int v = n->in[i];
+        FcDtype t = value_grad_dtype(g, v);
+        mine[i] = need[v] && ir_dtype_is_float(t) && t != FC_F32 && t != FC_F64;
+        for (int j = 0; mine[i] && j < i; j++) mine[i] = n->in[j] != v;   /* mul(x, x): one contribution */
+        if (!mine[i] || !gr[v]) continue;
+        int64_t m = numel(vshape(g, v));
+        if (!(old[i] = fc_alloc((size_t)m * sizeof(double) + 1))) st = FC_OOM(err);
+        else memcpy(old[i], gr[v], (size_t)m * sizeof(double));
+    }
+    if (st == FC_OK) st = node_bw(g, n, val, gr, need, noise, err);
+    for (int i = 0; st == FC_OK && i < n->nin; i++) {
+        int v = n->in[i];
+        if (!mine[i] || !gr[v]) continue;
+        FcDtype t = value_grad_dtype(g, v);
+        int64_t m = numel(vshape(g, v));
+        double *c = fc_alloc((size_t)m * sizeof(double) + 1);
+        if (!c) {
+            st = FC_OOM(err);
+            break;
+        }
+        for (int64_t e = 0; e < m; e++) c[e] = gr[v][e] - (old[i] ? old[i][e] : 0.0);
+        rt_interp_perturb(c, m, t, *noise, k, 64 + i, 1);
+        for (int64_t e = 0; e < m; e++)
+            gr[v][e] = (old[i] ? old[i][e] : 0.0) + (t == FC_F8E4M3 || t == FC_F8E5M2 ? rt_interp_round(t, c[e]) : c[e]);
+        fc_free(c);
+    }
+    for (int i = 0; old && i < n->nin; i++) fc_free(old[i]);
+    fc_free(old);
+    fc_free(mine);
+    return st;
+}
+
 static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *const *outputs,
                             const double *const *grad_outputs, double *const *grad_inputs, const uint64_t *noise,
                             double *grad_amax, FcErr *err);
@@ -865,7 +922,9 @@ static FcStatus interp_grad(const IrGraph *g, const void *const *inputs, void *c
             }
             for (int64_t j = 0; j < m; j++) gr[n->out[0]][j] = rt_interp_round(FC_F8E5M2, gr[n->out[0]][j] * f) / f;
         }
-        if (flows && wanted && (st = node_bw(g, n, val, gr, need, noise, err)) != FC_OK) goto done;
+        if (flows && wanted &&
+            (st = noise ? node_bw_noisy(g, n, k, val, gr, need, noise, err) : node_bw(g, n, val, gr, need, noise, err)) != FC_OK)
+            goto done;
         for (int r = 0; r < n->nout; r++) {
             fc_free(gr[n->out[r]]);
             gr[n->out[r]] = NULL;
