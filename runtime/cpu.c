@@ -218,28 +218,152 @@ static char *target_features(LLVMTargetMachineRef tm) {
     return LLVMCreateMessage(implied);
 }
 
-/* With F16C, the f16 store conversion (codegen/llvm.c's helper fc_f32_to_f16: integer code with
- * variable shifts, some thirty instructions a lane, which vectorizes badly without AVX2) becomes
- * fptrunc, which the backend makes vcvtps2ph: the same value for every finite and infinite
- * input, rounded to nearest even (MXCSR's default, which fusec never changes); a NaN stays a
- * NaN (its payload may differ). Without F16C the backend would call a scalar library routine per
- * element, so the helper stays. The load helper (fc_f16_to_f32) stays integer code everywhere:
- * as fpext of `half`, the optimizer moves a NaN test of the loaded value onto the `half` (fcmp
- * uno of the fpext), which the vectorizer prices as scalar work and answers with 4 lanes
- * instead of 16 (exp of an f16 value ran 6 times slower), and llvm.arithmetic.fence between
- * them stops the vectorizer altogether. Done before optimization, so that the inliner and the
- * vectorizers see the new body. */
-static void native_f16(LLVMModuleRef mod, const char *features) {
-    if (!has_feature(features, "f16c")) return;
-    LLVMValueRef fn = LLVMGetNamedFunction(mod, "fc_f32_to_f16");
-    if (!fn || !LLVMGetFirstBasicBlock(fn)) return;
+/* Storage conversions the host has instructions for (docs/cpu.md, "Storage conversions"),
+ * applied to codegen/llvm.c's helpers before optimization:
+ * - F16C: the f16 store (fc_f32_to_f16: integer code with variable shifts, some thirty
+ *   instructions a lane) becomes fptrunc (vcvtps2ph), and the f16 load (fc_f16_to_f32, some
+ *   fifteen) fpext (vcvtph2ps);
+ * - AVX-512 BF16 (with VL): the bf16 store becomes vcvtneps2bf16 (fptrunc to bfloat), nine
+ *   instructions a lane down to six. That instruction reads a subnormal input as zero, so an x
+ *   with |x| < 2^-126 is first moved to x + sign(x) 2^-126, a normal number in [2^-126, 2^-125)
+ *   whose bf16 spacing, 2^-133, is that of bf16's subnormals: its rounding (to nearest even) is
+ *   x's plus 2^-126, whose bits, 0x80, are then taken off the result. A rounding that carries
+ *   to 2^-125 gives 2^-126, as it should; a zero stays a zero of its sign.
+ * Every value is the integer code's: finite and infinite ones exactly, rounded to nearest even
+ * (MXCSR's default, which fusec never changes); a NaN stays a NaN (F16C quiets a signaling
+ * one; vcvtneps2bf16 keeps the top bits and sets the quiet bit, as the integer code does).
+ * Without the feature the backend would call a scalar library routine per element, so the
+ * helper stays.
+ *
+ * The loop vectorizer prices the half and bfloat conversions as scalar work (LLVM 19 has no
+ * cost for them) and would run such loops 4 lanes wide instead of 16; inlined, the optimizer
+ * also moves a NaN test of a loaded value onto the `half`, with the same effect. So a converted
+ * load helper or the bf16 store is kept out of line through the optimization (noinline,
+ * memory(none), speculatable) with vector variants of 4, 8 and (AVX-512) 16 lanes that the
+ * vectorizer calls where it widens a call ("vector-function-abi-variant"); native_inline then
+ * inlines them all. Returns whether any helper was kept out of line. */
+static LLVMValueRef native_variant(LLVMModuleRef mod, const char *name, LLVMTypeRef from, LLVMTypeRef to, unsigned lanes,
+                                   LLVMValueRef (*body)(LLVMBuilderRef, LLVMValueRef, LLVMTypeRef)) {
     LLVMContextRef ctx = LLVMGetModuleContext(mod);
+    LLVMTypeRef vf = lanes ? LLVMVectorType(from, lanes) : from, vt = lanes ? LLVMVectorType(to, lanes) : to;
+    LLVMValueRef fn = LLVMGetNamedFunction(mod, name);
+    if (!fn) {
+        /* external until native_inline, or the optimizer drops it before the vectorizer asks */
+        fn = LLVMAddFunction(mod, name, LLVMFunctionType(vt, &vf, 1, 0));
+    }
     for (LLVMBasicBlockRef bb; (bb = LLVMGetFirstBasicBlock(fn));) LLVMDeleteBasicBlock(bb);
     LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, fn, "entry"));
-    LLVMValueRef h = LLVMBuildFPTrunc(b, LLVMGetParam(fn, 0), LLVMHalfTypeInContext(ctx), "");
-    LLVMBuildRet(b, LLVMBuildBitCast(b, h, LLVMInt16TypeInContext(ctx), ""));
+    LLVMBuildRet(b, body(b, LLVMGetParam(fn, 0), vt));
     LLVMDisposeBuilder(b);
+    return fn;
+}
+
+static LLVMValueRef splat(LLVMTypeRef t, unsigned long long v) {
+    if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) return LLVMConstInt(t, v, 0);
+    LLVMValueRef e[16];
+    unsigned n = LLVMGetVectorSize(t);
+    for (unsigned i = 0; i < n && i < 16; i++) e[i] = LLVMConstInt(LLVMGetElementType(t), v, 0);
+    return LLVMConstVector(e, n);
+}
+static LLVMTypeRef same_shape(LLVMTypeRef like, LLVMTypeRef el) {
+    return LLVMGetTypeKind(like) == LLVMVectorTypeKind ? LLVMVectorType(el, LLVMGetVectorSize(like)) : el;
+}
+
+static LLVMValueRef f16_store_body(LLVMBuilderRef b, LLVMValueRef x, LLVMTypeRef to) {
+    LLVMContextRef ctx = LLVMGetTypeContext(to);
+    return LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, x, same_shape(to, LLVMHalfTypeInContext(ctx)), ""), to, "");
+}
+static LLVMValueRef f16_load_body(LLVMBuilderRef b, LLVMValueRef h, LLVMTypeRef to) {
+    LLVMContextRef ctx = LLVMGetTypeContext(to);
+    return LLVMBuildFPExt(b, LLVMBuildBitCast(b, h, same_shape(to, LLVMHalfTypeInContext(ctx)), ""), to, "");
+}
+static LLVMValueRef bf16_store_body(LLVMBuilderRef b, LLVMValueRef x, LLVMTypeRef to) {
+    LLVMContextRef ctx = LLVMGetTypeContext(to);
+    LLVMTypeRef ft = LLVMTypeOf(x), it = same_shape(ft, LLVMInt32TypeInContext(ctx));
+    LLVMValueRef bits = LLVMBuildBitCast(b, x, it, "");
+    /* |x| < 2^-126: a subnormal or a zero (which the same steps keep), lifted by sign(x) 2^-126 */
+    LLVMValueRef mag = LLVMBuildAnd(b, bits, splat(it, 0x7fffffffu), "");
+    LLVMValueRef sub = LLVMBuildICmp(b, LLVMIntULT, mag, splat(it, 0x800000u), "");
+    LLVMValueRef lift = LLVMBuildOr(b, LLVMBuildXor(b, bits, mag, ""), splat(it, 0x800000u), "");
+    LLVMValueRef moved = LLVMBuildFAdd(b, x, LLVMBuildBitCast(b, lift, ft, ""), "");
+    LLVMValueRef t = LLVMBuildSelect(b, sub, moved, x, "");
+    LLVMValueRef h = LLVMBuildBitCast(b, LLVMBuildFPTrunc(b, t, same_shape(to, LLVMBFloatTypeInContext(ctx)), ""), to, "");
+    return LLVMBuildSelect(b, sub, LLVMBuildSub(b, h, splat(to, 0x80), ""), h, "");
+}
+
+/* The helpers native_conversions replaces; `vector`: kept out of line, with vector variants
+ * NAME_v4, NAME_v8 and NAME_v16 (native_inline inlines them). */
+static const struct {
+    const char *name;
+    bool f32_in;   /* f32 -> 16 bits (a store), else 16 bits -> f32 (a load) */
+    bool bf16;     /* needs AVX-512 BF16 and VL, else F16C */
+    bool vector;
+    LLVMValueRef (*body)(LLVMBuilderRef, LLVMValueRef, LLVMTypeRef);
+} native_conv[] = {
+    {"fc_f32_to_f16", true, false, false, f16_store_body},
+    {"fc_f16_to_f32", false, false, true, f16_load_body},
+    {"fc_f32_to_bf16", true, true, true, bf16_store_body},
+};
+enum { NATIVE_CONV = sizeof native_conv / sizeof native_conv[0] };
+
+static bool native_conversions(LLVMModuleRef mod, const char *features) {
+    LLVMContextRef ctx = LLVMGetModuleContext(mod);
+    LLVMTypeRef tf = LLVMFloatTypeInContext(ctx), t16 = LLVMInt16TypeInContext(ctx);
+    bool f16c = has_feature(features, "f16c"), wide = has_feature(features, "avx512f");
+    bool bf16 = has_feature(features, "avx512bf16") && has_feature(features, "avx512vl");
+    bool any = false;
+    for (int k = 0; k < NATIVE_CONV; k++) {
+        if (!(native_conv[k].bf16 ? bf16 : f16c)) continue;
+        LLVMValueRef fn = LLVMGetNamedFunction(mod, native_conv[k].name);
+        if (!fn || !LLVMGetFirstBasicBlock(fn)) continue;
+        LLVMTypeRef from = native_conv[k].f32_in ? tf : t16, to = native_conv[k].f32_in ? t16 : tf;
+        native_variant(mod, native_conv[k].name, from, to, 0, native_conv[k].body);
+        if (!native_conv[k].vector) continue;
+        char abi[512] = "";
+        for (unsigned lanes = 4; lanes <= (wide ? 16u : 8u); lanes *= 2) {
+            char vname[64];
+            snprintf(vname, sizeof vname, "%s_v%u", native_conv[k].name, lanes);
+            native_variant(mod, vname, from, to, lanes, native_conv[k].body);
+            size_t used = strlen(abi);
+            snprintf(abi + used, sizeof abi - used, "%s_ZGV_LLVM_N%uv_%s(%s)", used ? "," : "", lanes, native_conv[k].name,
+                     vname);
+        }
+        LLVMRemoveEnumAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMGetEnumAttributeKindForName("alwaysinline", 12));
+        static const char *const kinds[] = {"noinline", "nounwind", "willreturn", "speculatable", "nosync", "nofree"};
+        for (size_t j = 0; j < sizeof kinds / sizeof kinds[0]; j++)
+            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                    LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName(kinds[j], strlen(kinds[j])), 0));
+        /* memory(none): the MemoryEffects encoding of no access is 0 */
+        LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                LLVMCreateEnumAttribute(ctx, LLVMGetEnumAttributeKindForName("memory", 6), 0));
+        LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                LLVMCreateStringAttribute(ctx, "vector-function-abi-variant", 27, abi, (unsigned)strlen(abi)));
+        any = true;
+    }
+    return any;
+}
+
+/* After the vectorizer: the out-of-line conversions and their vector variants made
+ * alwaysinline and internal, inlined where they are called (the always-inline pass), and
+ * dropped (globaldce). */
+static LLVMErrorRef native_inline(LLVMModuleRef mod, LLVMTargetMachineRef tm) {
+    LLVMContextRef ctx = LLVMGetModuleContext(mod);
+    unsigned ni = LLVMGetEnumAttributeKindForName("noinline", 8), ai = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+    for (int k = 0; k < NATIVE_CONV; k++)
+        for (unsigned lanes = 0; lanes <= 16; lanes = lanes ? lanes * 2 : 4) {
+            char name[64];
+            snprintf(name, sizeof name, lanes ? "%s_v%u" : "%s", native_conv[k].name, lanes);
+            LLVMValueRef fn = LLVMGetNamedFunction(mod, name);
+            if (!fn || !LLVMGetFirstBasicBlock(fn)) continue;
+            LLVMRemoveEnumAttributeAtIndex(fn, LLVMAttributeFunctionIndex, ni);
+            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, ai, 0));
+            LLVMSetLinkage(fn, LLVMInternalLinkage);
+        }
+    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef e = LLVMRunPasses(mod, "always-inline,globaldce", tm, opts);
+    LLVMDisposePassBuilderOptions(opts);
+    return e;
 }
 
 static LLVMValueRef call_x86(LLVMModuleRef mod, LLVMBuilderRef b, const char *name, LLVMValueRef *args, unsigned n) {
@@ -363,7 +487,7 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     LLVMDisposeTargetData(dl);
 
     char *features = target_features(tm);
-    native_f16(mod, features);
+    bool outlined = native_conversions(mod, features);
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
@@ -371,6 +495,7 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
     e = LLVMRunPasses(mod, "default<O3>", tm, opts);
     LLVMDisposePassBuilderOptions(opts);
+    if (!e && outlined) e = native_inline(mod, tm);
     LLVMDisposeTargetMachine(tm);
     tm = NULL;
     if (e) { LLVMDisposeMessage(features); st = llvm_error(err, e, "optimizing the module"); goto fail; }
