@@ -316,13 +316,14 @@ static const char *const helper_text[H_COUNT] = {
         "}\n",
     [H_AMAX_FLUSH] =
         "/* KS_AMAX: the largest acc of the calling lanes (converged: every thread of the block is at the\n"
-        " * end of the body) into the bits of *p, by one atomic max per warp; 0 (+0, or nothing seen)\n"
-        " * changes nothing. The bits of magnitudes order them as numbers, a NaN above inf */\n"
-        "static __device__ __forceinline__ void fc_amax_flush(float *p, unsigned int acc)\n"
+        " * end of the body) into the block's slot *s (shared memory), by one shared atomic max per warp;\n"
+        " * 0 (+0, or nothing seen) changes nothing. The bits of magnitudes order them as numbers, a NaN\n"
+        " * above inf */\n"
+        "static __device__ __forceinline__ void fc_amax_flush(unsigned int *s, unsigned int acc)\n"
         "{\n"
         "    unsigned int m = __activemask();\n"
         "    unsigned int v = __reduce_max_sync(m, acc);\n"
-        "    if ((int)(threadIdx.x & 31u) == __ffs((int)m) - 1 && v != 0u) atomicMax(reinterpret_cast<unsigned int *>(p), v);\n"
+        "    if ((int)(threadIdx.x & 31u) == __ffs((int)m) - 1 && v != 0u) atomicMax(s, v);\n"
         "}\n",
 };
 
@@ -1424,20 +1425,46 @@ static void put_list(Cg *c, int s, int d, const KirStmt *red) {
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 /* The end of the body, where every thread of the block arrives (before the tail's ticket): each
- * KS_AMAX's per-thread maximum merged into its element (fc_amax_flush). */
+ * KS_AMAX's per-thread maximum merged into its element: per warp into the block's slot
+ * fc_amax_blk[i] in shared memory (fc_amax_flush), then by thread 0 into the element with one
+ * global atomic per block (same-address atomics serialize in L2: one a warp was 8 a block),
+ * skipped when the element already holds as much: it only grows during a launch, so a value
+ * read (however stale) is a lower bound of what the atomic would meet, and once the largest
+ * magnitudes are in, most blocks write nothing. */
+static int amax_count(const KirKernel *k) {
+    int n = 0;
+    for (int s = 0; s < k->stmts.len; s++) n += k->stmts.data[s].kind == KS_AMAX;
+    return n;
+}
 static void put_amax_flush(Cg *c) {
     const KirKernel *k = c->k;
-    bool any = false;
-    for (int s = 0; s < k->stmts.len; s++) {
+    int na = amax_count(k);
+    if (na == 0) return;
+    sb_printf(c->o, "    /* the amaxes: every thread of the block is here; per warp into the block's slots, then one\n"
+                    "     * atomic per block */\n"
+                    "    for (unsigned int fc_i = threadIdx.x; fc_i < %du; fc_i += blockDim.x) fc_amax_blk[fc_i] = 0u;\n"
+                    "    __syncthreads();\n", na);
+    use(c, H_AMAX_FLUSH);
+    for (int s = 0, i = 0; s < k->stmts.len; s++) {
         const KirStmt *st = &k->stmts.data[s];
         if (st->kind != KS_AMAX) continue;
-        int64_t e = kir_amax_element(k, st);
-        if (e < 0) { cg_fail(c, FC_ERR_INTERNAL, "an amax not at an i64 constant element of an f32 param marked written"); return; }
-        if (!any) sb_puts(c->o, "    /* the amaxes: every thread of the block is here, converged */\n");
-        any = true;
-        use(c, H_AMAX_FLUSH);
-        sb_printf(c->o, "    %s(p%d + %lldLL, fc_amax%d);\n", helper_name(H_AMAX_FLUSH), st->ref, (long long)e, s);
+        if (kir_amax_element(k, st) < 0) {
+            cg_fail(c, FC_ERR_INTERNAL, "an amax not at an i64 constant element of an f32 param marked written");
+            return;
+        }
+        sb_printf(c->o, "    %s(fc_amax_blk + %d, fc_amax%d);\n", helper_name(H_AMAX_FLUSH), i++, s);
     }
+    sb_puts(c->o, "    __syncthreads();\n"
+                  "    if (threadIdx.x == 0) {\n");
+    for (int s = 0, i = 0; s < k->stmts.len; s++) {
+        const KirStmt *st = &k->stmts.data[s];
+        if (st->kind != KS_AMAX) continue;
+        sb_printf(c->o, "        if (fc_amax_blk[%d] > *reinterpret_cast<volatile unsigned int *>(p%d + %lldLL)) "
+                        "atomicMax(reinterpret_cast<unsigned int *>(p%d + %lldLL), fc_amax_blk[%d]);\n",
+                  i, st->ref, (long long)kir_amax_element(k, st), st->ref, (long long)kir_amax_element(k, st), i);
+        i++;
+    }
+    sb_puts(c->o, "    }\n");
 }
 
 static bool has_reduce(const KirKernel *k) {
@@ -1476,7 +1503,7 @@ static bool shared_vec(const KirKernel *k, int i) {
 /* Prints kernel k (its text into `body`, helpers it needs into `helpers`). */
 /* Shared arrays beyond static shared memory live in one dynamic buffer (`extern __shared__`),
  * each at a 16-byte aligned offset in array order; cg_cuda_dynamic_shared gives its size (0: the
- * arrays are static). Reduction scratch stays static (small). */
+ * arrays are static). Reduction scratch, the tail's flag and the amax slots stay static (small). */
 static int64_t shared_array_bytes(const KirShared *s) {
     int64_t es = s->type == KT_BOOL ? 1 : s->type == KT_I32 || s->type == KT_F32 ? 4 : 8, b;
     return (unsigned)s->type < KT_COUNT && s->count >= 1 && fc_mul64(s->count, es, &b) && b <= INT64_MAX - 15 ? b : -1;
@@ -1487,7 +1514,8 @@ int64_t cg_cuda_dynamic_shared(const KirKernel *k) {
         int64_t b = shared_array_bytes(&k->shared.data[i]);
         if (b < 0 || !fc_add64(total, (b + 15) / 16 * 16, &total)) return -1;
     }
-    return total + CG_RED_SCRATCH_MAX > CG_MAX_STATIC_SHARED ? total : 0;
+    /* beside them, static: the reduction scratch, the tail's flag and the block's amaxes */
+    return total + CG_RED_SCRATCH_MAX + 16 + 4 * (int64_t)amax_count(k) > CG_MAX_STATIC_SHARED ? total : 0;
 }
 
 /* Does k divide floats (a division or a reciprocal in f32/f64)? In a training unit such a kernel
@@ -1620,6 +1648,8 @@ static FcStatus put_kernel(const KirKernel *k, const char *prefix, bool train, S
         if (c.ta_read[i])
             sb_printf(out, "    %s ta%d[%d];\n", ctype_names[k->tarrays.data[i].type], i, k->tarrays.data[i].count);
     if (k->tail >= 0) sb_puts(out, "    __shared__ unsigned int fc_last[1]; /* this block runs the tail */\n");
+    if (amax_count(k) > 0)
+        sb_printf(out, "    __shared__ unsigned int fc_amax_blk[%d]; /* the block's amaxes, as bits */\n", amax_count(k));
     for (int s = 0; s < k->stmts.len; s++)
         if (k->stmts.data[s].kind == KS_AMAX)
             sb_printf(out, "    unsigned int fc_amax%d = 0u; /* this thread's amax of p%d[%lld], as bits */\n", s,
