@@ -1226,6 +1226,72 @@ FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcT
     return s;
 }
 
+FcStatus fc_block_grad_noise_spread(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs, int i,
+                                    double *noise) {
+    if (!block_ready(b) || !noise || !b->train) return FC_ERR_USAGE;
+    *noise = 0;
+    const IrGraph *g = b->src;
+    int nin = g->inputs.len, nout = g->outputs.len;
+    if (i < 0 || i >= nin || !ir_dtype_is_float(ir_cval(g, g->inputs.data[i])->dtype))
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_grad_noise_spread: input %d is not a float input", i);
+    if (!b->narrow_grad) return FC_OK;   /* every gradient f32 or f64: nothing to round */
+    if ((nin && !inputs) || (nout && !grad_outputs))
+        return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_grad_noise_spread: inputs and grad_outputs are required");
+    for (int k = 0; k < nin; k++) {
+        const IrValue *x = ir_cval(g, g->inputs.data[k]);
+        if (!inputs[k] || inputs[k]->dtype != x->dtype || !ir_shape_eq(&inputs[k]->shape, &x->shape))
+            return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_grad_noise_spread: input %d ('%s') is missing or does not match the block",
+                              k, x->name);
+    }
+    FC_TRY(block_take_input_scales(b, inputs));
+    const IrValue *xi = ir_cval(g, g->inputs.data[i]);
+    int64_t m = inputs[i]->nbytes / (int64_t)fc_dtype_size(xi->dtype);
+    void **h = fc_calloc((size_t)nin + 1, sizeof *h);
+    double **go = fc_calloc((size_t)nout + 1, sizeof *go), **gi = fc_calloc((size_t)nin + 1, sizeof *gi);
+    void *ref = fc_alloc((size_t)inputs[i]->nbytes + 1), *got = fc_alloc((size_t)inputs[i]->nbytes + 1);
+    FcStatus s = h && go && gi && ref && got ? FC_OK : FC_OOM(&b->err);
+    if (s == FC_OK && !(gi[i] = fc_calloc((size_t)m + 1, sizeof(double)))) s = FC_OOM(&b->err);
+    int fetched = 0;   /* inputs [0, fetched) hold host copies to release */
+    for (int k = 0; s == FC_OK && k < nin; k++)
+        if ((s = host_begin(inputs[k], true, &h[k])) == FC_OK) fetched = k + 1;
+    for (int j = 0; s == FC_OK && j < nout; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        if (!ir_dtype_is_float(y->dtype) || !grad_outputs[j]) continue;
+        if (grad_outputs[j]->dtype != y->dtype || !ir_shape_eq(&grad_outputs[j]->shape, &y->shape)) {
+            s = fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_grad_noise_spread: the gradient of output %d does not match it", j);
+            break;
+        }
+        int64_t n = grad_outputs[j]->nbytes / (int64_t)fc_dtype_size(y->dtype);
+        void *hg = NULL;
+        if (!(go[j] = fc_calloc((size_t)n + 1, sizeof(double)))) s = FC_OOM(&b->err);
+        else if ((s = host_begin(grad_outputs[j], true, &hg)) == FC_OK) {
+            rt_host_convert(FC_F64, go[j], y->dtype, hg, n);
+            host_end(grad_outputs[j], hg, false);
+        }
+    }
+    /* the clean backward, then two noisy ones, each rounded to the input's dtype */
+    for (int trial = -1; s == FC_OK && trial < 2; trial++) {
+        s = trial < 0 ? rt_interp_grad(g, (const void *const *)h, NULL, (const double *const *)go, gi, &b->err)
+                      : rt_interp_grad_noisy(g, (const void *const *)h, NULL, (const double *const *)go, gi,
+                                             0x6AD1ull + (uint64_t)trial, &b->err);
+        if (s != FC_OK) break;
+        rt_host_convert(xi->dtype, trial < 0 ? ref : got, FC_F64, gi[i], m);
+        if (trial < 0) continue;
+        double a = 0, r = 0;
+        rt_host_compare(xi->dtype, got, ref, m, &a, &r);
+        if (!(r <= *noise)) *noise = r;   /* a NaN or an infinity stays */
+    }
+    for (int k = 0; k < fetched; k++) host_end(inputs[k], h[k], false);
+    for (int j = 0; go && j < nout; j++) fc_free(go[j]);
+    for (int k = 0; gi && k < nin; k++) fc_free(gi[k]);
+    fc_free(h);
+    fc_free(go);
+    fc_free(gi);
+    fc_free(ref);
+    fc_free(got);
+    return block_fail(b, s);
+}
+
 /* ids of a gather or a scatter_add: the rows bound the random values */
 FcStatus fc_block_random_input(FcBlock *b, int i, uint64_t seed, FcTensor *t) {
     if (!b || !b->src || !t || i < 0 || i >= b->src->inputs.len) return FC_ERR_USAGE;

@@ -316,6 +316,18 @@ FcStatus fc_block_grad_tolerance(const FcBlock *b, int i, double *rel_tol);
  * FC_ERR_USAGE for a block compiled without training. */
 FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs,
                                         double *rel_tol, double *spread);
+/* How much keeping the gradients in their values' dtypes may move the reference gradient of
+ * float input i for these inputs and outputs' gradients: the largest relative change (max |d| /
+ * max |ref|, in input i's dtype) over two runs of the reference interpreter's backward with
+ * rounding-level noise on every value's gradient and on each contribution to a 16/8-bit one (an
+ * f8 one rounded to f8), as an autograd engine adds contributions in the value's dtype. Where two
+ * contributions cancel, one rounding each moves the sum by far more than the rounding spread of
+ * fc_block_check_grad_tolerances shows; `fusec run --check` widens a gradient's tolerance to
+ * fc_block_grad_tolerance(b, i) + 2 * max(spread[i], *noise) when it fails the first. *noise is 0,
+ * and nothing runs, for a block without 16/8-bit gradients. FC_ERR_USAGE for a block compiled
+ * without training or an input that is not a float. */
+FcStatus fc_block_grad_noise_spread(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs, int i,
+                                    double *noise);
 /* Fills t (output j's dtype and shape, a float output) with a seeded N(0, 1) gradient as
  * `fusec run --train` does for an output without --grad-output: a stream of its own per
  * output, distinct from the inputs' of fc_block_random_input. */

@@ -16,7 +16,12 @@
  *     the output's is the difference of the fused and eager outputs;
  * (e) the chain of (b) written in f32 and compiled at --precision bf16: the casts the precision
  *     pass inserts are storage casts, kept in f32 by the fused kernel as (b)'s bf16 ops are, so
- *     the spread and the fused-vs-eager difference are those of (b).
+ *     the spread and the fused-vs-eager difference are those of (b);
+ * (f) fc_block_grad_noise_spread: 0 without 16/8-bit gradients; on two contributions that cancel
+ *     into an e5m2 value's gradient (difftest seed 2026112618 graph 115, tests/difftest/found/
+ *     illcond_f8_grad_contributions.tf) the fused and eager gradients are 0 where the reference
+ *     has -0.24, over fc_block_check_grad_tolerances, and within base + 2 x the noise spread,
+ *     which the rounding spread is not; usage errors.
  */
 #include <math.h>
 #include <stdio.h>
@@ -302,9 +307,85 @@ static void test_gradients(void) {
     case_free(&c);
 }
 
+/* (f) */
+static FcTensor *scalar(FcDevice *d, FcDtype t, float v) {
+    FcTensor *x = NULL;
+    REQUIRE(fc_tensor_new(d, FC_F32, 0, NULL, &x) == FC_OK && fc_tensor_copy_from_host(x, &v, 4) == FC_OK);
+    FcTensor *y = NULL;
+    REQUIRE(fc_tensor_new(d, t, 0, NULL, &y) == FC_OK && fc_tensor_convert(y, x, 1) == FC_OK);
+    fc_tensor_free(x);
+    return y;
+}
+static void test_noise_spread(void) {
+    static const char *const src = "block g(x1: bf16[]) {\n    v3 = cast(x1, f8e5m2)\n    v4 = cast(v3, bf16)\n"
+                                   "    v5 = maximum(v4, -1.0)\n    return v5, v3, v4\n}\n";
+    FcDevice *dev[2] = {NULL, NULL};
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &dev[0]) == FC_OK && fc_device_open(FC_DEVICE_REFERENCE, 0, &dev[1]) == FC_OK);
+    FcTensor *gin[3] = {NULL, NULL, NULL};
+    FcBlock *b[3] = {NULL, NULL, NULL};
+    FcTensor *in[2][1], *gout[2][3], *out[2][3];
+    static const FcDtype ot[3] = {FC_BF16, FC_F8E5M2, FC_BF16};
+    /* fused CPU, eager CPU, the reference device */
+    for (int k = 0; k < 3; k++) {
+        int d = k == 2;
+        FcOptions *o = NULL;
+        REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_fuse(o, k == 0) == FC_OK && fc_options_set_train(o, 1) == FC_OK);
+        REQUIRE(fc_compile_string(src, "t.tf", o, &b[k]) == FC_OK);
+        fc_options_free(o);
+        in[d][0] = scalar(dev[d], FC_BF16, 1.0f);
+        static const float g[3] = {-1.0859375f, 2.0f, -1.15625f};   /* grad_v5, grad_v3, grad_v4 */
+        for (int j = 0; j < 3; j++) {
+            gout[d][j] = scalar(dev[d], ot[j], g[j]);
+            REQUIRE(fc_tensor_new(dev[d], ot[j], 0, NULL, &out[d][j]) == FC_OK);
+        }
+        REQUIRE(fc_tensor_new(dev[d], FC_BF16, 0, NULL, &gin[k]) == FC_OK);
+        FcProgram *p = NULL;
+        REQUIRE(fc_program_new(b[k], dev[d], &p) == FC_OK);
+        REQUIRE(fc_program_run(p, in[d], out[d]) == FC_OK && fc_program_backward(p, gout[d], &gin[k]) == FC_OK);
+        fc_program_free(p);
+        if (k < 2) {
+            for (int j = 0; j < 3; j++) fc_tensor_free(out[d][j]), fc_tensor_free(gout[d][j]);
+            fc_tensor_free(in[d][0]);
+        }
+    }
+    double t = 0, sp = 0, base = 0, noise = -1;
+    REQUIRE(fc_block_grad_tolerance(b[0], 0, &base) == FC_OK);
+    REQUIRE(fc_block_check_grad_tolerances(b[0], in[1], gout[1], &t, &sp) == FC_OK);
+    REQUIRE(fc_block_grad_noise_spread(b[0], in[1], gout[1], 0, &noise) == FC_OK);
+    for (int k = 0; k < 2; k++) {
+        double r = rel_of(gin[k], gin[2]);
+        EXPECT(r > t, "cancelling f8 gradients, %s: %g over the rounding spread's tolerance %g (spread %g): the test shows nothing",
+               k ? "eager" : "fused", r, t, sp);
+        /* the noise alone covers it (rounding the summed gradient once gave 0.29) */
+        EXPECT(r <= 2 * noise, "cancelling f8 gradients, %s: %g within 2 x noise %g", k ? "eager" : "fused", r, noise);
+    }
+    EXPECT(isfinite(noise) && noise < 4, "noise spread %g", noise);
+    /* usage: not a float input, a block without training; nothing to round: 0 */
+    EXPECT(fc_block_grad_noise_spread(b[0], in[1], gout[1], 1, &noise) == FC_ERR_USAGE, "input 1 of 1");
+    Case c;
+    case_run(&c, k_3308, SEED_3308, 0);
+    EXPECT(fc_block_grad_noise_spread(c.blk[0], c.in, NULL, 0, &noise) == FC_ERR_USAGE, "a block compiled without training");
+    case_free(&c);
+    FcBlock *f32 = NULL;
+    FcOptions *o = NULL;
+    REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_train(o, 1) == FC_OK);
+    REQUIRE(fc_compile_string("block g(x: f32[8]) {\n    return tanh(x) * x\n}\n", "t.tf", o, &f32) == FC_OK);
+    fc_options_free(o);
+    noise = -1;
+    EXPECT(fc_block_grad_noise_spread(f32, NULL, NULL, 0, &noise) == FC_OK && noise == 0, "f32 gradients: noise %g, nothing runs",
+           noise);
+    fc_block_free(f32);
+    for (int j = 0; j < 3; j++) fc_tensor_free(out[1][j]), fc_tensor_free(gout[1][j]);
+    fc_tensor_free(in[1][0]);
+    for (int k = 0; k < 3; k++) fc_tensor_free(gin[k]), fc_block_free(b[k]);
+    fc_device_free(dev[0]);
+    fc_device_free(dev[1]);
+}
+
 int main(void) {
     test_no_narrow_intermediates();
     test_gradients();
+    test_noise_spread();
     test_bf16_chain();
     test_storage_casts();
     test_bf16_block_still_fails();
