@@ -48,45 +48,28 @@
 
 /* ---- storage conversion helpers (LLVM IR text) ------------------------------------------- */
 static const char *const helper_ir[] = {
-    "declare i32 @llvm.smax.i32(i32, i32)\n",
-    "declare i32 @llvm.smin.i32(i32, i32)\n",
-    /* RNE(v >> s) for s in [1, 31] */
-    "define internal i32 @fc_rne_shr(i32 %v, i32 %s) #0 {\n",
-    "  %q = lshr i32 %v, %s\n",
-    "  %one = shl i32 1, %s\n",
-    "  %mask = add i32 %one, -1\n",
-    "  %rem = and i32 %v, %mask\n",
-    "  %s1 = add i32 %s, -1\n",
-    "  %half = shl i32 1, %s1\n",
-    "  %gt = icmp ugt i32 %rem, %half\n",
-    "  %eq = icmp eq i32 %rem, %half\n",
-    "  %odd = trunc i32 %q to i1\n",
-    "  %tie = and i1 %eq, %odd\n",
-    "  %up = or i1 %gt, %tie\n",
-    "  %inc = zext i1 %up to i32\n",
-    "  %r = add i32 %q, %inc\n",
-    "  ret i32 %r\n",
-    "}\n",
-    /* |x| (f32 bits a) in units of 2^(k - 150), rounded to nearest even: the subnormal range */
-    "define internal i32 @fc_rne_sub(i32 %a, i32 %k) #0 {\n",
-    "  %e = lshr i32 %a, 23\n",
-    "  %m0 = and i32 %a, 8388607\n",
-    "  %m = or i32 %m0, 8388608\n",
-    "  %s0 = sub i32 %k, %e\n",
-    "  %s1 = call i32 @llvm.smax.i32(i32 %s0, i32 1)\n",
-    "  %s = call i32 @llvm.smin.i32(i32 %s1, i32 31)\n",
-    "  %r = call i32 @fc_rne_shr(i32 %m, i32 %s)\n",
-    "  ret i32 %r\n",
-    "}\n",
-    /* f32 -> f16: RNE, overflow to inf, NaN -> quiet NaN with the sign */
+    /* f32 -> f16: RNE, overflow to inf, NaN -> quiet NaN with the sign. Normal results (|x| >=
+     * 2^-14): RNE on 13 bits in one add, as bf16's (a carry bumps the exponent, up to inf),
+     * rebased from f32's exponent bias to f16's. Subnormal ones: |x| + 0.5 in f32 rounds |x| to
+     * a multiple of 2^-24 (RNE, the adder's), whose count is then the low bits; 2^-14 itself
+     * comes out as 0x400, the smallest normal. Only constant shifts (no variable shift, which
+     * SSE cannot vectorize: 8x slower than f32 at x86-64-v2), as the f8 stores; with F16C
+     * runtime/cpu.c replaces it by vcvtps2ph. */
     "define internal i16 @fc_f32_to_f16(float %f) #0 {\n",
     "  %b = bitcast float %f to i32\n",
     "  %a = and i32 %b, 2147483647\n",
     "  %sh = lshr i32 %b, 16\n",
     "  %sign = and i32 %sh, 32768\n",
-    "  %t = add i32 %a, -939524096\n",
-    "  %rn = call i32 @fc_rne_shr(i32 %t, i32 13)\n",
-    "  %rs = call i32 @fc_rne_sub(i32 %a, i32 126)\n",
+    "  %q = lshr i32 %a, 13\n",
+    "  %odd = and i32 %q, 1\n",
+    "  %bias = add i32 %odd, 4095\n",
+    "  %sum = add i32 %a, %bias\n",
+    "  %r = lshr i32 %sum, 13\n",
+    "  %rn = add i32 %r, -114688\n",
+    "  %af = bitcast i32 %a to float\n",
+    "  %half = fadd float %af, 0.5\n",
+    "  %hb = bitcast float %half to i32\n",
+    "  %rs = add i32 %hb, -1056964608\n",
     "  %isn = icmp uge i32 %a, 947912704\n",
     "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
     "  %big = icmp uge i32 %a, 1199566848\n",
@@ -146,15 +129,24 @@ static const char *const helper_ir[] = {
     "  %h = trunc i32 %r4 to i8\n",
     "  ret i8 %h\n",
     "}\n",
-    /* f32 -> f8e5m2: RNE, finite values saturating at 57344, inf stays inf, NaN -> 0x7F */
+    /* f32 -> f8e5m2: RNE, finite values saturating at 57344, inf stays inf, NaN -> 0x7F. As the
+     * f16 store: normal results (|x| >= 2^-14) by RNE on 21 bits in one add, subnormal ones by
+     * |x| + 128 in f32 (a multiple of 2^-16, RNE). */
     "define internal i8 @fc_f32_to_e5m2(float %f) #0 {\n",
     "  %b = bitcast float %f to i32\n",
     "  %a = and i32 %b, 2147483647\n",
     "  %sh = lshr i32 %b, 24\n",
     "  %sign = and i32 %sh, 128\n",
-    "  %t = add i32 %a, -939524096\n",
-    "  %rn = call i32 @fc_rne_shr(i32 %t, i32 21)\n",
-    "  %rs = call i32 @fc_rne_sub(i32 %a, i32 134)\n",
+    "  %q = lshr i32 %a, 21\n",
+    "  %odd = and i32 %q, 1\n",
+    "  %bias = add i32 %odd, 1048575\n",
+    "  %sum = add i32 %a, %bias\n",
+    "  %r = lshr i32 %sum, 21\n",
+    "  %rn = add i32 %r, -448\n",
+    "  %af = bitcast i32 %a to float\n",
+    "  %big2 = fadd float %af, 128.0\n",
+    "  %bb = bitcast float %big2 to i32\n",
+    "  %rs = add i32 %bb, -1124073472\n",
     "  %isn = icmp uge i32 %a, 947912704\n",
     "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
     "  %big = icmp uge i32 %a, 1197473792\n",

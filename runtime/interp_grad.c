@@ -753,7 +753,6 @@ static FcDtype grad_dtype(const IrGraph *g, const IrNode *n, int r) {
     return ir_cval(g, n->out[r])->dtype;
 }
 
-
 /* The dtype a program keeps value v's gradient in (grad_dtype of its producer; an input's own). */
 static FcDtype value_grad_dtype(const IrGraph *g, int v) {
     const IrValue *x = ir_cval(g, v);
