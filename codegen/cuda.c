@@ -1459,9 +1459,10 @@ static void put_amax_flush(Cg *c) {
     for (int s = 0, i = 0; s < k->stmts.len; s++) {
         const KirStmt *st = &k->stmts.data[s];
         if (st->kind != KS_AMAX) continue;
+        long long e = (long long)kir_amax_element(k, st);
         sb_printf(c->o, "        if (fc_amax_blk[%d] > *reinterpret_cast<volatile unsigned int *>(p%d + %lldLL)) "
                         "atomicMax(reinterpret_cast<unsigned int *>(p%d + %lldLL), fc_amax_blk[%d]);\n",
-                  i, st->ref, (long long)kir_amax_element(k, st), st->ref, (long long)kir_amax_element(k, st), i);
+                  i, st->ref, e, st->ref, e, i);
         i++;
     }
     sb_puts(c->o, "    }\n");

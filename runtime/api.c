@@ -1226,6 +1226,22 @@ FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcT
     return s;
 }
 
+/* The float outputs' gradients (those given) as f64 arrays for the reference backward, go[j]
+ * allocated here (the caller frees them), from any device. */
+static FcStatus grads_f64(const IrGraph *g, FcTensor *const *grad_outputs, double **go, FcErr *err) {
+    for (int j = 0; j < g->outputs.len; j++) {
+        const IrValue *y = ir_cval(g, g->outputs.data[j]);
+        if (!ir_dtype_is_float(y->dtype) || !grad_outputs[j]) continue;
+        int64_t n = grad_outputs[j]->nbytes / (int64_t)fc_dtype_size(y->dtype);
+        void *hg = NULL;
+        if (!(go[j] = fc_calloc((size_t)n + 1, sizeof(double)))) return FC_OOM(err);
+        FC_TRY(host_begin(grad_outputs[j], true, &hg));
+        rt_host_convert(FC_F64, go[j], y->dtype, hg, n);
+        host_end(grad_outputs[j], hg, false);
+    }
+    return FC_OK;
+}
+
 FcStatus fc_block_grad_noise_spread(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs, int i,
                                     double *noise) {
     if (!block_ready(b) || !noise || !b->train) return FC_ERR_USAGE;
@@ -1256,19 +1272,11 @@ FcStatus fc_block_grad_noise_spread(FcBlock *b, FcTensor *const *inputs, FcTenso
         if ((s = host_begin(inputs[k], true, &h[k])) == FC_OK) fetched = k + 1;
     for (int j = 0; s == FC_OK && j < nout; j++) {
         const IrValue *y = ir_cval(g, g->outputs.data[j]);
-        if (!ir_dtype_is_float(y->dtype) || !grad_outputs[j]) continue;
-        if (grad_outputs[j]->dtype != y->dtype || !ir_shape_eq(&grad_outputs[j]->shape, &y->shape)) {
+        if (ir_dtype_is_float(y->dtype) && grad_outputs[j] &&
+            (grad_outputs[j]->dtype != y->dtype || !ir_shape_eq(&grad_outputs[j]->shape, &y->shape)))
             s = fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_grad_noise_spread: the gradient of output %d does not match it", j);
-            break;
-        }
-        int64_t n = grad_outputs[j]->nbytes / (int64_t)fc_dtype_size(y->dtype);
-        void *hg = NULL;
-        if (!(go[j] = fc_calloc((size_t)n + 1, sizeof(double)))) s = FC_OOM(&b->err);
-        else if ((s = host_begin(grad_outputs[j], true, &hg)) == FC_OK) {
-            rt_host_convert(FC_F64, go[j], y->dtype, hg, n);
-            host_end(grad_outputs[j], hg, false);
-        }
     }
+    if (s == FC_OK) s = grads_f64(g, grad_outputs, go, &b->err);
     /* the clean backward, then two noisy ones, each rounded to the input's dtype */
     for (int trial = -1; s == FC_OK && trial < 2; trial++) {
         s = trial < 0 ? rt_interp_grad(g, (const void *const *)h, NULL, (const double *const *)go, gi, &b->err)
@@ -2035,13 +2043,7 @@ static FcStatus reference_backward(FcProgram *p, FcTensor *const *grad_outputs, 
         if (!(gi[i] = fc_calloc((size_t)(p->last_in[i]->nbytes / (int64_t)fc_dtype_size(x->dtype)) + 1, sizeof(double))))
             s = FC_OOM(&p->err);
     }
-    for (int j = 0; j < nout && s == FC_OK; j++) {
-        const IrValue *y = ir_cval(g, g->outputs.data[j]);
-        if (!ir_dtype_is_float(y->dtype)) continue;
-        int64_t n = grad_outputs[j]->nbytes / (int64_t)fc_dtype_size(y->dtype);
-        if (!(go[j] = fc_calloc((size_t)n + 1, sizeof(double)))) s = FC_OOM(&p->err);
-        else rt_host_convert(FC_F64, go[j], y->dtype, tdata(grad_outputs[j]), n);
-    }
+    if (s == FC_OK) s = grads_f64(g, grad_outputs, go, &p->err);
     if (s == FC_OK) s = rt_interp_grad(g, in, NULL, (const double *const *)go, gi, &p->err);
     for (int i = 0; i < nin && s == FC_OK; i++)
         if (gi[i]) {
