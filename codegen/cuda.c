@@ -2038,8 +2038,11 @@ static void put_entry_body(StrBuf *out, const Aot *a, const AotFn *f) {
         const KirKernel *k = p->kernels.data[la->kernel];
         if (k->library) {
             const KirGemm *g = &k->gemm;
-            sb_printf(out, "    if (fc_lt_gemm(stream, %d, %d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL",
-                      g->dtype == FC_F64, g->trans_a, g->trans_b, (long long)g->m, (long long)g->n, (long long)g->k,
+            FcDtype ab = kir_gemm_ab_dtype(g);
+            sb_printf(out, "    if (fc_lt_gemm(stream, %s, %s, %d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL",
+                      g->dtype == FC_F64 ? "CUDA_R_64F" : "CUDA_R_32F",
+                      ab == FC_F64 ? "CUDA_R_64F" : ab == FC_BF16 ? "CUDA_R_16BF" : ab == FC_F16 ? "CUDA_R_16F" : "CUDA_R_32F",
+                      g->trans_a, g->trans_b, (long long)g->m, (long long)g->n, (long long)g->k,
                       (long long)g->batch, (long long)g->stride_a, (long long)g->stride_b, (long long)g->stride_c);
             for (int i = 0; i < 3; i++) {
                 sb_puts(out, ", ");
@@ -2079,15 +2082,17 @@ static void put_entry_body(StrBuf *out, const Aot *a, const AotFn *f) {
 
 static const char lt_gemm_text[] =
     "/* C = A @ B, row-major, `batch` products `s*` elements apart (0: shared), through\n"
-    " * cuBLASLt: as column-major, C^T = B^T A^T, so cuBLASLt's A is our B and its B our A. */\n"
-    "static int fc_lt_gemm(cudaStream_t stream, int f64, int ta, int tb, long long m, long long n,\n"
-    "                      long long k, long long batch, long long sa, long long sb, long long sc,\n"
-    "                      const void *A, const void *B, void *C)\n"
+    " * cuBLASLt: as column-major, C^T = B^T A^T, so cuBLASLt's A is our B and its B our A.\n"
+    " * C is of type dt (f32 or f64, the accumulation's too); A and B of abt: dt, or bf16/f16\n"
+    " * with f32 C (the tensor cores' products, accumulated in f32). */\n"
+    "static int fc_lt_gemm(cudaStream_t stream, cudaDataType_t dt, cudaDataType_t abt, int ta, int tb,\n"
+    "                      long long m, long long n, long long k, long long batch, long long sa,\n"
+    "                      long long sb, long long sc, const void *A, const void *B, void *C)\n"
     "{\n"
     "    static cublasLtHandle_t handle = 0;\n"
     "    static const bool have = cublasLtCreate(&handle) == CUBLAS_STATUS_SUCCESS;\n"
     "    if (!have) return 7;\n"
-    "    const cudaDataType_t dt = f64 ? CUDA_R_64F : CUDA_R_32F;\n"
+    "    const bool f64 = dt == CUDA_R_64F;\n"
     "    const cublasComputeType_t ct = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;\n"
     "    const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
     "    const int32_t nbatch = (int32_t)batch;\n"
@@ -2100,8 +2105,8 @@ static const char lt_gemm_text[] =
     "    if (cublasLtMatmulDescCreate(&op, ct, dt) == CUBLAS_STATUS_SUCCESS &&\n"
     "        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == CUBLAS_STATUS_SUCCESS &&\n"
     "        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == CUBLAS_STATUS_SUCCESS &&\n"
-    "        cublasLtMatrixLayoutCreate(&la, dt, (uint64_t)(tb ? k : n), (uint64_t)(tb ? n : k), (int64_t)(tb ? k : n)) == CUBLAS_STATUS_SUCCESS &&\n"
-    "        cublasLtMatrixLayoutCreate(&lb, dt, (uint64_t)(ta ? m : k), (uint64_t)(ta ? k : m), (int64_t)(ta ? m : k)) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutCreate(&la, abt, (uint64_t)(tb ? k : n), (uint64_t)(tb ? n : k), (int64_t)(tb ? k : n)) == CUBLAS_STATUS_SUCCESS &&\n"
+    "        cublasLtMatrixLayoutCreate(&lb, abt, (uint64_t)(ta ? m : k), (uint64_t)(ta ? k : m), (int64_t)(ta ? m : k)) == CUBLAS_STATUS_SUCCESS &&\n"
     "        cublasLtMatrixLayoutCreate(&lc, dt, (uint64_t)n, (uint64_t)m, (int64_t)n) == CUBLAS_STATUS_SUCCESS &&\n"
     "        cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"
     "        cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nbatch, sizeof nbatch) == CUBLAS_STATUS_SUCCESS &&\n"

@@ -87,11 +87,12 @@ KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
     /* B in panels: made and read in the cache, one panel at a time (its weight's bytes are the
      * operand kernel's); C, no larger than a panel, stays there between them */
     int64_t nb = g->panel_k > 0 ? 0 : g->stride_b ? g->batch * g->k * g->n : g->k * g->n;
-    kir_param(k, g->dtype, g->stride_a ? (g->batch - 1) * g->stride_a + g->m * g->k : g->m * g->k, false);
-    kir_param(k, g->dtype, g->panel_k > 0 ? g->panel_k * g->n : g->stride_b ? (g->batch - 1) * g->stride_b + g->k * g->n : g->k * g->n, false);
+    FcDtype ab = kir_gemm_ab_dtype(g);
+    kir_param(k, ab, g->stride_a ? (g->batch - 1) * g->stride_a + g->m * g->k : g->m * g->k, false);
+    kir_param(k, ab, g->panel_k > 0 ? g->panel_k * g->n : g->stride_b ? (g->batch - 1) * g->stride_b + g->k * g->n : g->k * g->n, false);
     kir_param(k, g->dtype, g->stride_c ? (g->batch - 1) * g->stride_c + g->m * g->n : g->m * g->n, true);
     int64_t es = (int64_t)fc_dtype_size(g->dtype);
-    k->bytes_read = (na + nb) * es;
+    k->bytes_read = (na + nb) * (int64_t)fc_dtype_size(ab);
     k->bytes_written = g->batch * g->m * g->n * es;
     k->flops = 2 * g->batch * g->m * g->n * g->k;
     return k->failed ? NULL : k;
@@ -494,9 +495,10 @@ static void print_list(const KirKernel *k, int s, int d, StrBuf *o) {
 void kir_print_kernel(const KirKernel *k, StrBuf *o) {
     if (k->library) {
         const KirGemm *g = &k->gemm;
-        sb_printf(o, "library %s gemm %s batch=%lld m=%lld n=%lld k=%lld trans_a=%d trans_b=%d "
+        sb_printf(o, "library %s gemm %s%s%s batch=%lld m=%lld n=%lld k=%lld trans_a=%d trans_b=%d "
                      "stride_a=%lld stride_b=%lld stride_c=%lld ops=[%s]\n",
-                  k->name, fc_dtype_name(g->dtype), (long long)g->batch, (long long)g->m, (long long)g->n,
+                  k->name, fc_dtype_name(g->dtype), g->ab16 ? " operands=" : "",
+                  g->ab16 ? fc_dtype_name(kir_gemm_ab_dtype(g)) : "", (long long)g->batch, (long long)g->m, (long long)g->n,
                   (long long)g->k, g->trans_a, g->trans_b, (long long)g->stride_a, (long long)g->stride_b,
                   (long long)g->stride_c, k->ops);
         if (g->panel_k > 0)
@@ -1043,7 +1045,8 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
     if (!kir_kernel_ok(k)) return fc_err_set(err, FC_ERR_INTERNAL, "kernel IR of %s is incomplete", k ? k->name : "?");
     if (k->library) {
         const KirGemm *g = &k->gemm;
-        if (k->params.len != 3 || k->body >= 0 || (g->dtype != FC_F32 && g->dtype != FC_F64) || g->batch < 1 ||
+        if (k->params.len != 3 || k->body >= 0 || (g->dtype != FC_F32 && g->dtype != FC_F64) ||
+            (g->ab16 && ((g->ab16 != FC_BF16 && g->ab16 != FC_F16) || g->dtype != FC_F32 || g->panel_k > 0)) || g->batch < 1 ||
             g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
             g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->trans_b || g->panel_k > g->k || g->panel_blocks < 1)))
             return fc_err_set(err, FC_ERR_INTERNAL, "library kernel %s is malformed", k->name);

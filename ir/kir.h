@@ -183,7 +183,9 @@ typedef struct KirGemm {
     int64_t batch, m, n, k;
     int64_t stride_a, stride_b, stride_c;
     bool trans_a, trans_b;
-    FcDtype dtype;       /* f32 or f64 */
+    FcDtype dtype;       /* f32 or f64: C's type, the accumulation's, and A's and B's unless ab16 */
+    int ab16;            /* FC_BF16 or FC_F16: A and B are of that type, read as such by the library
+                          * (cuBLASLt; dtype f32; passes.h, pass_narrow_product); 0: of dtype */
     /* B in panels (the CPU; docs/cpu.md, "Products of narrow weights"): > 0 when B is made by
      * the launch just before this one (a "matmul operand" kernel, e.g. an i8 or f8 weight
      * dequantized), panel_k rows of B at a time, into a buffer of panel_k x n that stays in the
@@ -192,6 +194,8 @@ typedef struct KirGemm {
      * then C (+)= A[:, rows] @ panel. batch 1, B not transposed. B is never in memory whole. */
     int64_t panel_k, panel_blocks;
 } KirGemm;
+/* the type of a library product's operands A and B */
+static inline FcDtype kir_gemm_ab_dtype(const KirGemm *g) { return g->ab16 ? (FcDtype)g->ab16 : g->dtype; }
 
 typedef struct KirKernel {
     const char *name;    /* generated identifier, e.g. "k3_layernorm" */

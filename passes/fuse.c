@@ -28,6 +28,8 @@
  *                  residual: the epilogue); every output is the product or its epilogue.
  *                  An f32/f64 product done by a library (BLAS, cuBLASLt) stays alone: its
  *                  result goes to memory anyway, so its neighbours fuse with each other;
+ *                  alone but for the views the call reads through (operand_view: swaps of
+ *                  the last two dims, and on CUDA the widening casts of 16-bit operands);
  *   - and it makes no cycle between groups (no path leaves the pair and comes back).
  * Cost: a fused edge is a value no longer written by one kernel and read by another; no
  * merge adds a read or a write, since a group reads each outside value once and writes
@@ -69,48 +71,85 @@ static int64_t numel(const IrShape *s) {
 /* Is node i in the candidate group (groups a and b)? */
 static bool in_cand(const Fuse *f, int i, int a, int b) { return f->grp[i] == a || f->grp[i] == b; }
 
-/* Is node i a swap of the last two dims whose result only the matrix product mm reads, as an
- * operand, with its input from outside the candidate? The library call then reads the
- * untransposed buffer with its transpose flag (lower.c's operand_direct). */
-static bool operand_transpose(const Fuse *f, int i, int mm, int a, int b) {
-    const IrGraph *g = f->g;
-    const IrNode *n = &g->nodes.data[i];
+/* Can node x be read through by the library product mm (lower.c's operand_direct), the call
+ * reading x's input in its place: a swap of the last two dims (the library's transpose flag)
+ * or, read by mm itself (top), the widening cast of an operand the library reads in 16 bits
+ * (pass_narrow_product)? */
+static bool view_node(const Fuse *f, int x, int mm, bool top) {
+    const IrNode *n = &f->g->nodes.data[x];
+    if (n->op == IR_OP_CAST) return top && pass_narrow_product(f->g, f->opt, mm) >= 0;
     if (n->op != IR_OP_TRANSPOSE) return false;
     int r = V(f, n->out[0])->shape.rank;
     if (r < 2 || n->a.list[r - 2] != r - 1 || n->a.list[r - 1] != r - 2) return false;
     for (int d = 0; d < r - 2; d++)
         if (n->a.list[d] != d) return false;
-    int p = V(f, n->in[0])->node;
-    if (p >= 0 && in_cand(f, p, a, b)) return false;
-    const IrNode *m = &g->nodes.data[mm];
-    if (m->in[0] != n->out[0] && m->in[1] != n->out[0]) return false;
+    return true;
+}
+
+/* Is value v read by node r alone, and not returned by the block? */
+static bool only_reader(const Fuse *f, int v, int r) {
+    const IrGraph *g = f->g;
     for (int k = 0; k < g->outputs.len; k++)
-        if (g->outputs.data[k] == n->out[0]) return false;
+        if (g->outputs.data[k] == v) return false;
     for (int c = 0; c < f->n; c++) {
-        if (c == mm) continue;
+        if (c == r) continue;
         const IrNode *u = &g->nodes.data[c];
         for (int j = 0; j < u->nin; j++)
-            if (u->in[j] == n->out[0]) return false;
+            if (u->in[j] == v) return false;
     }
     return true;
 }
 
-/* Is node i a transpose of the last two dims read only by one f32/f64 matrix product? */
+/* The views under operand s of the matrix product mm (view_node, at most three, each read
+ * only by the one above), top first, into chain; returns how many. *bottom: the node making
+ * the value the last one reads (-1 for a block input). */
+static int view_chain(const Fuse *f, int mm, int s, int chain[3], int *bottom) {
+    int reader = mm, v = f->g->nodes.data[mm].in[s], x = V(f, v)->node, n = 0;
+    while (n < 3 && x >= 0 && view_node(f, x, mm, n == 0) && only_reader(f, v, reader)) {
+        chain[n++] = x;
+        reader = x;
+        v = f->g->nodes.data[x].in[0];
+        x = V(f, v)->node;
+    }
+    *bottom = x;
+    return n;
+}
+
+/* Is node i one of the views between an operand of the matrix product mm and a value from
+ * outside the candidate (groups a and b)? The library call then reads that value with the
+ * views' transpose flag and 16-bit type (lower.c's operand_direct) and runs no kernel for
+ * them. */
+static bool operand_view(const Fuse *f, int i, int mm, int a, int b) {
+    for (int s = 0; s < 2; s++) {
+        int chain[3], bottom, n = view_chain(f, mm, s, chain, &bottom);
+        for (int k = 0; k < n; k++)
+            if (chain[k] == i && !(bottom >= 0 && in_cand(f, bottom, a, b))) return true;
+    }
+    return false;
+}
+
+/* Is node i a view read, through views each read only by the next, by one f32/f64 matrix
+ * product as its operand_view? Such a node waits for the product (vertical fusion). */
 static bool feeds_library_product(const Fuse *f, int i) {
     const IrGraph *g = f->g;
-    if (g->nodes.data[i].op != IR_OP_TRANSPOSE) return false;
-    int v = g->nodes.data[i].out[0], mm = -1;
-    for (int c = i + 1; c < f->n; c++) {
-        const IrNode *u = &g->nodes.data[c];
-        for (int j = 0; j < u->nin; j++)
-            if (u->in[j] == v) {
-                if (mm >= 0 && mm != c) return false;
-                mm = c;
-            }
+    for (int x = i, d = 0; d < 3; d++) {
+        int v = g->nodes.data[x].out[0], r = -1;
+        for (int c = x + 1; c < f->n; c++) {
+            const IrNode *u = &g->nodes.data[c];
+            for (int j = 0; j < u->nin; j++)
+                if (u->in[j] == v) {
+                    if (r >= 0 && r != c) return false;
+                    r = c;
+                }
+        }
+        if (r < 0) return false;
+        if (g->nodes.data[r].op == IR_OP_MATMUL) {
+            FcDtype t = V(f, g->nodes.data[r].out[0])->dtype;
+            return (t == FC_F32 || t == FC_F64) && operand_view(f, i, r, f->grp[i], f->grp[i]);
+        }
+        x = r;
     }
-    if (mm < 0 || g->nodes.data[mm].op != IR_OP_MATMUL) return false;
-    FcDtype t = V(f, g->nodes.data[mm].out[0])->dtype;
-    return (t == FC_F32 || t == FC_F64) && operand_transpose(f, i, mm, f->grp[i], f->grp[i]);
+    return false;
 }
 
 /* f->used_outside: the values the candidate (groups a and b) computes that something outside
@@ -195,7 +234,7 @@ static const char *schedulable(Fuse *f, int a, int b) {
             mark_used_outside(f, a, b);
             cnt -= mark_b_operand(f, mm, a, b);
         }
-        for (int i = 0; i < f->n; i++) cnt += in_cand(f, i, a, b) && !operand_transpose(f, i, mm, a, b);
+        for (int i = 0; i < f->n; i++) cnt += in_cand(f, i, a, b) && !operand_view(f, i, mm, a, b);
         if ((o->dtype == FC_F32 || o->dtype == FC_F64) && cnt > 1)
             return "a matrix product through the library runs as its own call";
     }
@@ -383,6 +422,12 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
             const IrNode *d = &g->nodes.data[p];
             int q = d->op == IR_OP_FP8_DEQUANT ? ir_cval(g, d->in[0])->node : -1;
             if (q >= 0 && f.grp[p] == f.grp[i]) try_merge(&f, f.grp[q], f.grp[i]);
+        }
+        /* a library product also takes the views below its operands' (a transpose under a
+         * widening cast) */
+        for (int s = 0; opt->library_gemm && n->op == IR_OP_MATMUL && s < 2; s++) {
+            int chain[3], bottom, nv = view_chain(&f, i, s, chain, &bottom);
+            for (int k = 1; k < nv; k++) try_merge(&f, f.grp[chain[k]], f.grp[i]);
         }
     }
     /* sibling: groups reading the same value */

@@ -52,6 +52,24 @@ static FcStatus run(const IrGraph *src, IrGraph *g, int *map, FcErr *err) {
     return ir_verify(g, err);
 }
 
+/* the 16-bit float type x is widened from by a cast to f32, else -1 */
+static int widened_from(const IrGraph *g, int x) {
+    const IrValue *v = ir_cval(g, x);
+    if (v->node < 0 || v->dtype != FC_F32) return -1;
+    const IrNode *c = &g->nodes.data[v->node];
+    if (c->op != IR_OP_CAST) return -1;
+    FcDtype t = ir_cval(g, c->in[0])->dtype;
+    return t == FC_BF16 || t == FC_F16 ? (int)t : -1;
+}
+
+int pass_narrow_product(const IrGraph *g, const PassOptions *opt, int mm) {
+    if (!opt->library_gemm || opt->cpu || mm < 0 || mm >= g->nodes.len) return -1;
+    const IrNode *n = &g->nodes.data[mm];
+    if (n->op != IR_OP_MATMUL || ir_cval(g, n->out[0])->dtype != FC_F32) return -1;
+    int a = widened_from(g, n->in[0]);
+    return a >= 0 && widened_from(g, n->in[1]) == a ? a : -1;
+}
+
 FcStatus pass_library_products(const IrGraph *in, IrGraph **out, FcErr *err) {
     *out = NULL;
     FC_CHECK(err, in != NULL);

@@ -1701,6 +1701,7 @@ static int add_temp(Lower *L, FcDtype dt, int64_t numel, int value) {
 
 typedef struct Operand {
     int buf;          /* buffer holding it */
+    FcDtype dtype;    /* its type there: the product's, or the 16-bit one the library reads */
     bool trans;       /* stored as the transpose of its last two dims */
     int64_t stride;   /* elements between products, 0 if shared by all */
 } Operand;
@@ -1718,25 +1719,32 @@ static int64_t batch_stride(const IrShape *x, const IrShape *ob) {
     return x->dims[x->rank - 2] * x->dims[x->rank - 1];
 }
 
-/* Where operand xv of the product can be read from directly: an outside value (or a view),
- * or an in-group swap of the last two dims of one. False if it must be computed first. */
-static bool operand_direct(Lower *L, int xv, const IrShape *ob, Operand *o) {
+/* Where operand xv of the product can be read from directly: an outside value, read through
+ * the in-group views fuse.c leaves with the product (its view_node): swaps of the last two dims
+ * (the transpose flag) and, where the library reads the operands in 16 bits (narrow: the
+ * type, pass_narrow_product; else -1), the widening cast on top. False if it must be computed
+ * first; *o's dtype is the type the library reads either way. */
+static bool operand_direct(Lower *L, int xv, const IrShape *ob, int narrow, Operand *o) {
     const IrValue *x = val(L, xv);
     int src = xv;
     o->trans = false;
-    if (in_group(L, xv) && !is_generated(L, xv)) {
-        const IrNode *n = node_of(L, xv);
-        if (n->op != IR_OP_TRANSPOSE) return false;
+    o->dtype = x->dtype;
+    for (int d = 0; in_group(L, src) && !is_generated(L, src); d++) {
+        const IrNode *n = node_of(L, src);
         int r = x->shape.rank;
-        for (int d = 0; d < r - 2; d++)
-            if (n->a.list[d] != d) return false;
-        if (n->a.list[r - 2] != r - 1 || n->a.list[r - 1] != r - 2) return false;
+        bool swap = n->op == IR_OP_TRANSPOSE && d < 3;
+        for (int k = 0; swap && k < r - 2; k++) swap = n->a.list[k] == k;
+        swap = swap && n->a.list[r - 2] == r - 1 && n->a.list[r - 1] == r - 2;
+        if (swap) {
+            o->trans = !o->trans;
+        } else if (d == 0 && narrow >= 0 && n->op == IR_OP_CAST && val(L, n->in[0])->dtype == (FcDtype)narrow) {
+            o->dtype = (FcDtype)narrow;
+        } else {
+            return false;
+        }
         src = n->in[0];
-        if (in_group(L, src)) return false;
-        o->trans = true;
-    } else if (is_generated(L, xv)) {
-        return false;
     }
+    if (is_generated(L, src)) return false;
     o->buf = L->buf_of_val[src];
     o->stride = batch_stride(&x->shape, ob);
     return o->buf >= 0 && o->stride >= 0;
@@ -1746,7 +1754,9 @@ static bool operand_direct(Lower *L, int xv, const IrShape *ob, Operand *o) {
  * panel_rows > 0 (B in panels, panel_rows_for) into a temporary of panel_rows rows, each block
  * block_rows whole rows, so that the runtime runs the blocks of one panel at a time. */
 static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, int64_t panel_rows, int64_t block_rows,
-                                Operand *o) {
+                                int narrow, Operand *o) {
+    if (narrow >= 0 && in_group(L, xv) && node_of(L, xv)->op == IR_OP_CAST)   /* in the 16-bit type the library reads */
+        xv = node_of(L, xv)->in[0];
     const IrValue *x = val(L, xv);
     IrShape P = *ob;
     bool shared = true;   /* the same matrix for every product of the batch (a weight): made once */
@@ -1800,6 +1810,7 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
         L->k->params.data[prm].stream = false;
     }
     o->buf = buf;
+    o->dtype = x->dtype;
     o->trans = false;
     o->stride = n == P.dims[P.rank - 2] * P.dims[P.rank - 1] ? 0 : P.dims[P.rank - 2] * P.dims[P.rank - 1];
     return !failed(L);
@@ -1845,19 +1856,31 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     IrShape ob = {.rank = r - 2};
     int64_t nb = 1;
     for (int d = 0; d < r - 2; d++) { ob.dims[d] = O->shape.dims[d]; nb *= ob.dims[d]; }
+    /* 16-bit operands (pass_narrow_product) where fuse.c kept both widening casts here */
+    int narrow = pass_narrow_product(L->g, L->opt, (int)(mm - L->g->nodes.data));
+    if (narrow >= 0 && !(in_group(L, mm->in[0]) && in_group(L, mm->in[1]))) narrow = -1;
     Operand oa, obb;
-    if (!operand_direct(L, mm->in[0], &ob, &oa) && !operand_materialize(L, group, mm->in[0], &ob, 0, 0, &oa)) return true;
+    if (!operand_direct(L, mm->in[0], &ob, narrow, &oa) &&
+        !operand_materialize(L, group, mm->in[0], &ob, 0, 0, narrow, &oa))
+        return true;
     int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], kp = 0, br = 0, bpp = 0;
-    if (!operand_direct(L, mm->in[1], &ob, &obb)) {
+    if (!operand_direct(L, mm->in[1], &ob, narrow, &obb)) {
         /* B in panels: one B for every product, the batch folded into the rows */
         bool folds = nb == 1 || (!oa.trans && oa.stride == M * kk);
         if (numel_of(L, mm->in[1]) == kk * N && folds) kp = panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp);
-        if (!operand_materialize(L, group, mm->in[1], &ob, kp, br, &obb)) return true;
+        if (!operand_materialize(L, group, mm->in[1], &ob, kp, br, narrow, &obb)) return true;
+    }
+    if (oa.dtype != obb.dtype || (oa.dtype != O->dtype && oa.dtype != (FcDtype)narrow)) {
+        if (L->st == FC_OK)
+            L->st = fc_err_set(L->err, FC_ERR_INTERNAL, "internal error: %s:%d: a library product's operands are %s and %s",
+                               __FILE__, __LINE__, fc_dtype_name(oa.dtype), fc_dtype_name(obb.dtype));
+        return true;
     }
     KirGemm gm = {.batch = nb, .m = M, .n = N,
                   .k = A->shape.dims[A->shape.rank - 1], .stride_a = oa.stride, .stride_b = obb.stride,
                   .stride_c = nb > 1 ? O->shape.dims[r - 2] * O->shape.dims[r - 1] : 0,
-                  .trans_a = oa.trans, .trans_b = obb.trans, .dtype = O->dtype};
+                  .trans_a = oa.trans, .trans_b = obb.trans, .dtype = O->dtype,
+                  .ab16 = oa.dtype != O->dtype ? (int)oa.dtype : 0};
     (void)B;
     /* one product of a taller A when every product shares B: [batch*m, k] @ [k, n] */
     if (gm.batch > 1 && gm.stride_b == 0 && !gm.trans_a && gm.stride_a == gm.m * gm.k) {

@@ -117,6 +117,17 @@ typedef struct PassOptions {
     PassCpu host;           /* with cpu: the machine's caches and vector width */
 } PassOptions;
 
+/* libgemm.c: the 16-bit type (FC_BF16 or FC_F16) in which the library reads the operands of
+ * product node mm, else -1. Where the GPU's library (cuBLASLt) makes the products
+ * (library_gemm, not cpu), an f32 product both of whose operands are widening casts from
+ * one 16-bit float type (what pass_library_products makes of a bf16/f16 product) reads the
+ * casts' inputs: 16-bit operands, f32 accumulation and result, the same numbers as f32
+ * operands (every bf16/f16 value is an f32 one; the products of two are exact in f32), half
+ * the operand bytes and the tensor cores. fuse.c keeps such casts in the product's kernel and
+ * lower.c hands the library their inputs (KirGemm.ab16). The CPU's BLAS has no 16-bit
+ * product (OpenBLAS 0.3.21 lacks sbgemm), so there the operands stay f32. */
+int pass_narrow_product(const IrGraph *g, const PassOptions *opt, int mm);
+
 /* fuse.c: the grouping of nodes into kernels (eager: one group per source op; fused: the
  * greedy byte-saving merges described in fuse.c), and why each edge between groups is left.
  * group_of_node has g->nodes.len entries; group ids are node indices (representatives). */

@@ -557,6 +557,10 @@ FcStatus rt_cpu_compile(const KirProgram *p, int nthreads, RtCpuProgram **out, F
     int nt = 0, max_args = 1;
     FC_TRY(resolve_threads(nthreads, &nt, err));
     FC_TRY(kir_check_program(p, "cpu", 64, false, &max_args, err));
+    for (int i = 0; i < p->kernels.len; i++)
+        if (p->kernels.data[i]->library && p->kernels.data[i]->gemm.ab16)   /* the GPU's program (cuBLASLt) */
+            return fc_err_set(err, FC_ERR_INTERNAL, "cpu: library kernel %s has 16-bit operands, which the BLAS does not "
+                              "take", p->kernels.data[i]->name);
     pthread_once(&llvm_once, llvm_init);
     if (llvm_init_failed) return fc_err_set(err, FC_ERR_DEVICE, "cpu: LLVM has no native target for this host");
 

@@ -21,7 +21,7 @@ typedef struct LtHandle_st *LtHandle;      /* cublasLtHandle_t */
 typedef struct LtDesc_st *LtDesc;          /* cublasLtMatmulDesc_t */
 typedef struct LtLayout_st *LtLayout;      /* cublasLtMatrixLayout_t */
 enum {
-    LT_R_32F = 0, LT_R_64F = 1,                      /* cudaDataType_t */
+    LT_R_32F = 0, LT_R_64F = 1, LT_R_16F = 2, LT_R_16BF = 14,   /* cudaDataType_t */
     LT_COMPUTE_32F = 68, LT_COMPUTE_64F = 70,        /* cublasComputeType_t */
     LT_OP_N = 0, LT_OP_T = 1,                        /* cublasOperation_t */
     LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4,          /* cublasLtMatmulDescAttributes_t */
@@ -119,10 +119,13 @@ FcStatus rt_lt_gemm(void *handle, void *stream, const KirGemm *g, unsigned long 
                     unsigned long long c, FcErr *err) {
     if (!loaded || !handle) return fc_err_set(err, FC_ERR_INTERNAL, "cuda: cuBLASLt used before it was loaded");
     if (g->batch < 1 || g->batch > INT32_MAX || g->m < 1 || g->n < 1 || g->k < 1 ||
-        (g->dtype != FC_F32 && g->dtype != FC_F64))
+        (g->dtype != FC_F32 && g->dtype != FC_F64) || (g->ab16 && (g->dtype != FC_F32 || (g->ab16 != FC_BF16 && g->ab16 != FC_F16))))
         return fc_err_set(err, FC_ERR_INTERNAL, "cuda: a library product of an unsupported shape or dtype");
     bool f64 = g->dtype == FC_F64;
+    /* C (and the scale) in dtype; A and B in dtype or, with ab16, in 16 bits: f32 accumulation
+     * on the tensor cores (CUBLAS_COMPUTE_32F takes 16BF x 16BF -> 32F and 16F x 16F -> 32F) */
     int dt = f64 ? LT_R_64F : LT_R_32F, ct = f64 ? LT_COMPUTE_64F : LT_COMPUTE_32F;
+    int abt = g->ab16 == FC_BF16 ? LT_R_16BF : g->ab16 == FC_F16 ? LT_R_16F : dt;
     /* row-major C[m,n] = A[m,k] @ B[k,n] is column-major C^T[n,m] = B^T[n,k] @ A^T[k,m] */
     int opa = g->trans_b ? LT_OP_T : LT_OP_N, opb = g->trans_a ? LT_OP_T : LT_OP_N;
     int32_t nbatch = (int32_t)g->batch;
@@ -137,9 +140,9 @@ FcStatus rt_lt_gemm(void *handle, void *stream, const KirGemm *g, unsigned long 
     LT(lt.desc_create(&op, ct, dt), "cublasLtMatmulDescCreate");
     LT(lt.desc_set(op, LT_DESC_TRANSA, &opa, sizeof opa), "cublasLtMatmulDescSetAttribute");
     LT(lt.desc_set(op, LT_DESC_TRANSB, &opb, sizeof opb), "cublasLtMatmulDescSetAttribute");
-    LT(lt.layout_create(&la, dt, (uint64_t)(g->trans_b ? g->k : g->n), (uint64_t)(g->trans_b ? g->n : g->k),
+    LT(lt.layout_create(&la, abt, (uint64_t)(g->trans_b ? g->k : g->n), (uint64_t)(g->trans_b ? g->n : g->k),
                         g->trans_b ? g->k : g->n), "cublasLtMatrixLayoutCreate");
-    LT(lt.layout_create(&lb, dt, (uint64_t)(g->trans_a ? g->m : g->k), (uint64_t)(g->trans_a ? g->k : g->m),
+    LT(lt.layout_create(&lb, abt, (uint64_t)(g->trans_a ? g->m : g->k), (uint64_t)(g->trans_a ? g->k : g->m),
                         g->trans_a ? g->m : g->k), "cublasLtMatrixLayoutCreate");
     LT(lt.layout_create(&lc, dt, (uint64_t)g->n, (uint64_t)g->m, g->n), "cublasLtMatrixLayoutCreate");
     LtLayout lays[3] = {la, lb, lc};
@@ -160,7 +163,8 @@ FcStatus rt_lt_gemm(void *handle, void *stream, const KirGemm *g, unsigned long 
     if (op) lt.desc_destroy(op);
     if (r != 0) {
         char what[160];
-        snprintf(what, sizeof what, "(a %s product, batch %lld, %lld x %lld x %lld)", f64 ? "f64" : "f32",
+        snprintf(what, sizeof what, "(a %s%s product, batch %lld, %lld x %lld x %lld)",
+                 g->ab16 == FC_BF16 ? "bf16 x bf16 -> " : g->ab16 == FC_F16 ? "f16 x f16 -> " : "", f64 ? "f64" : "f32",
                  (long long)g->batch, (long long)g->m, (long long)g->n, (long long)g->k);
         return lt_fail(err, r, call, what);
     }

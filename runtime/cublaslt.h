@@ -8,7 +8,9 @@
  *
  * A product C = A @ B of row-major matrices (KirGemm: batch, m, n, k, strides, transposed
  * operands) is one cublasLtMatmul of column-major C^T = B^T A^T: no copies, f32 with f32
- * accumulation (CUBLAS_COMPUTE_32F, no TF32), f64 with f64, on the device's stream.
+ * accumulation (CUBLAS_COMPUTE_32F, no TF32), f64 with f64, on the device's stream. With
+ * KirGemm.ab16, A and B are bf16 or f16 (CUDA_R_16BF / CUDA_R_16F layouts) and C f32, still
+ * CUBLAS_COMPUTE_32F: the tensor cores' 16-bit products, accumulated in f32.
  */
 #ifndef FUSEC_CUBLASLT_H
 #define FUSEC_CUBLASLT_H

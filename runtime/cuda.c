@@ -594,7 +594,7 @@ static FcStatus check_program(const RtCuda *d, const KirProgram *p, int *max_arg
         if (k->library) {   /* a cuBLASLt call (cublaslt.c) */
             const KirGemm *g = &k->gemm;
             if (k->params.len != 3 || g->batch < 1 || g->batch > INT32_MAX || (g->dtype != FC_F32 && g->dtype != FC_F64) ||
-                g->panel_k > 0)   /* B in panels: the CPU's schedule */
+                (g->ab16 && g->dtype != FC_F32) || g->panel_k > 0)   /* B in panels: the CPU's schedule */
                 return fc_err_set(err, FC_ERR_INTERNAL, "cuda: library kernel %s is malformed", k->name);
             continue;
         }

@@ -6,10 +6,12 @@
  * dimension, batch count, strided batch offset), D = alpha * op(A) @ op(B) + beta * C with
  * op() chosen by the descriptor's TRANSA / TRANSB. Every argument is checked the way the
  * library would refuse it (dimensions that do not chain, a leading dimension shorter than
- * the rows, batch counts that differ, types other than the compute type), returning
+ * the rows, batch counts that differ, types the library does not combine), returning
  * CUBLAS_STATUS_INVALID_VALUE / NOT_SUPPORTED, so a wrong call in generated code fails the
- * test rather than computing something plausible. Products accumulate in f64 (cuBLAS uses
- * the compute type; the tolerance rule covers either).
+ * test rather than computing something plausible. Types: C and D of the scale type (f32 with
+ * CUBLAS_COMPUTE_32F, f64 with CUBLAS_COMPUTE_64F); A and B of the scale type or, with f32,
+ * both bf16 or both f16 (CUDA_R_16BF / CUDA_R_16F, read as their bit patterns). Products
+ * accumulate in f64 (cuBLAS uses the compute type; the tolerance rule covers either).
  */
 #ifndef FUSEC_CUBLASLT_EMU_H
 #define FUSEC_CUBLASLT_EMU_H
@@ -91,21 +93,31 @@ static inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayo
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* element i of an A or B of type t */
+static inline double fcemu_lt_at(const void *p, cudaDataType_t t, long long i) {
+    switch (t) {
+    case CUDA_R_64F: return ((const double *)p)[i];
+    case CUDA_R_32F: return ((const float *)p)[i];
+    case CUDA_R_16BF: return ::fcemu::bf16_bits_to_f32(((const unsigned short *)p)[i]);
+    default: return ::fcemu::f16_bits_to_f32(((const unsigned short *)p)[i]);
+    }
+}
+
 template <class T>
-static inline void fcemu_lt_gemm(const fcemu_lt_desc *d, T alpha, const T *A, const fcemu_lt_layout *la, const T *B,
+static inline void fcemu_lt_gemm(const fcemu_lt_desc *d, T alpha, const void *A, const fcemu_lt_layout *la, const void *B,
                                  const fcemu_lt_layout *lb, T beta, const T *C, const fcemu_lt_layout *lc, T *D,
                                  const fcemu_lt_layout *ld, long long m, long long n, long long k) {
     for (int b = 0; b < lc->batch; b++) {
-        const T *Ab = A + (long long)b * la->stride, *Bb = B + (long long)b * lb->stride;
+        long long ao = (long long)b * la->stride, bo = (long long)b * lb->stride;
         const T *Cb = C + (long long)b * lc->stride;
         T *Db = D + (long long)b * ld->stride;
         for (long long j = 0; j < n; j++)
             for (long long i = 0; i < m; i++) {
                 double acc = 0;
                 for (long long q = 0; q < k; q++) {
-                    T a = d->ta == CUBLAS_OP_N ? Ab[i + q * la->ld] : Ab[q + i * la->ld];
-                    T bv = d->tb == CUBLAS_OP_N ? Bb[q + j * lb->ld] : Bb[j + q * lb->ld];
-                    acc += (double)a * (double)bv;
+                    double a = fcemu_lt_at(A, la->type, ao + (d->ta == CUBLAS_OP_N ? i + q * la->ld : q + i * la->ld));
+                    double bv = fcemu_lt_at(B, lb->type, bo + (d->tb == CUBLAS_OP_N ? q + j * lb->ld : j + q * lb->ld));
+                    acc += a * bv;
                 }
                 double c = beta != (T)0 ? (double)beta * (double)Cb[i + j * lc->ld] : 0.0;
                 Db[i + j * ld->ld] = (T)((double)alpha * acc + c);
@@ -124,7 +136,8 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     (void)stream;
     if (!h || !d || !alpha || !beta || !A || !B || !C || !D || !la || !lb || !lc || !ld) return CUBLAS_STATUS_INVALID_VALUE;
     cudaDataType_t t = d->scale;
-    if (la->type != t || lb->type != t || lc->type != t || ld->type != t) return CUBLAS_STATUS_NOT_SUPPORTED;
+    bool ab16 = t == CUDA_R_32F && (la->type == CUDA_R_16BF || la->type == CUDA_R_16F);
+    if ((la->type != t && !ab16) || lb->type != la->type || lc->type != t || ld->type != t) return CUBLAS_STATUS_NOT_SUPPORTED;
     long long m = (long long)(d->ta == CUBLAS_OP_N ? la->rows : la->cols);
     long long k = (long long)(d->ta == CUBLAS_OP_N ? la->cols : la->rows);
     long long k2 = (long long)(d->tb == CUBLAS_OP_N ? lb->rows : lb->cols);
@@ -134,11 +147,11 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     if (la->batch != lc->batch || lb->batch != lc->batch || ld->batch != lc->batch) return CUBLAS_STATUS_INVALID_VALUE;
     if (C != D && ld->ld != lc->ld) return CUBLAS_STATUS_INVALID_VALUE;
     if (t == CUDA_R_32F)
-        fcemu_lt_gemm<float>(d, *(const float *)alpha, (const float *)A, la, (const float *)B, lb, *(const float *)beta,
-                             (const float *)C, lc, (float *)D, ld, m, n, k);
+        fcemu_lt_gemm<float>(d, *(const float *)alpha, A, la, B, lb, *(const float *)beta, (const float *)C, lc, (float *)D,
+                             ld, m, n, k);
     else
-        fcemu_lt_gemm<double>(d, *(const double *)alpha, (const double *)A, la, (const double *)B, lb,
-                              *(const double *)beta, (const double *)C, lc, (double *)D, ld, m, n, k);
+        fcemu_lt_gemm<double>(d, *(const double *)alpha, A, la, B, lb, *(const double *)beta, (const double *)C, lc,
+                              (double *)D, ld, m, n, k);
     return CUBLAS_STATUS_SUCCESS;
 }
 

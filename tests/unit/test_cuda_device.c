@@ -150,12 +150,18 @@ static const char *const fake_lt_src[] = {
     "int cublasLtMatrixLayoutDestroy(Lay *l) { free(l); return 0; }\n",
     "int cublasLtMatrixLayoutSetAttribute(Lay *l, int a, const void *b, size_t n) {\n",
     "  if (a == 5 && n == 4) memcpy(&l->batch, b, 4); else if (a == 6 && n == 8) memcpy(&l->stride, b, 8); else return 7; return 0; }\n",
-    "static double at(const void *p, int t, int64_t i) { return t ? ((const double *)p)[i] : ((const float *)p)[i]; }\n",
+    "static double at(const void *p, int t, int64_t i) {\n",
+    "  if (t == 1) return ((const double *)p)[i]; if (t == 0) return ((const float *)p)[i];\n",
+    "  uint16_t h = ((const uint16_t *)p)[i];\n",
+    "  if (t == 14) { uint32_t b = (uint32_t)h << 16; float f; memcpy(&f, &b, 4); return f; }\n",
+    "  int e = (h >> 10) & 31, x = e ? e - 25 : -24; double v = e ? 1024 + (h & 1023) : (h & 1023);\n",
+    "  for (; x < 0; x++) v *= 0.5; for (; x > 0; x--) v *= 2; return h >> 15 ? -v : v; }\n",
     "int cublasLtMatmul(void *h, Desc *d, const void *al, const void *A, Lay *la, const void *B, Lay *lb, const void *be,\n",
     "  const void *C, Lay *lc, void *D, Lay *ld, const void *algo, void *ws, size_t wsn, void *stream) {\n",
-    "  (void)h; (void)al; (void)be; (void)C; (void)lc; (void)algo; (void)ws; (void)wsn; (void)stream;\n",
+    "  (void)h; (void)al; (void)be; (void)C; (void)algo; (void)ws; (void)wsn; (void)stream;\n",
     "  const char *e = getenv(\"FAKELT_FAIL\"); if (e) return atoi(e); nmatmul++;\n",
-    "  int t = ld->type; if (la->type != t || lb->type != t || d->scale != t || d->compute != (t ? 70 : 68)) return 7;\n",
+    "  int t = ld->type, ab = la->type; if (lb->type != ab || (ab != t && !(t == 0 && (ab == 14 || ab == 2))) ||\n",
+    "    lc->type != t || d->scale != t || d->compute != (t ? 70 : 68)) return 7;\n",
     "  uint64_t m = ld->rows, n = ld->cols, k = d->ta ? la->rows : la->cols;\n",
     "  if ((d->ta ? la->cols : la->rows) != m || (d->tb ? lb->rows : lb->cols) != n || (d->tb ? lb->cols : lb->rows) != k) return 7;\n",
     "  if (la->batch != ld->batch || lb->batch != ld->batch) return 7;\n",
@@ -164,7 +170,7 @@ static const char *const fake_lt_src[] = {
     "      for (uint64_t p = 0; p < k; p++) {\n",
     "        int64_t ia = q * la->stride + (int64_t)(d->ta ? i * la->ld + p : p * la->ld + i);\n",
     "        int64_t ib = q * lb->stride + (int64_t)(d->tb ? p * lb->ld + j : j * lb->ld + p);\n",
-    "        acc += at(A, t, ia) * at(B, t, ib); }\n",
+    "        acc += at(A, ab, ia) * at(B, ab, ib); }\n",
     "      int64_t id = q * ld->stride + (int64_t)(j * ld->ld + i);\n",
     "      if (t) ((double *)D)[id] = acc; else ((float *)D)[id] = (float)acc; }\n",
     "  return 0; }\n",
@@ -627,9 +633,9 @@ static int run_child(const char *argv1, const char *const *env) {
 }
 
 /* Library products through the stub cuBLASLt (FUSEC_LIBCUBLASLT): every layout fusec emits
- * (transposed operands, batches with strides, a shared operand, f32 and f64) against a
- * row-major reference, and a failing cublasLtMatmul. */
-typedef struct LtCase { FcDtype t; int64_t batch, m, n, k, sa, sb, sc; bool ta, tb; } LtCase;
+ * (transposed operands, batches with strides, a shared operand, f32 and f64, bf16 and f16
+ * operands of an f32 product) against a row-major reference, and a failing cublasLtMatmul. */
+typedef struct LtCase { FcDtype t; int64_t batch, m, n, k, sa, sb, sc; bool ta, tb; int ab16; } LtCase;
 static void scenario_lt(void) {
     FcErr err = {0};
     if (rt_nvrtc_available(&err) != FC_OK) {
@@ -642,23 +648,26 @@ static void scenario_lt(void) {
         return;
     }
     static const LtCase cases[] = {
-        {FC_F32, 1, 5, 7, 3, 0, 0, 0, false, false},
-        {FC_F32, 1, 4, 6, 5, 0, 0, 0, true, false},
-        {FC_F32, 1, 4, 6, 5, 0, 0, 0, false, true},
-        {FC_F32, 3, 2, 5, 4, 8, 20, 10, false, false},
-        {FC_F32, 2, 3, 4, 6, 18, 0, 12, true, false},
-        {FC_F64, 2, 3, 2, 4, 12, 8, 6, true, true},
+        {FC_F32, 1, 5, 7, 3, 0, 0, 0, false, false, 0},
+        {FC_F32, 1, 4, 6, 5, 0, 0, 0, true, false, 0},
+        {FC_F32, 1, 4, 6, 5, 0, 0, 0, false, true, 0},
+        {FC_F32, 3, 2, 5, 4, 8, 20, 10, false, false, 0},
+        {FC_F32, 2, 3, 4, 6, 18, 0, 12, true, false, 0},
+        {FC_F64, 2, 3, 2, 4, 12, 8, 6, true, true, 0},
+        {FC_F32, 1, 5, 7, 3, 0, 0, 0, false, false, FC_BF16},
+        {FC_F32, 2, 3, 4, 6, 18, 0, 12, true, false, FC_F16},
+        {FC_F32, 3, 2, 5, 4, 8, 20, 10, false, true, FC_BF16},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const LtCase *q = &cases[c];
         KirProgram *p = kir_program_new("lt");
         KirGemm g = {.batch = q->batch, .m = q->m, .n = q->n, .k = q->k, .stride_a = q->sa, .stride_b = q->sb,
-                     .stride_c = q->sc, .trans_a = q->ta, .trans_b = q->tb, .dtype = q->t};
+                     .stride_c = q->sc, .trans_a = q->ta, .trans_b = q->tb, .dtype = q->t, .ab16 = q->ab16};
         KirKernel *k = p ? kir_gemm_new(p, "k0_matmul", &g) : NULL;
         if (!k) { EXPECT(0, "out of memory"); kir_program_free(p); break; }
         int64_t n[3] = {k->params.data[0].numel, k->params.data[1].numel, k->params.data[2].numel};
         for (int i = 0; i < 3; i++) {
-            KirBuffer b = {i < 2 ? KIR_BUF_INPUT : KIR_BUF_OUTPUT, i < 2 ? i : 0, q->t, n[i], 0, -1};
+            KirBuffer b = {i < 2 ? KIR_BUF_INPUT : KIR_BUF_OUTPUT, i < 2 ? i : 0, i < 2 ? kir_gemm_ab_dtype(&g) : q->t, n[i], 0, -1};
             if (!FC_VEC_PUSH(&p->buffers, b)) exit(2);
         }
         KirLaunch l = {0, 3, arena_alloc(&p->arena, 3 * sizeof(int))};
@@ -669,16 +678,23 @@ static void scenario_lt(void) {
         void *dv[3] = {NULL, NULL, NULL};
         for (int i = 0; i < 3; i++) {
             h[i] = calloc((size_t)n[i], sizeof(double));
-            EXPECT(rt_cuda_alloc(d, (size_t)n[i] * es, &dv[i], &err) == FC_OK, "alloc: %s", err.msg);
+            EXPECT(rt_cuda_alloc(d, (size_t)n[i] * (i < 2 && q->ab16 ? 2 : es), &dv[i], &err) == FC_OK, "alloc: %s", err.msg);
         }
         char *stage = malloc((size_t)(n[0] + n[1] + n[2]) * es);
         for (int i = 0; i < 2; i++) {
             for (int64_t e = 0; e < n[i]; e++) {
-                h[i][e] = (double)((e * 7 + i * 3) % 11) / 4.0 - 1.3;   /* exact in f32 */
+                /* exact in f32; with 16-bit operands multiples of 1/4 up to 5/4, exact in both */
+                h[i][e] = (double)((e * 7 + i * 3) % 11) / 4.0 - (q->ab16 ? 1.25 : 1.3);
+                float f = (float)h[i][e];
+                uint32_t fb;
+                memcpy(&fb, &f, 4);
                 if (q->t == FC_F64) ((double *)stage)[e] = h[i][e];
-                else ((float *)stage)[e] = (float)h[i][e];
+                else if (q->ab16 == FC_BF16) ((uint16_t *)stage)[e] = (uint16_t)(fb >> 16);
+                else if (q->ab16 == FC_F16)   /* a normal f16 (|x| >= 1/4) or zero */
+                    ((uint16_t *)stage)[e] = f == 0 ? 0 : (uint16_t)(((fb >> 16) & 0x8000) | ((((fb >> 23) & 255) - 112) << 10) | ((fb >> 13) & 1023));
+                else ((float *)stage)[e] = f;
             }
-            rt_cuda_copy_htod(d, dv[i], stage, (size_t)n[i] * es, &err);
+            rt_cuda_copy_htod(d, dv[i], stage, (size_t)n[i] * (q->ab16 ? 2 : es), &err);
         }
         memset(stage, 0xFF, (size_t)n[2] * es);   /* poison: NaN */
         rt_cuda_copy_htod(d, dv[2], stage, (size_t)n[2] * es, &err);
@@ -703,8 +719,8 @@ static void scenario_lt(void) {
                     double got = q->t == FC_F64 ? ((double *)stage)[o] : ((float *)stage)[o];
                     bad += !(fabs(got - want) <= 1e-5 * (1 + fabs(want)));
                 }
-        EXPECT(bad == 0, "case %zu (batch %lld, %lldx%lldx%lld, ta %d, tb %d): %d wrong", c, (long long)q->batch,
-               (long long)q->m, (long long)q->n, (long long)q->k, q->ta, q->tb, bad);
+        EXPECT(bad == 0, "case %zu (batch %lld, %lldx%lldx%lld, ta %d, tb %d, ab16 %d): %d wrong", c, (long long)q->batch,
+               (long long)q->m, (long long)q->n, (long long)q->k, q->ta, q->tb, q->ab16, bad);
         if (c == 0 && st == FC_OK) {   /* a failing cublasLtMatmul is an error that names it */
             setenv("FAKELT_FAIL", "13", 1);
             st = rt_cuda_run(cp, in, out, &err);
@@ -863,7 +879,7 @@ static void check_lt_abi(const char *dir) {
           "_Static_assert(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN == 97, \"runtime/cuda.c: optin\");\n"
           "_Static_assert(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES == 8, \"runtime/cuda.c: dynamic shared\");\n"
           "#include <cublasLt.h>\n"
-          "_Static_assert(CUDA_R_32F == 0 && CUDA_R_64F == 1, \"data types\");\n"
+          "_Static_assert(CUDA_R_32F == 0 && CUDA_R_64F == 1 && CUDA_R_16F == 2 && CUDA_R_16BF == 14, \"data types\");\n"
           "_Static_assert(CUBLAS_COMPUTE_32F == 68 && CUBLAS_COMPUTE_64F == 70, \"compute types\");\n"
           "_Static_assert(CUBLAS_OP_N == 0 && CUBLAS_OP_T == 1, \"operations\");\n"
           "_Static_assert(CUBLASLT_MATMUL_DESC_TRANSA == 3 && CUBLASLT_MATMUL_DESC_TRANSB == 4, \"desc\");\n"
