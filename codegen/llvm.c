@@ -159,6 +159,76 @@ static const char *const helper_ir[] = {
     "  %h = trunc i32 %r5 to i8\n",
     "  ret i8 %h\n",
     "}\n",
+    /* KE_ROUND to bf16, e4m3 and e5m2, f32 to f32: the value the store and then the load
+     * above give, bit for bit (NaN payloads included), without going through the code: RNE on
+     * the f32 bits in one add and a mask for normal results, |x| + C - C in f32 for subnormal
+     * ones (C = 2^14 for e4m3, 128 for e5m2: their spacing there is the ulp of C), then the
+     * saturation, inf and NaN of the store. About 16 operations where the store and the load
+     * took 35 for an f8 type (an f8 kernel rounds at every fp8_quant it computes). bf16 shares
+     * f32's exponent range, so the one add serves subnormals too and carries into inf. */
+    "define internal float @fc_round_bf16(float %f) #0 {\n",
+    "  %b = bitcast float %f to i32\n",
+    "  %q = lshr i32 %b, 16\n",
+    "  %odd = and i32 %q, 1\n",
+    "  %bias = add i32 %odd, 32767\n",
+    "  %sum = add i32 %b, %bias\n",
+    "  %r = and i32 %sum, -65536\n",
+    "  %a = and i32 %b, 2147483647\n",
+    "  %hi = and i32 %b, -65536\n",
+    "  %qn = or i32 %hi, 4194304\n",
+    "  %nan = icmp sgt i32 %a, 2139095040\n",
+    "  %r2 = select i1 %nan, i32 %qn, i32 %r\n",
+    "  %o = bitcast i32 %r2 to float\n",
+    "  ret float %o\n",
+    "}\n",
+    "define internal float @fc_round_e4m3(float %f) #0 {\n",
+    "  %b = bitcast float %f to i32\n",
+    "  %a = and i32 %b, 2147483647\n",
+    "  %sign = xor i32 %b, %a\n",
+    "  %q = lshr i32 %a, 20\n",
+    "  %odd = and i32 %q, 1\n",
+    "  %bias = add i32 %odd, 524287\n",
+    "  %sum = add i32 %a, %bias\n",
+    "  %rn = and i32 %sum, -1048576\n",
+    "  %af = bitcast i32 %a to float\n",
+    "  %t = fadd float %af, 16384.0\n",
+    "  %ts = fsub float %t, 16384.0\n",
+    "  %rs = bitcast float %ts to i32\n",
+    "  %isn = icmp uge i32 %a, 1015021568\n",
+    "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
+    "  %big = icmp uge i32 %a, 1138753536\n",
+    "  %r2 = select i1 %big, i32 1138753536, i32 %r1\n",
+    "  %nan = icmp ugt i32 %a, 2139095040\n",
+    "  %r3 = select i1 %nan, i32 2143289344, i32 %r2\n",
+    "  %r4 = or i32 %r3, %sign\n",
+    "  %o = bitcast i32 %r4 to float\n",
+    "  ret float %o\n",
+    "}\n",
+    "define internal float @fc_round_e5m2(float %f) #0 {\n",
+    "  %b = bitcast float %f to i32\n",
+    "  %a = and i32 %b, 2147483647\n",
+    "  %sign = xor i32 %b, %a\n",
+    "  %q = lshr i32 %a, 21\n",
+    "  %odd = and i32 %q, 1\n",
+    "  %bias = add i32 %odd, 1048575\n",
+    "  %sum = add i32 %a, %bias\n",
+    "  %rn = and i32 %sum, -2097152\n",
+    "  %af = bitcast i32 %a to float\n",
+    "  %t = fadd float %af, 128.0\n",
+    "  %ts = fsub float %t, 128.0\n",
+    "  %rs = bitcast float %ts to i32\n",
+    "  %isn = icmp uge i32 %a, 947912704\n",
+    "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
+    "  %big = icmp uge i32 %a, 1197473792\n",
+    "  %r2 = select i1 %big, i32 1197473792, i32 %r1\n",
+    "  %inf = icmp eq i32 %a, 2139095040\n",
+    "  %r3 = select i1 %inf, i32 2139095040, i32 %r2\n",
+    "  %nan = icmp ugt i32 %a, 2139095040\n",
+    "  %r4 = select i1 %nan, i32 2145386496, i32 %r3\n",
+    "  %r5 = or i32 %r4, %sign\n",
+    "  %o = bitcast i32 %r5 to float\n",
+    "  ret float %o\n",
+    "}\n",
     /* loads: exact */
     "define internal float @fc_f16_to_f32(i16 %h) #0 {\n",
     "  %x = zext i16 %h to i32\n",
@@ -883,7 +953,12 @@ static LLVMValueRef round_to(Cg *g, FcDtype d, KirType t, LLVMValueRef v) {
     if (!is_float(t)) return BAD(g, "round of a %s value", kir_type_name(t));
     if (d == FC_F64) return v;
     LLVMValueRef x = t == KT_F64 ? LLVMBuildFPTrunc(g->b, v, g->tf, "") : v;
-    if (dtype_needs_helpers(d)) {
+    const char *direct = d == FC_BF16 ? "fc_round_bf16" : d == FC_F8E4M3 ? "fc_round_e4m3"
+                       : d == FC_F8E5M2 ? "fc_round_e5m2" : NULL;
+    if (direct) {   /* the store's then the load's value in one helper (f16: the pair, which F16C makes two instructions) */
+        x = call_helper(g, direct, x);
+        if (!x) return NULL;
+    } else if (dtype_needs_helpers(d)) {
         x = store_conv(g, d, x);
         if (!x) return NULL;
         x = load_conv(g, d, x);
