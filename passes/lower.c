@@ -1178,8 +1178,24 @@ static int64_t shared_used(const KirKernel *k) {
  * in a shared array (a stack array on the CPU, in L1 or L2) and the later passes read it back
  * instead of computing it again. Returns the array, or -1 (not worth it, or over budget:
  * GPU, the row staging budget with what is staged already; CPU, a quarter of L2). */
-static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int64_t N, KirType t, int *also) {
+/* An f8 value the kernel computes (fp8_quant q, in the group, row-shaped, read only elementwise
+ * in the row) under the dequant u, or -1. */
+static int quant_under(Lower *L, int group, int u, const IrShape *X) {
+    const IrNode *d = in_group(L, u) && !L->force_load[u] ? node_of(L, u) : NULL;
+    if (!d || d->op != IR_OP_FP8_DEQUANT || L->row_shared[u] >= 0) return -1;
+    int q = d->in[0];
+    const IrNode *qn = in_group(L, q) && !L->force_load[q] ? node_of(L, q) : NULL;
+    bool read = false;
+    if (!qn || qn->op != IR_OP_FP8_QUANT || L->row_shared[q] >= 0 || !ir_shape_eq(&val(L, q)->shape, X) ||
+        !ir_shape_eq(&val(L, u)->shape, X) || !row_local_readers(L, group, q, X, -1, &read) ||
+        !row_local_readers(L, group, u, X, -1, &read))
+        return -1;
+    return q;
+}
+
+static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int64_t N, KirType t, int *also, int *kv) {
     *also = -1;
+    *kv = v;
     if (!in_group(L, v) || is_generated(L, v) || L->row_shared[v] >= 0 || !ir_shape_eq(&val(L, v)->shape, X)) return -1;
     const IrNode *p = node_of(L, v);
     if (!p) return -1;
@@ -1190,11 +1206,26 @@ static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int6
         /* the widening of a 16-bit value the kernel stores and reads (rounds_stored: rounded
          * where computed: the residual sum a layernorm normalizes): kept with its rounding
          * done once, the value itself read back from the row too (exact: f32 holds it) */
-        int u = p->in[0];
-        if (val(L, v)->dtype != FC_F32 || !in_group(L, u) || L->force_load[u] || L->row_shared[u] >= 0 ||
-            !ir_shape_eq(&val(L, u)->shape, X) || !rounds_stored(L, u))
-            return -1;
-        *also = u;
+        int u = p->in[0], q = -1;
+        if (val(L, v)->dtype == FC_F32 && in_group(L, u) && !L->force_load[u] && L->row_shared[u] < 0 &&
+            ir_shape_eq(&val(L, u)->shape, X) && rounds_stored(L, u)) {
+            *also = u;
+            break;
+        }
+        /* the widening of a dequantized f8 value the kernel computes (--precision f8: the
+         * residual sum a layernorm normalizes is an fp8_quant): its quant q is kept, the value
+         * x * s rounded to E4M3 with x's amax recorded, once instead of at every pass over the
+         * row (and at the store of q); the dequant, a multiply, is done again from the row */
+        if (val(L, v)->dtype == FC_F32 && (q = quant_under(L, group, u, X)) >= 0) {
+            *kv = q;
+            break;
+        }
+        return -1;
+    }
+    case IR_OP_FP8_DEQUANT: {   /* a dequant to f32 itself: as above */
+        int q = quant_under(L, group, v, X);
+        if (q < 0) return -1;
+        *kv = q;
         break;
     }
     default: return -1;
@@ -1471,15 +1502,18 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         delinearize(L, &red, vref(L, it), ridx);
         memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
         int xe = emit(L, n->in[0], idx);
-        int also = -1;
-        int keep = xe >= 0 ? keep_row(L, group, i, n->in[0], X, N, L->k->exprs.data[xe].type, &also) : -1;
-        if (keep >= 0) kir_shstore(L->k, keep, vref(L, it), xe);
+        int also = -1, kv = n->in[0];
+        int keep = xe >= 0 ? keep_row(L, group, i, n->in[0], X, N, L->k->exprs.data[xe].type, &also, &kv) : -1;
+        /* the kept value: the reduction's input, or the quant under it (computed for xe: the
+         * memo gives its expression back) */
+        int ke = kv == n->in[0] ? xe : keep >= 0 ? emit(L, kv, idx) : -1;
+        if (keep >= 0 && ke >= 0) kir_shstore(L->k, keep, vref(L, it), ke);
         int xv = kir_cast(L->k, at, xe);
         scope_close(L);
         kir_end_reduce(L->k, xv);
         if (keep >= 0) {   /* later passes read the kept row (other threads' elements on a GPU) */
             kir_barrier(L->k);
-            L->row_shared[n->in[0]] = keep;
+            L->row_shared[kv] = keep;
             if (also >= 0) L->row_shared[also] = keep;
         }
         hc_reset(L);
