@@ -38,6 +38,15 @@ int ir_dtype_lookup(const char *name) {
 }
 bool ir_dtype_is_float(FcDtype t) { return t <= FC_F8E5M2; }
 
+bool ir_swaps_last_two(const IrNode *n, int rank) {
+    if (n->op != IR_OP_TRANSPOSE || rank < 2 || n->a.nlist != rank || n->a.list[rank - 2] != rank - 1 ||
+        n->a.list[rank - 1] != rank - 2)
+        return false;
+    for (int d = 0; d < rank - 2; d++)
+        if (n->a.list[d] != d) return false;
+    return true;
+}
+
 bool ir_cast_may_stay_wide(FcDtype from, FcDtype to) {
     return ir_dtype_is_float(from) && (to == FC_BF16 || to == FC_F16);
 }

@@ -121,6 +121,9 @@ struct IrNode {
  * be wide; ir_storage_cast gives a pass's cast attributes (wide where it may be). */
 bool ir_cast_may_stay_wide(FcDtype from, FcDtype to);
 IrAttrs ir_storage_cast(FcDtype from, FcDtype to);
+/* Is n a transpose that swaps the last two dims of its rank-`rank` result and keeps the others
+ * (what a matrix library reads with its transpose flag)? */
+bool ir_swaps_last_two(const IrNode *n, int rank);
 
 /* A slot of f8 delayed scaling (--precision f8; docs/precision.md "f8"): one per tensor stored
  * in f8. The programs keep the slot's scale and amax history in their state buffer; `scale` is

@@ -78,12 +78,7 @@ static bool in_cand(const Fuse *f, int i, int a, int b) { return f->grp[i] == a 
 static bool view_node(const Fuse *f, int x, int mm, bool top) {
     const IrNode *n = &f->g->nodes.data[x];
     if (n->op == IR_OP_CAST) return top && pass_narrow_product(f->g, f->opt, mm) >= 0;
-    if (n->op != IR_OP_TRANSPOSE) return false;
-    int r = V(f, n->out[0])->shape.rank;
-    if (r < 2 || n->a.list[r - 2] != r - 1 || n->a.list[r - 1] != r - 2) return false;
-    for (int d = 0; d < r - 2; d++)
-        if (n->a.list[d] != d) return false;
-    return true;
+    return ir_swaps_last_two(n, V(f, n->out[0])->shape.rank);
 }
 
 /* Is value v read by node r alone, and not returned by the block? */

@@ -1765,11 +1765,7 @@ static bool operand_direct(Lower *L, int xv, const IrShape *ob, int narrow, Oper
     o->dtype = x->dtype;
     for (int d = 0; in_group(L, src) && !is_generated(L, src); d++) {
         const IrNode *n = node_of(L, src);
-        int r = x->shape.rank;
-        bool swap = n->op == IR_OP_TRANSPOSE && d < 3;
-        for (int k = 0; swap && k < r - 2; k++) swap = n->a.list[k] == k;
-        swap = swap && n->a.list[r - 2] == r - 1 && n->a.list[r - 1] == r - 2;
-        if (swap) {
+        if (d < 3 && ir_swaps_last_two(n, x->shape.rank)) {
             o->trans = !o->trans;
         } else if (d == 0 && narrow >= 0 && n->op == IR_OP_CAST && val(L, n->in[0])->dtype == (FcDtype)narrow) {
             o->dtype = (FcDtype)narrow;
