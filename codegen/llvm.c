@@ -1324,6 +1324,56 @@ static void pf_body(PfScan *s, int st, int lv, int64_t lo, int64_t hi, int *budg
         pf_body(s, x->body2, lv, lo, hi, budget);
     }
 }
+/* ---- block-invariant staging ---------------------------------------------------------------
+ * A statement at the head of a kernel's body that depends on nothing of the block: a thread
+ * loop whose body only stores to shared arrays based at a constant (KirShared.base) that no
+ * other statement writes, from expressions of its own variable, constants and loads of params
+ * the kernel does not write (the lowering's stage_whole: a row kernel's weights staged widened).
+ * Each block would store the same values, so the CPU runs it once per chunk, before the loop
+ * over the blocks; a barrier between such loops goes with them. */
+static bool invariant_expr(const KirKernel *k, int id, int lv, int depth) {
+    if (id < 0 || id >= k->exprs.len || depth > 64) return false;
+    const KirExpr *e = &k->exprs.data[id];
+    switch (e->kind) {
+    case KE_CONST: return true;
+    case KE_VAR: return e->ref == lv;
+    case KE_LOAD:
+        if (e->ref < 0 || e->ref >= k->params.len || k->params.data[e->ref].written) return false;
+        return invariant_expr(k, e->a, lv, depth + 1);
+    case KE_UNARY: case KE_CAST: case KE_ROUND: return invariant_expr(k, e->a, lv, depth + 1);
+    case KE_BINARY: return invariant_expr(k, e->a, lv, depth + 1) && invariant_expr(k, e->b, lv, depth + 1);
+    case KE_SELECT:
+        return invariant_expr(k, e->a, lv, depth + 1) && invariant_expr(k, e->b, lv, depth + 1) &&
+               invariant_expr(k, e->c, lv, depth + 1);
+    default: return false;   /* the block index, shared and thread arrays, Philox */
+    }
+}
+static bool invariant_stmt(const KirKernel *k, int s) {
+    if (s < 0 || s >= k->stmts.len) return false;
+    const KirStmt *x = &k->stmts.data[s];
+    if (x->kind == KS_BARRIER) return true;
+    if (x->kind != KS_FOR || x->loop != KIR_LOOP_THREADS || x->body < 0 || !invariant_expr(k, x->a, -1, 0) ||
+        !invariant_expr(k, x->b, -1, 0))
+        return false;
+    for (int b = x->body, n = 0; b >= 0; b = k->stmts.data[b].next, n++) {
+        if (b >= k->stmts.len || n > k->stmts.len) return false;
+        const KirStmt *y = &k->stmts.data[b];
+        if (y->kind != KS_SHSTORE || y->ref < 0 || y->ref >= k->shared.len) return false;
+        int base = k->shared.data[y->ref].base;
+        if (base < 0 || base >= k->exprs.len || k->exprs.data[base].kind != KE_CONST) return false;
+        if (!invariant_expr(k, y->a, x->var, 0) || !invariant_expr(k, y->b, x->var, 0)) return false;
+        for (int t = 0; t < k->stmts.len; t++)   /* the only writer of its array */
+            if (t != b && k->stmts.data[t].kind == KS_SHSTORE && k->stmts.data[t].ref == y->ref) return false;
+    }
+    return true;
+}
+/* The first statement of the body after its block-invariant head (the body itself if none). */
+static int invariant_head_end(const KirKernel *k) {
+    int s = k->body, n = 0;
+    while (s >= 0 && s < k->stmts.len && n++ <= k->stmts.len && invariant_stmt(k, s)) s = k->stmts.data[s].next;
+    return s;
+}
+
 /* Collects the prefetch ranges of a kernel with a block reduction (none otherwise); -1 when
  * out of memory. */
 static int pf_scan(const KirKernel *k, bool nt, Pf *out, int *strip_loop, int64_t *trips) {
@@ -1342,7 +1392,7 @@ static int pf_scan(const KirKernel *k, bool nt, Pf *out, int *strip_loop, int64_
             defs[k->stmts.data[i].var] = -2;
     PfScan s = {k, defs, {{0}}, 0};
     int budget = k->stmts.len + 1;
-    for (int st = k->body, n = 0; st >= 0 && st < k->stmts.len && n < k->stmts.len; st = k->stmts.data[st].next, n++) {
+    for (int st = invariant_head_end(k), n = 0; st >= 0 && st < k->stmts.len && n < k->stmts.len; st = k->stmts.data[st].next, n++) {
         const KirStmt *x = &k->stmts.data[st];
         bool loop = (x->kind == KS_FOR && x->loop == KIR_LOOP_THREADS) || x->kind == KS_REDUCE;
         int lv = x->kind == KS_REDUCE ? x->loop_var : x->var;
@@ -1914,11 +1964,20 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef 
     g->blk = entry_alloca(g, g->t64, 1, "block");
     g->slot = entry_alloca(g, g->t64, 1, "slot");
 
+    /* the body's block-invariant head, once for the chunk */
+    int rest = tail ? k->tail : invariant_head_end(k);
+    for (int s = tail ? rest : k->body; s != rest; s = k->stmts.data[s].next) {
+        g->seen[s] = 1;
+        if (!st_one(g, s)) {
+            st = g->st != FC_OK ? g->st : fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s failed", k->name);
+            goto done;
+        }
+    }
     /* for (block = begin; block < end; block++) body */
     Loop B;
     loop_open(g, &B, g->blk, g->t64, LLVMGetParam(body, (unsigned)np), LLVMGetParam(body, (unsigned)np + 1));
     pf_block_start(g, LLVMGetParam(body, (unsigned)np + 1));
-    if (!st_list(g, tail ? k->tail : k->body)) {
+    if (!st_list(g, rest)) {
         st = g->st != FC_OK ? g->st : fc_err_set(g->err, FC_ERR_INTERNAL, "llvm codegen: kernel %s failed", k->name);
         goto done;
     }

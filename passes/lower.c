@@ -131,6 +131,8 @@ typedef struct Lower {
     bool *force_load;        /* [values] read from its buffer even inside its group (the
                               * product of a library matmul, read by its epilogue) */
     int *row_shared;         /* [values] shared array holding this row of the value, or -1 */
+    int *whole_shared;       /* [values] shared array holding the whole value, staged before the
+                              * rows (stage_whole, the CPU), or -1 */
     bool *tail_node;         /* [nodes] runs in the row kernel's tail (row_shape; fuse.c's mark 2) */
     int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
     int group_kernel;        /* the kernel lower_group built for the group's nodes (the first of
@@ -633,6 +635,15 @@ static int emit_shared_load(Lower *L, int v, const int *idx) {
     return e;
 }
 
+/* Reads element idx of v from the shared array holding all of v (stage_whole). */
+static int emit_whole_load(Lower *L, int v, const int *idx) {
+    int off = linearize(L, &val(L, v)->shape, idx);
+    int sh = L->whole_shared[v];
+    int e = vec_index(L, off, 4) ? kir_shload_vec(L->k, sh, off) : kir_shload(L->k, sh, off);
+    if (e >= 0) kir_set_view(L->k, e, off);
+    return e;
+}
+
 /* The linear index of idx in shape s: the vec loop's own variable again where idx is what
  * delinearizing it gave (see fold_*), else linearize(s, idx). */
 static int folded_linear(Lower *L, const IrShape *s, const int *idx) {
@@ -864,6 +875,7 @@ static int emit(Lower *L, int v, const int *idx) {
     int e = memo_find(L, v, rank, idx);
     if (e >= 0) return e;
     if (L->row_shared[v] >= 0 && row_current(L, idx)) e = emit_shared_load(L, v, idx);
+    else if (L->whole_shared[v] >= 0) e = emit_whole_load(L, v, idx);
     else if (!in_group(L, v) || L->force_load[v]) e = emit_load(L, v, idx);
     else e = round_stored(L, v, emit_node(L, node_of(L, v), v, idx));   /* kept rows are recomputed at another row */
     if (v == L->plant && e >= 0) e = kir_bin(L->k, KB_MUL, e, kir_const_f(L->k, ctype(val(L, v)->dtype), 1.0625));
@@ -880,7 +892,7 @@ static void kernel_begin(Lower *L, int group, const char *kind, int64_t grid, in
     L->k->kind = kind;
     L->cur_group = group;
     for (int b = 0; b < L->p->buffers.len; b++) L->param_of_buf[b] = -1;
-    for (int v = 0; v < L->g->values.len; v++) L->bound[v] = L->row_shared[v] = -1;
+    for (int v = 0; v < L->g->values.len; v++) L->bound[v] = L->row_shared[v] = L->whole_shared[v] = -1;
     L->memo.len = 0;
     L->depth = 0;
     L->vec_var = -1;
@@ -1193,12 +1205,15 @@ static int quant_under(Lower *L, int group, int u, const IrShape *X) {
     return q;
 }
 
-static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int64_t N, KirType t, int *also, int *kv) {
+/* Whether reduction `node`'s operand v (of KIR type t) is worth keeping (above): *kv the value
+ * whose row is kept (v, or the quant under it), *also a second value the same row holds. No
+ * budget here (keep_row's). */
+static bool keep_choice(Lower *L, int group, int node, int v, const IrShape *X, KirType t, int *also, int *kv) {
     *also = -1;
     *kv = v;
-    if (!in_group(L, v) || is_generated(L, v) || L->row_shared[v] >= 0 || !ir_shape_eq(&val(L, v)->shape, X)) return -1;
+    if (!in_group(L, v) || is_generated(L, v) || L->row_shared[v] >= 0 || !ir_shape_eq(&val(L, v)->shape, X)) return false;
     const IrNode *p = node_of(L, v);
-    if (!p) return -1;
+    if (!p) return false;
     switch (p->op) {
     case IR_OP_EXP: case IR_OP_LOG: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_SILU: case IR_OP_ERF:
     case IR_OP_NDTR: case IR_OP_SIN: case IR_OP_COS: case IR_OP_POW: break;
@@ -1220,24 +1235,156 @@ static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int6
             *kv = q;
             break;
         }
-        return -1;
+        return false;
     }
     case IR_OP_FP8_DEQUANT: {   /* a dequant to f32 itself: as above */
         int q = quant_under(L, group, v, X);
-        if (q < 0) return -1;
+        if (q < 0) return false;
         *kv = q;
         break;
     }
-    default: return -1;
+    default: return false;
     }
     bool read = false;
-    if (!row_local_readers(L, group, v, X, node, &read) || !read || t == KT_BOOL) return -1;
+    return row_local_readers(L, group, v, X, node, &read) && read && t != KT_BOOL;
+}
+
+static int keep_row(Lower *L, int group, int node, int v, const IrShape *X, int64_t N, KirType t, int *also, int *kv) {
+    if (!keep_choice(L, group, node, v, X, t, also, kv)) return -1;
     int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
     int64_t budget = L->opt->cpu ? host_l2(L->opt) / 4 : row_smem_budget(L->opt) - shared_used(L->k);
     if (bytes > budget) return -1;
     int sh = kir_shared(L->k, t, N);
     if (sh >= 0) kir_shared_base(L->k, sh, ib(L, KB_MUL, vref(L, L->row_var), ci(L, N)));
     return sh;
+}
+
+/* Whether a pass computing root reads v (read_by_passes): the values under root, through the
+ * group's nodes, short of what stop[] marks (seen[] == gen: already pushed, each value once). */
+static bool pass_reaches(Lower *L, int root, int v, const bool *stop, int *seen, int gen, int *stack) {
+    int sp = 0;
+    seen[root] = gen;
+    stack[sp++] = root;
+    while (sp > 0) {
+        int w = stack[--sp];
+        if (w == v) return true;
+        if (stop[w] || !in_group(L, w) || L->force_load[w] || is_generated(L, w)) continue;
+        const IrNode *n = node_of(L, w);
+        for (int j = 0; n && j < n->nin; j++)
+            if (seen[n->in[j]] != gen) {
+                seen[n->in[j]] = gen;
+                stack[sp++] = n->in[j];
+            }
+    }
+    return false;
+}
+
+/* Whether the passes of group's row kernel read the block input v more than once: one pass per
+ * reduction (its operand), then the loop over the row's outputs, then the per-row results'. A
+ * pass computes what it needs from the inputs up, stopping at the results of earlier
+ * reductions and at the rows they keep (keep_choice: the residual sum a layernorm normalizes
+ * is read back from its row, not added again from x and y). An estimate for staging on the
+ * CPU (stage_rows): reading an input once, the pass converts it once either way, and the
+ * staged copy would only add a store and a load. */
+static bool read_by_passes(Lower *L, int group, int v, const IrShape *X, int64_t N) {
+    const IrGraph *g = L->g;
+    int nv = g->values.len, passes = 0;
+    bool *stop = fc_calloc((size_t)nv + 1, sizeof(bool));
+    int *seen = fc_calloc((size_t)nv + 1, sizeof(int)), *stack = fc_calloc((size_t)nv + 1, sizeof(int));
+    if (!stop || !seen || !stack) { fc_free(stop); fc_free(seen); fc_free(stack); return true; }
+    int gen = 0;
+    for (int i = 0; i < g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *n = &g->nodes.data[i];
+        if (ir_ops[n->op].cat != IR_CAT_REDUCE || L->tail_node[i]) continue;
+        passes += pass_reaches(L, n->in[0], v, stop, seen, ++gen, stack);
+        int also, kv;
+        if (keep_choice(L, group, i, n->in[0], X, ctype(val(L, n->in[0])->dtype), &also, &kv) &&
+            N * 4 <= host_l2(L->opt) / 4) {
+            stop[kv] = true;
+            if (also >= 0) stop[also] = true;
+        }
+        stop[n->out[0]] = true;
+    }
+    /* the outputs' loops: those of shape X, then the others (per-row results, tail operands) */
+    for (int full = 1; full >= 0; full--) {
+        bool hit = false;
+        gen++;
+        for (int i = 0; i < g->nodes.len && !hit; i++) {
+            if (L->group_of_node[i] != group) continue;
+            const IrNode *n = &g->nodes.data[i];
+            for (int r = 0; r < n->nout && !hit; r++) {
+                int o = n->out[r];
+                bool tail_op = L->tail_node[i] && ir_ops[n->op].cat == IR_CAT_REDUCE;
+                bool read_out = L->used_outside[o] || tail_op;
+                if (!read_out || (ir_shape_eq(&val(L, tail_op ? n->in[0] : o)->shape, X) && !tail_op) != full) continue;
+                hit = pass_reaches(L, tail_op ? n->in[0] : o, v, stop, seen, gen, stack);
+            }
+        }
+        passes += hit;
+    }
+    fc_free(stop); fc_free(seen); fc_free(stack);
+    return passes > 1;
+}
+
+/* The CPU: a 16- or 8-bit input that every row reads whole, at the row's own positions (a
+ * layernorm's weight and bias, a bias: [C] broadcast over the rows [R, C]), is staged widened
+ * before the first row, into an array based at 0: nothing of it depends on the row, so the CPU
+ * backend runs that loop once per chunk of rows, not per row (codegen/llvm.c, hoist_invariant),
+ * and the rows read f32 instead of converting the weights again in each. Emitted before
+ * anything of the row. */
+/* Whether every reader of v in the group is elementwise of shape X (so reads v at the row's own
+ * positions), or a cast of v's own shape (a layernorm widening its weight) whose readers are. */
+static bool read_rowwise(const Lower *L, int group, int v, const IrShape *X, int depth, bool *read) {
+    const IrGraph *g = L->g;
+    for (int i = 0; i < g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *n = &g->nodes.data[i];
+        IrCategory c = ir_ops[n->op].cat;
+        bool ew = c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT ||
+                  c == IR_CAT_CAST;
+        for (int j = 0; j < n->nin; j++) {
+            if (n->in[j] != v) continue;
+            *read = true;
+            if (ew && ir_shape_eq(&val(L, n->out[0])->shape, X)) continue;
+            if (!(c == IR_CAT_CAST && depth < 4 && ir_shape_eq(&val(L, n->out[0])->shape, &val(L, v)->shape) &&
+                  read_rowwise(L, group, n->out[0], X, depth + 1, read)))
+                return false;
+        }
+    }
+    return true;
+}
+
+static void stage_whole(Lower *L, int group, const IrShape *X, int nred, int64_t N) {
+    const IrGraph *g = L->g;
+    int64_t used = 0, budget = host_l2(L->opt) / 8;
+    bool any = false;
+    for (int v = 0; v < g->values.len && !failed(L); v++) {
+        const IrValue *x = val(L, v);
+        if (in_group(L, v) || L->buf_of_val[v] < 0 || fc_dtype_size(x->dtype) >= 4 || !ir_dtype_is_float(x->dtype))
+            continue;
+        /* the shape: the row's dims, with leading dims of size 1 at most */
+        int lead = x->shape.rank - nred;
+        bool shaped = lead >= 0 && x->shape.rank <= X->rank;
+        for (int d = 0; d < x->shape.rank && shaped; d++)
+            shaped = d < lead ? x->shape.dims[d] == 1 : x->shape.dims[d] == X->dims[X->rank - nred + d - lead];
+        if (!shaped || used + N * 4 > budget) continue;
+        bool read = false;
+        if (!read_rowwise(L, group, v, X, 0, &read) || !read) continue;
+        used += N * 4;
+        int sh = kir_shared(L->k, ctype(x->dtype), N);
+        if (sh >= 0) kir_shared_base(L->k, sh, ci(L, 0));
+        int it = kir_var(L->k, KT_I64);
+        vec_for(L, it, ci(L, 0), ci(L, N), 0);
+        int idx[IR_MAX_RANK];
+        delinearize(L, &x->shape, vref(L, it), idx);
+        kir_shstore(L->k, sh, vref(L, it), emit_load(L, v, idx));
+        vec_end(L);
+        hc_reset(L);
+        L->whole_shared[v] = sh;
+        any = true;
+    }
+    if (any) kir_barrier(L->k);
 }
 
 static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const int *lead_vars, int64_t N) {
@@ -1254,7 +1401,7 @@ static void stage_rows(Lower *L, int group, const IrShape *X, int nred, const in
         bool read = false, ok = row_local_readers(L, group, v, X, -1, &read);
         KirType t = ctype(x->dtype);
         int64_t bytes = N * (t == KT_F64 || t == KT_I64 ? 8 : 4);
-        if (!read || !ok || used + bytes > budget) continue;
+        if (!read || !ok || used + bytes > budget || (L->opt->cpu && !read_by_passes(L, group, v, X, N))) continue;
         used += bytes;
         int sh = kir_shared(L->k, t, N);
         if (sh >= 0) kir_shared_base(L->k, sh, ib(L, KB_MUL, vref(L, L->row_var), ci(L, N)));
@@ -1302,7 +1449,7 @@ static void begin_tail(Lower *L) {
     L->memo.len = 0;
     L->fold_shape = NULL;
     L->fold_rank = 0;
-    for (int v = 0; v < L->g->values.len; v++) L->bound[v] = L->row_shared[v] = -1;
+    for (int v = 0; v < L->g->values.len; v++) L->bound[v] = L->row_shared[v] = L->whole_shared[v] = -1;
     hc_reset(L);
 }
 
@@ -1469,6 +1616,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     for (int i = 0; i < L->g->nodes.len; i++) has_tail |= L->group_of_node[i] == group && L->tail_node[i];
     kernel_begin(L, group, has_tail ? "row_reduce_tail" : "row_reduce", R, block);
     if (failed(L)) return;
+    if (L->opt->cpu) stage_whole(L, group, X, nred, N);
     L->row_lead = lead.rank;
     L->row_red = red;
     int row = kir_var(L->k, KT_I64);
@@ -2257,10 +2405,11 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     L.bound = fc_calloc((size_t)nv + 1, sizeof(int));
     L.force_load = fc_calloc((size_t)nv + 1, sizeof(bool));
     L.row_shared = fc_calloc((size_t)nv + 1, sizeof(int));
+    L.whole_shared = fc_calloc((size_t)nv + 1, sizeof(int));
     L.tail_node = fc_calloc((size_t)nn + 1, sizeof(bool));
     L.scatter_index = fc_calloc((size_t)nn + 1, sizeof(int));
     if (!L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
-        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.tail_node || !L.scatter_index) {
+        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.whole_shared || !L.tail_node || !L.scatter_index) {
         fail_oom(&L);
         goto done;
     }
@@ -2438,6 +2587,7 @@ done:
     fc_free(L.bound);
     fc_free(L.force_load);
     fc_free(L.row_shared);
+    fc_free(L.whole_shared);
     fc_free(L.tail_node);
     fc_free(L.scatter_index);
     fc_free(L.param_of_buf);

@@ -1368,6 +1368,83 @@ static void test_text_and_vectorization(void) {
     kir_program_free(g.p);
 }
 
+/* A block-invariant head (codegen/llvm.c, invariant_head_end; what the lowering's stage_whole
+ * emits: a row kernel's bf16 weight staged widened): a leading thread loop that stores a param
+ * into a shared array based at a constant, which nothing else writes, runs once per chunk of
+ * blocks, before the block loop. One whose array a later statement also writes (s1 += block)
+ * stays in the block loop: hoisted, block b would read w + the earlier blocks' indices. */
+static void build_invariant_head(Prog *g, int64_t R, int64_t C) {
+    KirKernel *k = kir_kernel_new(g->p, "k0_rows", R, 64);
+    int x = kir_param(k, FC_F32, R * C, false), w = kir_param(k, FC_BF16, C, false), o = kir_param(k, FC_F32, R * C, true);
+    int s0 = kir_shared(k, KT_F32, C), s1 = kir_shared(k, KT_F32, C);
+    kir_shared_base(k, s0, C64(k, 0));
+    kir_shared_base(k, s1, C64(k, 0));
+    int sh[2] = {s0, s1};
+    for (int j = 0; j < 2; j++) {
+        int i = kir_var(k, KT_I64);
+        kir_for(k, KIR_LOOP_THREADS, i, C64(k, 0), C64(k, C));
+        kir_shstore(k, sh[j], VR(k, i), kir_load(k, w, VR(k, i)));
+        kir_end(k);
+    }
+    kir_barrier(k);
+    int b = kir_var(k, KT_I64), i2 = kir_var(k, KT_I64), i3 = kir_var(k, KT_I64);
+    kir_let(k, b, kir_block_idx(k));
+    kir_for(k, KIR_LOOP_THREADS, i2, C64(k, 0), C64(k, C));
+    int l1 = kir_shload(k, s1, VR(k, i2));
+    kir_set_view(k, l1, VR(k, i2));
+    kir_shstore(k, s1, VR(k, i2), kir_bin(k, KB_ADD, l1, kir_cast(k, KT_F32, VR(k, b))));
+    kir_end(k);
+    kir_barrier(k);
+    kir_for(k, KIR_LOOP_THREADS, i3, C64(k, 0), C64(k, C));
+    int at = kir_bin(k, KB_ADD, kir_bin(k, KB_MUL, VR(k, b), C64(k, C)), VR(k, i3));
+    int a0 = kir_shload(k, s0, VR(k, i3)), a1 = kir_shload(k, s1, VR(k, i3));
+    kir_set_view(k, a0, VR(k, i3));
+    kir_set_view(k, a1, VR(k, i3));
+    kir_store(k, o, at, kir_bin(k, KB_ADD, kir_bin(k, KB_MUL, kir_load(k, x, at), a0), a1));
+    kir_end(k);
+    EXPECT(kir_kernel_ok(k), "invariant head built");
+    int bufs[3] = {add_buf(g, KIR_BUF_INPUT, FC_F32, R * C), add_buf(g, KIR_BUF_INPUT, FC_BF16, C),
+                   add_buf(g, KIR_BUF_OUTPUT, FC_F32, R * C)};
+    launch_all(g, 0, bufs);
+}
+
+static void test_invariant_head(void) {
+    const int64_t R = 37, C = 100;
+    Prog g;
+    prog_init(&g, "invariant_head");
+    build_invariant_head(&g, R, C);
+    /* the text: s0 is stored before the block loop starts, s1 after */
+    StrBuf t = {0};
+    FcErr err;
+    EXPECT(cg_llvm_text(g.p, &t, &err) == FC_OK, "text: %s", err.msg);
+    const char *blk = t.data ? strstr(t.data, "store i64 %block_begin") : NULL;
+    const char *u0 = t.data ? strstr(t.data, "float, ptr %sh0") : NULL, *u1 = t.data ? strstr(t.data, "float, ptr %sh1") : NULL;
+    EXPECT(blk && u0 && u1 && u0 < blk && u1 > blk, "s0 staged before the block loop, s1 in it");
+    sb_free(&t);
+    float *x = xalloc(sizeof(float) * (size_t)(R * C)), *o = xalloc(sizeof(float) * (size_t)(R * C));
+    uint16_t *w = xalloc(sizeof(uint16_t) * (size_t)C);
+    for (int64_t i = 0; i < R * C; i++) x[i] = frand(-2, 2);
+    for (int64_t i = 0; i < C; i++) w[i] = (uint16_t)(f2u(frand(-2, 2)) >> 16);
+    for (int nt = 1; nt <= 3; nt += 2) {
+        poison(o, FC_F32, R * C);
+        void *in[2] = {x, w}, *out[1] = {o};
+        int64_t bytes[1] = {R * C * 4};
+        RUN_OK(&g, nt, in, out, bytes);
+        int bad = 0;
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++) {
+                uint32_t wb = (uint32_t)w[c] << 16;
+                float wf;
+                memcpy(&wf, &wb, 4);
+                float want = x[r * C + c] * wf + (wf + (float)r);
+                bad += !same_f32(o[r * C + c], want);
+            }
+        EXPECT(bad == 0, "invariant head, %d threads: %d of %lld elements wrong", nt, bad, (long long)(R * C));
+    }
+    free(x); free(o); free(w);
+    kir_program_free(g.p);
+}
+
 /* erf's coefficient tables: the vectorized lookups become permutes, and the results are the
  * same as those of the scalar loop (sizes not multiples of the vector width) */
 static void test_erf_tables(void) {
@@ -1583,6 +1660,7 @@ int main(void) {
     T(test_inplace);
     T(test_threads_env);
     T(test_text_and_vectorization);
+    T(test_invariant_head);
     T(test_erf_tables);
     T(test_codegen_errors);
     T(test_fault_injection);
