@@ -58,6 +58,7 @@ struct RtCpuProgram {
     void **args;            /* per-launch argument scratch, max nargs */
     int max_args;
     int nt_stores;          /* stores made non-temporal (cg_llvm_stream_stores) */
+    int table_permutes;     /* table gathers made register permutes (permute_tables) */
     float *state;           /* the f8 scaling state (KIR_BUF_STATE), the caller's; NULL: none */
 };
 
@@ -95,6 +96,18 @@ int rt_cpu_level(const char **name) {
     return -1;
 }
 
+/* Does the comma-separated LLVM feature string enable `name` ("+name" as a whole token)? */
+static bool has_feature(const char *features, const char *name) {
+    size_t n = strlen(name);
+    for (const char *s = features; s && *s;) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len == n + 1 && s[0] == '+' && memcmp(s + 1, name, n) == 0) return true;
+        s = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
 static FcStatus host_target_machine(LLVMTargetMachineRef *out, FcErr *err) {
     const char *lname = NULL;
     int level = rt_cpu_level(&lname);
@@ -110,14 +123,26 @@ static FcStatus host_target_machine(LLVMTargetMachineRef *out, FcErr *err) {
         LLVMDisposeMessage(triple);
         return s;
     }
+    /* With AVX2 but not AVX-512, LLVM vectorizes a load at a per-lane index only where the CPU's
+     * tuning says gathers are fast (Intel's Skylake client on); elsewhere (AMD's AVX2 parts, the
+     * generic x86-64-v3) it scalarizes it: eight loads and inserts per lane group for every
+     * per-lane coefficient table of the vector math (codegen/llvm.c, vtable16), which
+     * permute_tables would otherwise make one or two permutes (the exact GELU at x86-64-v3 took
+     * 4x its AVX-512 time). "+fast-gather" lets the vectorizer make those gathers. */
     if (level > 0) {   /* the level's own features, none of the host's beyond them */
-        *out = LLVMCreateTargetMachine(target, triple, lname, "", LLVMCodeGenLevelAggressive, LLVMRelocPIC,
-                                       LLVMCodeModelJITDefault);
+        *out = LLVMCreateTargetMachine(target, triple, lname, level == 3 ? "+fast-gather" : "",
+                                       LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelJITDefault);
     } else {
         char *cpu = LLVMGetHostCPUName();
         char *features = LLVMGetHostCPUFeatures();
-        *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
-                                       LLVMRelocPIC, LLVMCodeModelJITDefault);
+        bool gather = has_feature(features, "avx2") && !has_feature(features, "avx512f");
+        size_t n = strlen(features ? features : "") + 16;
+        char *f = malloc(n);
+        if (f) snprintf(f, n, "%s%s", features ? features : "", gather ? ",+fast-gather" : "");
+        *out = f ? LLVMCreateTargetMachine(target, triple, cpu, f, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
+                                           LLVMCodeModelJITDefault)
+                 : NULL;
+        free(f);
         LLVMDisposeMessage(cpu);
         LLVMDisposeMessage(features);
     }
@@ -191,31 +216,28 @@ static FcStatus resolve_threads(int nthreads, int *out, FcErr *err) {
 }
 
 /* ---- compile ----------------------------------------------------------------------------- */
-/* Does the comma-separated LLVM feature string enable `name` ("+name" as a whole token)? */
-static bool has_feature(const char *features, const char *name) {
-    size_t n = strlen(name);
-    for (const char *s = features; s && *s;) {
-        const char *end = strchr(s, ',');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        if (len == n + 1 && s[0] == '+' && memcmp(s + 1, name, n) == 0) return true;
-        s = end ? end + 1 : NULL;
-    }
-    return false;
-}
 
 /* The target machine's features as a feature string: its own, or for an x86-64-vN level (whose
  * string is empty: the CPU name implies them) the ones this file asks about. Free with
  * LLVMDisposeMessage. */
 static char *target_features(LLVMTargetMachineRef tm) {
     char *f = LLVMGetTargetMachineFeatureString(tm);
-    if (f && *f) return f;
-    LLVMDisposeMessage(f);
     char *cpu = LLVMGetTargetMachineCPU(tm);
     const char *implied = !strcmp(cpu, "x86-64-v4")   ? "+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq"
                           : !strcmp(cpu, "x86-64-v3") ? "+avx2,+fma,+f16c"
                                                       : "";
     LLVMDisposeMessage(cpu);
-    return LLVMCreateMessage(implied);
+    if (!*implied) return f;
+    /* a level: its implied features, then what the machine was made with (+fast-gather) */
+    size_t n = strlen(implied) + strlen(f ? f : "") + 2;
+    char *buf = malloc(n), *out = NULL;
+    if (buf) {
+        snprintf(buf, n, "%s%s%s", implied, f && *f ? "," : "", f ? f : "");
+        out = LLVMCreateMessage(buf);
+        free(buf);
+    }
+    LLVMDisposeMessage(f);
+    return out;
 }
 
 /* Storage conversions the host has instructions for (docs/cpu.md, "Storage conversions"),
@@ -499,7 +521,7 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     LLVMDisposeTargetMachine(tm);
     tm = NULL;
     if (e) { LLVMDisposeMessage(features); st = llvm_error(err, e, "optimizing the module"); goto fail; }
-    permute_tables(mod, features);
+    cp->table_permutes = permute_tables(mod, features);
     cp->nt_stores = cg_llvm_stream_stores(mod);
     LLVMDisposeMessage(features);
     if (getenv("FUSEC_DUMP_LLVM_OPT")) { /* debugging: the optimized module, on stderr */
@@ -856,6 +878,7 @@ static void host_init(void) {
     LLVMDisposeMessage(f);
 }
 int rt_cpu_stream_stores(const RtCpuProgram *cp) { return cp->nt_stores; }
+int rt_cpu_table_permutes(const RtCpuProgram *cp) { return cp->table_permutes; }
 void rt_cpu_host(PassCpu *out) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, host_init);

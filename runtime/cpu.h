@@ -48,5 +48,7 @@ void rt_cpu_host(PassCpu *out);
 int rt_cpu_level(const char **name);
 /* How many stores of cp's module were made non-temporal (KirParam.stream; for tests). */
 int rt_cpu_stream_stores(const RtCpuProgram *cp);
+/* How many of the vector math's table lookups became register permutes (tests). */
+int rt_cpu_table_permutes(const RtCpuProgram *cp);
 
 #endif
