@@ -1324,6 +1324,36 @@ static void pf_body(PfScan *s, int st, int lv, int64_t lo, int64_t hi, int *budg
         pf_body(s, x->body2, lv, lo, hi, budget);
     }
 }
+/* Whether expression id is a value KE_ROUND made to bf16 (and so exactly a bf16 value, a NaN
+ * quiet with a zero low half): the rounding itself, a variable let once (and never assigned) to
+ * one, a shared array every store of which writes one (a kept row of a rounded sum). */
+static bool exact_bf16(const KirKernel *k, int id, int depth) {
+    if (id < 0 || id >= k->exprs.len || depth > 8) return false;
+    const KirExpr *e = &k->exprs.data[id];
+    if (e->kind == KE_ROUND) return e->dtype == FC_BF16 && e->type == KT_F32;
+    if (e->kind == KE_VAR) {
+        int def = -1, lets = 0;
+        for (int s = 0; s < k->stmts.len; s++) {
+            const KirStmt *x = &k->stmts.data[s];
+            if (x->var != e->ref) continue;
+            if (x->kind == KS_LET) { def = x->a; lets++; }
+            else if (x->kind == KS_ASSIGN || x->kind == KS_FOR || x->kind == KS_REDUCE) return false;
+        }
+        return lets == 1 && exact_bf16(k, def, depth + 1);
+    }
+    if (e->kind == KE_SHLOAD) {
+        int stores = 0;
+        for (int s = 0; s < k->stmts.len; s++) {
+            const KirStmt *x = &k->stmts.data[s];
+            if (x->kind != KS_SHSTORE || x->ref != e->ref) continue;
+            if (!exact_bf16(k, x->b, depth + 1)) return false;
+            stores++;
+        }
+        return stores > 0;
+    }
+    return false;
+}
+
 /* ---- block-invariant staging ---------------------------------------------------------------
  * A statement at the head of a kernel's body that depends on nothing of the block: a thread
  * loop whose body only stores to shared arrays based at a constant (KirShared.base) that no
@@ -1720,7 +1750,12 @@ static bool st_one(Cg *g, int s) {
         else if (etype(g, st->a) != KT_I64) return failf(g, FC_ERR_INTERNAL, "s%d: index type", s);
         LLVMValueRef v = ex_typed(g, st->b, kir_compute_type(d), "stored value");
         if (!v) return false;
-        LLVMValueRef raw = store_conv(g, d, v);
+        /* a value already rounded to bf16 (exact_bf16): its top half, the bits the conversion
+         * would give (a NaN out of the rounding is already quiet with a zero low half) */
+        LLVMValueRef raw = d == FC_BF16 && exact_bf16(k, st->b, 0)
+                               ? LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, LLVMBuildBitCast(g->b, v, g->t32, ""), ci(g->t32, 16), ""),
+                                                LLVMInt16TypeInContext(g->ctx), "")
+                               : store_conv(g, d, v);
         LLVMValueRef p = raw ? buf_addr(g, st->ref, idx) : NULL;
         if (!p) return false;
         LLVMBuildStore(g->b, raw, p);

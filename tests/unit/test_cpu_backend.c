@@ -1445,6 +1445,67 @@ static void test_invariant_head(void) {
     kir_program_free(g.p);
 }
 
+/* A store of a value already rounded to bf16 is the top half of its bits (codegen/llvm.c,
+ * exact_bf16): through a variable let to the rounding, and through a shared array whose every
+ * store is one (a row kernel's kept row of a rounded sum). Both must give the bits the store's
+ * own conversion gives the unrounded value, over random bit patterns (NaNs with payloads,
+ * infinities, subnormals, values that round to infinity). */
+static void test_exact_bf16_store(void) {
+    const int64_t n = 4099;
+    Prog g;
+    prog_init(&g, "exact_bf16");
+    KirKernel *k = kir_kernel_new(g.p, "k0_exact", 1, 256);
+    int x = kir_param(k, FC_F32, n, false), o1 = kir_param(k, FC_BF16, n, true), o2 = kir_param(k, FC_BF16, n, true),
+        o3 = kir_param(k, FC_BF16, n, true);
+    int sh = kir_shared(k, KT_F32, n);
+    int i = kir_var(k, KT_I64), r = kir_var(k, KT_F32), j = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_THREADS, i, C64(k, 0), C64(k, n));
+    kir_let(k, r, kir_round(k, FC_BF16, kir_load(k, x, VR(k, i))));
+    kir_store(k, o1, VR(k, i), VR(k, r));
+    kir_store(k, o2, VR(k, i), kir_load(k, x, VR(k, i)));
+    kir_shstore(k, sh, VR(k, i), VR(k, r));
+    kir_end(k);
+    kir_barrier(k);
+    kir_for(k, KIR_LOOP_THREADS, j, C64(k, 0), C64(k, n));
+    kir_store(k, o3, VR(k, j), kir_shload(k, sh, VR(k, j)));
+    kir_end(k);
+    EXPECT(kir_kernel_ok(k), "exact bf16 built");
+    int bufs[4] = {add_buf(&g, KIR_BUF_INPUT, FC_F32, n), add_buf(&g, KIR_BUF_OUTPUT, FC_BF16, n),
+                   add_buf(&g, KIR_BUF_OUTPUT, FC_BF16, n), add_buf(&g, KIR_BUF_OUTPUT, FC_BF16, n)};
+    launch_all(&g, 0, bufs);
+    StrBuf t = {0};
+    FcErr err;
+    EXPECT(cg_llvm_text(g.p, &t, &err) == FC_OK, "text: %s", err.msg);
+    int helpers = 0;
+    for (const char *c = t.data; c && (c = strstr(c, "call i16 @fc_f32_to_bf16(")) != NULL; c++) helpers++;
+    EXPECT(helpers == 1, "one store converts (o2), two take the top half: %d conversions", helpers);
+    sb_free(&t);
+    uint32_t *xb = xalloc(4 * (size_t)n);
+    uint16_t *y1 = xalloc(2 * (size_t)n), *y2 = xalloc(2 * (size_t)n), *y3 = xalloc(2 * (size_t)n);
+    for (int64_t e = 0; e < n; e++) {
+        uint32_t u = (uint32_t)rnd();
+        switch (e % 6) {
+        case 0: u = (u & 0x807fffffu) | 0x7f800000u; break;          /* inf and NaNs, payloads */
+        case 1: u &= 0x807fffffu; break;                             /* subnormals and zeros */
+        case 2: u = (u & 0x8000ffffu) | 0x7f7f0000u; break;          /* near the largest, to inf */
+        default: break;
+        }
+        xb[e] = u;
+    }
+    memset(y1, 0xA5, 2 * (size_t)n); memset(y2, 0x5A, 2 * (size_t)n); memset(y3, 0xA5, 2 * (size_t)n);
+    void *in[1] = {xb}, *out[3] = {y1, y2, y3};
+    int64_t bytes[3] = {2 * n, 2 * n, 2 * n};
+    RUN_OK(&g, 1, in, out, bytes);
+    int bad = 0;
+    for (int64_t e = 0; e < n; e++)
+        if (y1[e] != y2[e] || y3[e] != y2[e]) {
+            if (bad++ < 3) fprintf(stderr, "  x %08x: converted %04x, let %04x, row %04x\n", xb[e], y2[e], y1[e], y3[e]);
+        }
+    EXPECT(bad == 0, "stores of rounded bf16 values: %d of %lld differ from the conversion", bad, (long long)n);
+    free(xb); free(y1); free(y2); free(y3);
+    kir_program_free(g.p);
+}
+
 /* erf's coefficient tables: the vectorized lookups become permutes, and the results are the
  * same as those of the scalar loop (sizes not multiples of the vector width) */
 static void test_erf_tables(void) {
@@ -1679,6 +1740,7 @@ int main(void) {
     T(test_threads_env);
     T(test_text_and_vectorization);
     T(test_invariant_head);
+    T(test_exact_bf16_store);
     T(test_erf_tables);
     T(test_codegen_errors);
     T(test_fault_injection);
