@@ -1406,7 +1406,7 @@ static int invariant_head_end(const KirKernel *k) {
 
 /* Collects the prefetch ranges of a kernel with a block reduction (none otherwise); -1 when
  * out of memory. */
-static int pf_scan(const KirKernel *k, bool nt, Pf *out, int *strip_loop, int64_t *trips) {
+static int pf_scan(const KirKernel *k, int first, bool nt, Pf *out, int *strip_loop, int64_t *trips) {
     *strip_loop = -1;
     bool red = false;
     for (int i = 0; i < k->stmts.len; i++) red = red || k->stmts.data[i].kind == KS_REDUCE;
@@ -1422,7 +1422,7 @@ static int pf_scan(const KirKernel *k, bool nt, Pf *out, int *strip_loop, int64_
             defs[k->stmts.data[i].var] = -2;
     PfScan s = {k, defs, {{0}}, 0};
     int budget = k->stmts.len + 1;
-    for (int st = invariant_head_end(k), n = 0; st >= 0 && st < k->stmts.len && n < k->stmts.len; st = k->stmts.data[st].next, n++) {
+    for (int st = first, n = 0; st >= 0 && st < k->stmts.len && n < k->stmts.len; st = k->stmts.data[st].next, n++) {
         const KirStmt *x = &k->stmts.data[st];
         bool loop = (x->kind == KS_FOR && x->loop == KIR_LOOP_THREADS) || x->kind == KS_REDUCE;
         int lv = x->kind == KS_REDUCE ? x->loop_var : x->var;
@@ -1956,7 +1956,11 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef 
     g->tail = tail;
     g->level = 0;
     g->pf_loop = -1;
-    g->pf_n = tail ? 0 : pf_scan(k, nt, g->pf, &g->pf_loop, &g->pf_trips);
+    /* the body's block-invariant head runs once for the chunk (not where a launch binds
+     * overlapping buffers: a write of one block could then change what a later block's head
+     * reads); the rest, from `rest` on, in the block loop */
+    int rest = tail ? k->tail : noalias ? invariant_head_end(k) : k->body;
+    g->pf_n = tail ? 0 : pf_scan(k, rest, nt, g->pf, &g->pf_loop, &g->pf_trips);
     g->prm = fc_calloc((size_t)np + 1, sizeof *g->prm);
     g->var = fc_calloc((size_t)k->vars.len + 1, sizeof *g->var);
     g->var_level = fc_calloc((size_t)k->vars.len + 1, 1);
@@ -1999,8 +2003,6 @@ static FcStatus emit_body(Cg *g, bool noalias, bool nt, bool tail, LLVMValueRef 
     g->blk = entry_alloca(g, g->t64, 1, "block");
     g->slot = entry_alloca(g, g->t64, 1, "slot");
 
-    /* the body's block-invariant head, once for the chunk */
-    int rest = tail ? k->tail : invariant_head_end(k);
     for (int s = tail ? rest : k->body; s != rest; s = k->stmts.data[s].next) {
         g->seen[s] = 1;
         if (!st_one(g, s)) {

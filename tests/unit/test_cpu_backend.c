@@ -1443,6 +1443,17 @@ static void test_invariant_head(void) {
     }
     free(x); free(o); free(w);
     kir_program_free(g.p);
+
+    /* the same kernel run in place (x and o one buffer): no noalias, and no hoisting either */
+    prog_init(&g, "invariant_head_inplace");
+    build_invariant_head(&g, R, C);
+    g.p->launches.data[0].args[0] = g.p->launches.data[0].args[2];
+    EXPECT(cg_llvm_text(g.p, &t, &err) == FC_OK, "text: %s", err.msg);
+    blk = t.data ? strstr(t.data, "store i64 %block_begin") : NULL;
+    u0 = t.data ? strstr(t.data, "float, ptr %sh0") : NULL;
+    EXPECT(blk && u0 && u0 > blk, "in place: s0 staged in the block loop");
+    sb_free(&t);
+    kir_program_free(g.p);
 }
 
 /* A store of a value already rounded to bf16 is the top half of its bits (codegen/llvm.c,
