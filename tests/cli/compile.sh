@@ -149,17 +149,18 @@ if expect 0 small.tf --precision f8 --train -o -; then
     out_has "void *saved, float *fp8_state, void *workspace, size_t workspace_bytes, cudaStream_t stream);"
     out_has "const void *saved,"
 fi
-# The CPU program of a residual add feeding a layernorm, at each narrow precision (docs/passes.md,
+# The CPU program of a residual add feeding a layernorm, at bf16 and f8 (docs/passes.md,
 # Budgets): the layernorm's weight and bias are staged widened before the loop over the rows
 # (stage_whole; two arrays stored before `store i64 %block_begin`), x and y are not staged (one
 # pass reads them; the row of their rounded sum serves the others): three stack arrays in all.
+# (f16 weights are staged only without F16C: it depends on the host.)
 cat >"$T/rln.tf" <<'EOF2'
 block rln(x: f32[6, 40], y: f32[6, 40], param g: f32[40], param b: f32[40]) -> f32[6, 40], f32[6, 40] {
     r = x + y
     return r, layernorm(r, g, b, eps=1e-5)
 }
 EOF2
-for p in bf16 f16 f8; do
+for p in bf16 f8; do
     if expect 0 "$T/rln.tf" --precision $p --emit llvm -o -; then
         sed -n '/^define internal void @k[0-9]*_layernorm.body/,/^}/p' "$T/stdout" >"$T/rln.ll"
         n=$(grep -c '%sh[0-9]* = alloca' "$T/rln.ll")
