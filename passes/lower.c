@@ -1327,12 +1327,6 @@ static bool read_by_passes(Lower *L, int group, int v, const IrShape *X, int64_t
     return passes > 1;
 }
 
-/* The CPU: a 16- or 8-bit input that every row reads whole, at the row's own positions (a
- * layernorm's weight and bias, a bias: [C] broadcast over the rows [R, C]), is staged widened
- * before the first row, into an array based at 0: nothing of it depends on the row, so the CPU
- * backend runs that loop once per chunk of rows, not per row (codegen/llvm.c, hoist_invariant),
- * and the rows read f32 instead of converting the weights again in each. Emitted before
- * anything of the row. */
 /* Whether every reader of v in the group is elementwise of shape X (so reads v at the row's own
  * positions), or a cast of v's own shape (a layernorm widening its weight) whose readers are. */
 static bool read_rowwise(const Lower *L, int group, int v, const IrShape *X, int depth, bool *read) {
@@ -1355,6 +1349,12 @@ static bool read_rowwise(const Lower *L, int group, int v, const IrShape *X, int
     return true;
 }
 
+/* The CPU: a 16- or 8-bit input that every row reads whole, at the row's own positions (a
+ * layernorm's weight and bias, a bias: [C] broadcast over the rows [R, C]), is staged widened
+ * before the first row, into an array based at 0: nothing of it depends on the row, so the CPU
+ * backend runs that loop once per chunk of rows, not per row (codegen/llvm.c, invariant_head_end),
+ * and the rows read f32 instead of converting the weights again in each. Emitted before
+ * anything of the row. */
 static void stage_whole(Lower *L, int group, const IrShape *X, int nred, int64_t N) {
     const IrGraph *g = L->g;
     int64_t used = 0, budget = host_l2(L->opt) / 8;

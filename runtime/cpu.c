@@ -137,14 +137,19 @@ static FcStatus host_target_machine(LLVMTargetMachineRef *out, FcErr *err) {
         char *features = LLVMGetHostCPUFeatures();
         bool gather = has_feature(features, "avx2") && !has_feature(features, "avx512f");
         size_t n = strlen(features ? features : "") + 16;
-        char *f = malloc(n);
-        if (f) snprintf(f, n, "%s%s", features ? features : "", gather ? ",+fast-gather" : "");
-        *out = f ? LLVMCreateTargetMachine(target, triple, cpu, f, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
-                                           LLVMCodeModelJITDefault)
-                 : NULL;
-        free(f);
+        char *f = fc_alloc(n);
+        if (f) {
+            snprintf(f, n, "%s%s", features ? features : "", gather ? ",+fast-gather" : "");
+            *out = LLVMCreateTargetMachine(target, triple, cpu, f, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
+                                           LLVMCodeModelJITDefault);
+        }
+        fc_free(f);
         LLVMDisposeMessage(cpu);
         LLVMDisposeMessage(features);
+        if (!f) {
+            LLVMDisposeMessage(triple);
+            return FC_OOM(err);
+        }
     }
     LLVMDisposeMessage(triple);
     if (!*out) return fc_err_set(err, FC_ERR_DEVICE, "cpu: cannot create an LLVM target machine for the host");
@@ -218,8 +223,8 @@ static FcStatus resolve_threads(int nthreads, int *out, FcErr *err) {
 /* ---- compile ----------------------------------------------------------------------------- */
 
 /* The target machine's features as a feature string: its own, or for an x86-64-vN level (whose
- * string is empty: the CPU name implies them) the ones this file asks about. Free with
- * LLVMDisposeMessage. */
+ * CPU name implies them; its string holds at most +fast-gather) the ones this file asks about
+ * and that string. Free with LLVMDisposeMessage; NULL when out of memory. */
 static char *target_features(LLVMTargetMachineRef tm) {
     char *f = LLVMGetTargetMachineFeatureString(tm);
     char *cpu = LLVMGetTargetMachineCPU(tm);
@@ -230,11 +235,11 @@ static char *target_features(LLVMTargetMachineRef tm) {
     if (!*implied) return f;
     /* a level: its implied features, then what the machine was made with (+fast-gather) */
     size_t n = strlen(implied) + strlen(f ? f : "") + 2;
-    char *buf = malloc(n), *out = NULL;
+    char *buf = fc_alloc(n), *out = NULL;
     if (buf) {
         snprintf(buf, n, "%s%s%s", implied, f && *f ? "," : "", f ? f : "");
         out = LLVMCreateMessage(buf);
-        free(buf);
+        fc_free(buf);
     }
     LLVMDisposeMessage(f);
     return out;
