@@ -38,6 +38,11 @@ int ir_dtype_lookup(const char *name) {
 }
 bool ir_dtype_is_float(FcDtype t) { return t <= FC_F8E5M2; }
 
+bool ir_op_elementwise(IrOp op) {
+    IrCategory c = ir_ops[op].cat;
+    return c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT || c == IR_CAT_CAST;
+}
+
 bool ir_swaps_last_two(const IrNode *n, int rank) {
     if (n->op != IR_OP_TRANSPOSE || rank < 2 || n->a.nlist != rank || n->a.list[rank - 2] != rank - 1 ||
         n->a.list[rank - 1] != rank - 2)

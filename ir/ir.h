@@ -124,6 +124,9 @@ IrAttrs ir_storage_cast(FcDtype from, FcDtype to);
 /* Is n a transpose that swaps the last two dims of its rank-`rank` result and keeps the others
  * (what a matrix library reads with its transpose flag)? */
 bool ir_swaps_last_two(const IrNode *n, int rank);
+/* Is op elementwise (unary, binary, comparison, select, cast): element i of its result reads
+ * element i of each operand, after broadcasting? */
+bool ir_op_elementwise(IrOp op);
 
 /* A slot of f8 delayed scaling (--precision f8; docs/precision.md "f8"): one per tensor stored
  * in f8. The programs keep the slot's scale and amax history in their state buffer; `scale` is

@@ -58,10 +58,6 @@ static bool generated(const Fuse *f, int v) {
     int p = V(f, v)->node;
     return p >= 0 && ir_ops[f->g->nodes.data[p].op].cat == IR_CAT_GENERATOR;
 }
-static bool elementwise(IrOp op) {
-    IrCategory c = ir_ops[op].cat;
-    return c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT || c == IR_CAT_CAST;
-}
 static int64_t numel(const IrShape *s) {
     int64_t n = 1;
     ir_shape_numel(s, &n);
@@ -176,7 +172,7 @@ static int mark_b_operand(Fuse *f, int mm, int a, int b) {
         const IrNode *u = &g->nodes.data[i];
         /* not an fp8_quant: its kernel records an amax (a write of the state) and its value
          * crosses in 1 byte anyway */
-        f->mark[i] = i != mm && in_cand(f, i, a, b) && elementwise(u->op) && u->op != IR_OP_FP8_QUANT && u->nout == 1 &&
+        f->mark[i] = i != mm && in_cand(f, i, a, b) && ir_op_elementwise(u->op) && u->op != IR_OP_FP8_QUANT && u->nout == 1 &&
                      !f->used_outside[u->out[0]];
     }
     for (bool changed = true; changed;) {
@@ -254,7 +250,7 @@ static const char *schedulable(Fuse *f, int a, int b) {
             if (!in_cand(f, i, a, b)) continue;
             const IrNode *n = &g->nodes.data[i];
             if (f->mark[i] && i != mm) {
-                if (!(elementwise(n->op) || n->op == IR_OP_RESHAPE) || numel(&V(f, n->out[0])->shape) != mn)
+                if (!(ir_op_elementwise(n->op) || n->op == IR_OP_RESHAPE) || numel(&V(f, n->out[0])->shape) != mn)
                     return "the matrix product's consumer changes the element count";
             }
             for (int r = 0; r < n->nout; r++)
@@ -306,7 +302,7 @@ static const char *schedulable(Fuse *f, int a, int b) {
                     if (p < 0 || !in_cand(f, p, a, b) || f->mark[p] != 1)
                         return "a reduction of a reduction over every row needs its own kernel";
                 } else {
-                    if (!elementwise(n->op) || numel(&V(f, n->out[0])->shape) != 1)
+                    if (!ir_op_elementwise(n->op) || numel(&V(f, n->out[0])->shape) != 1)
                         return "a reduction over every row is read by the rows";
                     for (int j = 0; j < n->nin; j++) {
                         int p = V(f, n->in[j])->node;
@@ -321,7 +317,7 @@ static const char *schedulable(Fuse *f, int a, int b) {
                     if (n->a.list[j] != X.rank - k + j) return "reductions over different axes cannot share a kernel";
             } else if (f->mark[i]) {
                 /* computed from a reduction: per-row values combined with the row */
-                if (!elementwise(n->op)) return "an index map of a reduced value needs its own kernel";
+                if (!ir_op_elementwise(n->op)) return "an index map of a reduced value needs its own kernel";
                 const IrShape *os = &V(f, n->out[0])->shape;
                 for (int j = 0; j < n->nin; j++) {
                     int p = V(f, n->in[j])->node;

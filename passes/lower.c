@@ -1169,8 +1169,7 @@ static bool row_local_readers(const Lower *L, int group, int v, const IrShape *X
             if (n->in[j] != v) continue;
             if (i != skip) *read = true;
             IrCategory c = ir_ops[n->op].cat;
-            bool ew = c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT ||
-                      c == IR_CAT_CAST;
+            bool ew = ir_op_elementwise(n->op);
             if (!(c == IR_CAT_REDUCE || (ew && ir_shape_eq(&val(L, n->out[0])->shape, X)))) return false;
         }
     }
@@ -1335,8 +1334,7 @@ static bool read_rowwise(const Lower *L, int group, int v, const IrShape *X, int
         if (L->group_of_node[i] != group) continue;
         const IrNode *n = &g->nodes.data[i];
         IrCategory c = ir_ops[n->op].cat;
-        bool ew = c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT ||
-                  c == IR_CAT_CAST;
+        bool ew = ir_op_elementwise(n->op);
         for (int j = 0; j < n->nin; j++) {
             if (n->in[j] != v) continue;
             *read = true;
