@@ -93,9 +93,28 @@ static int row_block(const PassOptions *o, int64_t N) {
     int max = o->cpu ? 4 * lanes : 256;
     return N >= max ? max : (int)((N + 31) / 32 * 32);
 }
-/* Bytes written by one launch above which its written-only params are `stream` (0: never). */
+/* Bytes written by one launch above which its written-only params are `stream` (0: never).
+ * Not a param the kernel stores a vector of less than a cache line to (the host's f32 lanes
+ * times the param's element size: a loop vectorized at f32 width stores that much a step) when
+ * the kernel computes a transcendental (kernel_transcendental): a non-temporal store fills a
+ * write-combining buffer, and a partial line held across the long steps of such a loop costs
+ * more than the read for ownership it saves. On a 2-core Zen 3 (AVX2, 32-byte f32 and 16-byte
+ * bf16 vectors), 2 threads: residual_ln_gelu [8192, 1024] fused 30.5-37.0 ms streaming against
+ * 14.7-15.3 without at bf16 (f32: no difference beyond the noise); `gelu(x), x + 1` at bf16
+ * 24.8-26.7 against 13.2-14.5; at AVX-512 an f32 vector is a whole line and the same kernel
+ * streams (6.0-7.3 ms to 3.8-4.0 on a Zen 4, docs/cpu.md); cheap kernels stream at any width
+ * (`x*2+1*0.5` at f32 on the Zen 3: 6.8-9.6 ms against 9.9-12.8 without). */
 static int64_t stream_threshold(const PassOptions *o) {
     return o->cpu && o->host.llc_bytes > 0 ? o->host.llc_bytes / 2 : 0;
+}
+static bool kernel_transcendental(const KirKernel *k) {
+    for (int e = 0; e < k->exprs.len; e++) {
+        const KirExpr *x = &k->exprs.data[e];
+        if (x->kind == KE_UNARY && (x->op == KU_EXP || x->op == KU_LOG || x->op == KU_TANH || x->op == KU_ERF ||
+                                    x->op == KU_SIN || x->op == KU_COS || x->op == KU_NDTR))
+            return true;
+    }
+    return false;
 }
 
 typedef struct Memo {
@@ -925,7 +944,11 @@ static void kernel_end(Lower *L, const char *ops) {
     if (!FC_VEC_PUSH(&L->p->launches, la)) { fail_oom(L); return; }
     int64_t thr = stream_threshold(L->opt);
     if (thr > 0 && k->bytes_written > thr) {
-        for (int prm = 0; prm < k->params.len; prm++) k->params.data[prm].stream = k->params.data[prm].written;
+        bool heavy = kernel_transcendental(k);
+        int lanes = (L->opt->host.vector_bytes > 0 ? L->opt->host.vector_bytes : 16) / 4;   /* f32 lanes */
+        for (int prm = 0; prm < k->params.len; prm++)
+            k->params.data[prm].stream = k->params.data[prm].written &&
+                                         (!heavy || lanes * (int)fc_dtype_size(k->params.data[prm].dtype) >= 64);
         for (int e = 0; e < k->exprs.len; e++)   /* read as well as written: not stream */
             if (k->exprs.data[e].kind == KE_LOAD && k->exprs.data[e].ref >= 0 && k->exprs.data[e].ref < k->params.len)
                 k->params.data[k->exprs.data[e].ref].stream = false;
