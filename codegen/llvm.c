@@ -311,11 +311,6 @@ static const char *const reserved_names[] = {
 enum { NT_ALIGN = 64 };
 /* Prefetch ranges (see "prefetching the next block" below): an access of the next block. */
 enum { PF_MAX_BYTES = 16384, PF_MAX = 32, PF_STRIP = 64, PF_DIST = 2 };
-/* Vectors a step of a thread loop with f8 conversions (stmt_f8, expr_f8). The vectorizer's cost model
- * keeps one (register pressure), and the loop is then one long dependency chain per vector
- * that the out-of-order window cannot overlap with the next: llvm-mca (znver3) puts chain3 at
- * f8 at 57 cycles per 8 elements with one, 46 with two and 38 with four. */
-enum { F8_INTERLEAVE = 4 };
 typedef struct Aff { uint64_t a, b, c; } Aff;   /* wrapping: a wrong guess only prefetches the wrong line */
 typedef struct Pf { int param; bool write; Aff f; int64_t lo, hi; } Pf;
 typedef struct Cg {
@@ -1206,77 +1201,41 @@ static LLVMMetadataRef md_str_node(Cg *g, const char *s) {
  * count is a small constant; the reduction partials indexed by the thread slot then have
  * constant offsets and SROA keeps them in vector registers. Its scalar epilogue stays rolled.
  * (`llvm.loop.unroll.full` would warn on stderr wherever the trip count is not constant.) */
-/* !llvm.loop !{self, props[0], ...} on a loop's back edge */
-static void loop_md(Cg *g, LLVMValueRef latch, const LLVMMetadataRef *props, unsigned n) {
-    LLVMMetadataRef ops[4];
-    if (n > 3) n = 3;
-    LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-    ops[0] = tmp;
-    for (unsigned i = 0; i < n; i++) ops[1 + i] = props[i];
-    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, n + 1);
-    LLVMMetadataReplaceAllUsesWith(tmp, loop);
-    LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
-}
 static void no_unroll(Cg *g, LLVMValueRef latch, bool unroll_vectorized) {
-    LLVMMetadataRef props[3] = {md_str_node(g, "llvm.loop.unroll.disable"), NULL, NULL};
-    unsigned n = 1;
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+    LLVMMetadataRef ops[4] = {tmp, md_str_node(g, "llvm.loop.unroll.disable"), NULL, NULL};
+    unsigned n = 2;
     if (unroll_vectorized) {
         LLVMMetadataRef v[1] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.followup_vectorized", 39)};
         LLVMMetadataRef e[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.followup_epilogue", 37),
                                 md_str_node(g, "llvm.loop.unroll.disable")};
-        props[n++] = LLVMMDNodeInContext2(g->ctx, v, 1);
-        props[n++] = LLVMMDNodeInContext2(g->ctx, e, 2);
+        ops[n++] = LLVMMDNodeInContext2(g->ctx, v, 1);
+        ops[n++] = LLVMMDNodeInContext2(g->ctx, e, 2);
     }
-    loop_md(g, latch, props, n);
-}
-
-/* Does an expression (its operands included), or a statement list (its expressions and
- * nested lists included), have a node `epred` / `spred` says yes to? `budget` bounds the nodes
- * visited (NULL: no bound). */
-typedef bool (*ExprPred)(const KirKernel *k, const KirExpr *e);
-typedef bool (*StmtPred)(const KirKernel *k, const KirStmt *st);
-static bool expr_any(const KirKernel *k, int id, ExprPred epred, int *budget) {
-    if (id < 0 || id >= k->exprs.len || (budget && (*budget)-- <= 0)) return false;
-    const KirExpr *e = &k->exprs.data[id];
-    if (epred(k, e)) return true;
-    int ops[3] = {e->a, e->b, e->c};
-    for (int j = 0; j < 3; j++)
-        if (ops[j] >= 0 && ops[j] < id && expr_any(k, ops[j], epred, budget)) return true;
-    return false;
-}
-static bool list_any(const KirKernel *k, int s, StmtPred spred, ExprPred epred, int *budget) {
-    for (; s >= 0 && s < k->stmts.len && (*budget)-- > 0; s = k->stmts.data[s].next) {
-        const KirStmt *st = &k->stmts.data[s];
-        if (spred(k, st)) return true;
-        if (expr_any(k, st->a, epred, NULL) || expr_any(k, st->b, epred, NULL) || expr_any(k, st->c, epred, NULL))
-            return true;
-        if (list_any(k, st->body, spred, epred, budget) || list_any(k, st->body2, spred, epred, budget)) return true;
-    }
-    return false;
-}
-/* An f8 conversion (an f8 param loaded or stored, a KE_ROUND to f8): integer code, twenty-odd
- * vector instructions each, one dependency chain an element. */
-static bool is_f8(FcDtype d) { return d == FC_F8E4M3 || d == FC_F8E5M2; }
-static bool expr_f8(const KirKernel *k, const KirExpr *e) {
-    return (e->kind == KE_ROUND && is_f8(e->dtype)) ||
-           (e->kind == KE_LOAD && e->ref >= 0 && e->ref < k->params.len && is_f8(k->params.data[e->ref].dtype));
-}
-static bool stmt_f8(const KirKernel *k, const KirStmt *st) {
-    return st->kind == KS_STORE && st->ref >= 0 && st->ref < k->params.len && is_f8(k->params.data[st->ref].dtype);
-}
-/* !llvm.loop !{self, !{"llvm.loop.interleave.count", i32 n}} on a loop's back edge: the
- * vectorized loop runs n vectors' chains side by side. */
-static void interleave(Cg *g, LLVMValueRef latch, int n) {
-    LLVMMetadataRef kv[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.interleave.count", 26),
-                             LLVMValueAsMetadata(ci(g->t32, n))};
-    LLVMMetadataRef prop = LLVMMDNodeInContext2(g->ctx, kv, 2);
-    loop_md(g, latch, &prop, 1);
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, n);
+    LLVMMetadataReplaceAllUsesWith(tmp, loop);
+    LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
 }
 
 /* Does the statement list (or an expression in it) touch a thread array? */
-static bool expr_ta(const KirKernel *k, const KirExpr *e) { (void)k; return e->kind == KE_TLOAD; }
-static bool stmt_ta(const KirKernel *k, const KirStmt *st) { (void)k; return st->kind == KS_TSTORE; }
-static bool list_uses_ta(const KirKernel *k, int s, int *budget) { return list_any(k, s, stmt_ta, expr_ta, budget); }
+static bool expr_uses_ta(const KirKernel *k, int id) {
+    if (id < 0 || id >= k->exprs.len) return false;
+    const KirExpr *e = &k->exprs.data[id];
+    if (e->kind == KE_TLOAD) return true;
+    int ops[3] = {e->a, e->b, e->c};
+    for (int j = 0; j < 3; j++)
+        if (ops[j] >= 0 && ops[j] < id && expr_uses_ta(k, ops[j])) return true;
+    return false;
+}
+static bool list_uses_ta(const KirKernel *k, int s, int *budget) {
+    for (; s >= 0 && s < k->stmts.len && (*budget)-- > 0; s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        if (st->kind == KS_TSTORE) return true;
+        if (expr_uses_ta(k, st->a) || expr_uses_ta(k, st->b) || expr_uses_ta(k, st->c)) return true;
+        if (list_uses_ta(k, st->body, budget) || list_uses_ta(k, st->body2, budget)) return true;
+    }
+    return false;
+}
 
 /* ---- prefetching the next block (row kernels) ----------------------------------------------
  * A block of a row-reduction kernel reads its rows, reduces, and only then computes and
@@ -1619,10 +1578,7 @@ static bool st_for(Cg *g, const KirStmt *st) {
         Loop L;
         loop_open(g, &L, g->var[st->var], ktype(g, vt), lo, hi);
         ok = st_list(g, st->body);
-        LLVMValueRef latch = ok ? loop_close(g, &L, 1) : NULL;
-        /* a thread loop with f8 conversions: four vectors a step (F8_INTERLEAVE) */
-        int budget = k->stmts.len + 1;
-        if (latch && threads && list_any(k, st->body, stmt_f8, expr_f8, &budget)) interleave(g, latch, F8_INTERLEAVE);
+        if (ok) loop_close(g, &L, 1);
     }
     g->level = saved;
     return ok;
