@@ -92,7 +92,7 @@ static const char *const helper_ir[] = {
     "  %sum = add i32 %b, %bias\n",
     "  %r = lshr i32 %sum, 16\n",
     "  %qn = or i32 %q, 64\n",
-    "  %nan = fcmp uno float %f, %f\n",   /* one vcmpunordps (|b| > 0x7F800000 took vpand, vpmaxud, vpcmpeqd) */
+    "  %nan = fcmp uno float %f, %f\n",   /* one vcmpunordps (docs/cpu.md) */
     "  %r2 = select i1 %nan, i32 %qn, i32 %r\n",
     "  %h = trunc i32 %r2 to i16\n",
     "  ret i16 %h\n",
