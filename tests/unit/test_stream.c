@@ -193,10 +193,11 @@ static void test_block(const char *text) {
 
 /* The acceptance block at full size on a 32 MiB LLC (this machine's): the fused kernel writes
  * 64 MiB and streams both outputs; eager, each of the four kernels writes 32 MiB and streams.
- * (At bf16 with a 16 MiB LLC, the same bytes over the threshold.) Not where a vector store is less than a line and the kernel computes a transcendental
- * (stream_threshold in passes/lower.c): with 32-byte vectors (AVX2) at f32, or at bf16 with
- * 64-byte ones, the fused kernel (exact GELU) and the eager gelu stream nothing, the eager add,
- * layernorm and add still do. */
+ * (At bf16 with a 16 MiB LLC, the same bytes over the threshold.) Not where a vector store is
+ * less than a line and the kernel computes a transcendental (stream_threshold in
+ * passes/lower.c): with 32-byte vectors (AVX2) at f32, or at bf16 with 64-byte ones, the fused
+ * kernel (exact GELU) and the eager gelu stream nothing, the eager add, layernorm and add still
+ * do. */
 static void test_full_size(int vector_bytes, FcDtype prec, int64_t llc, int want_fused, int want_eager) {
     static const char *src =
         "dim N = 8192, C = 1024\n"
