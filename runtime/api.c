@@ -1277,8 +1277,8 @@ FcStatus fc_block_grad_noise_spread(FcBlock *b, FcTensor *const *inputs, FcTenso
             s = fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_grad_noise_spread: the gradient of output %d does not match it", j);
     }
     if (s == FC_OK) s = grads_f64(g, grad_outputs, go, &b->err);
-    /* the clean backward, then two noisy ones, each rounded to the input's dtype */
-    for (int trial = -1; s == FC_OK && trial < 2; trial++) {
+    /* the clean backward, then the noisy ones, each rounded to the input's dtype */
+    for (int trial = -1; s == FC_OK && trial < RT_GRAD_NOISE_TRIALS; trial++) {
         s = trial < 0 ? rt_interp_grad(g, (const void *const *)h, NULL, (const double *const *)go, gi, &b->err)
                       : rt_interp_grad_noisy(g, (const void *const *)h, NULL, (const double *const *)go, gi,
                                              0x6AD1ull + (uint64_t)trial, &b->err);

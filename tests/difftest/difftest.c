@@ -77,6 +77,7 @@
 #endif
 #define DT_EMU_DIR FUSEC_SOURCE_DIR "/tests/cuda_emu"
 #define DT_EMU_PER_BATCH 6     /* units per C++ file, as test_cuda_emu */
+#define DT_PROGRESS_S 60.0     /* seconds between progress lines (progress) */
 #define DT_EMU_CHUNK 48        /* graphs emulated per runner (bounds memory on long runs) */
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -587,7 +588,7 @@ static double sensitivity(Run *u, bool grad, int j, const char *const *noisy) {
     /* a gradient: also the roundings of the gradients themselves (the oracle's backward with
      * noise), where the reference backward ran */
     if (grad && !u->ref_bwd) return noisy && noisy[0] ? worst : NAN;
-    for (int trial = 0; grad && trial < 2; trial++) {
+    for (int trial = 0; grad && trial < RT_GRAD_NOISE_TRIALS; trial++) {
         double r = grad_noise_sensitivity(u, j, dt_mix(0x6AD1ull + (uint64_t)trial));
         if (isnan(r)) return NAN;
         if (r > worst) worst = r;
@@ -1806,6 +1807,23 @@ static int replay(const Opts *o) {
     return is_failure(r.cls) ? 1 : 0;
 }
 
+/* The failures counted so far (every class but ok and ill-conditioned). */
+static int failures_of(const int *counts) {
+    int n = 0;
+    for (int c = 0; c < DR_NCLASS; c++) n += is_failure(c) ? counts[c] : 0;
+    return n;
+}
+
+/* A line at most every DT_PROGRESS_S seconds while a long run goes on, so that a run stopped at
+ * a time limit (a GPU session's, CI's) still says how far it got and how it stood. */
+static void progress(double *last, double t0, const char *what, int done, int total, int ok, int illcond, int failed) {
+    double now = emu_now_s();
+    if (done >= total || now - *last < DT_PROGRESS_S) return;
+    *last = now;
+    printf("difftest: progress: %d of %d %s in %.0f s: %d ok, %d ill-conditioned, %d failed\n", done, total, what, now - t0,
+           ok, illcond, failed);
+}
+
 int main(int argc, char **argv) {
     static char outbuf[4096];
     /* a line at a time: a run stopped at a time limit still shows the failures it printed */
@@ -1920,7 +1938,7 @@ int main(int argc, char **argv) {
         return bad ? 1 : 0;
     }
 
-    double t0 = emu_now_s();
+    double t0 = emu_now_s(), last_progress = t0;
     int counts[DR_NCLASS] = {0}, nvrtc_done = 0, nvrtc_skipped = 0, minimized = 0, stmts = 0;
     int op_graphs[DT_OP_COUNT] = {0};
     int rowview_graphs = 0, ties_graphs = 0, i8_inputs = 0, i8_quant = 0, i8_dequant = 0;
@@ -2002,6 +2020,7 @@ int main(int argc, char **argv) {
         if (o.verbose) printf("graph %d: %s\n%s", gi, cls_name[r.cls], srcs[slot]);
         if (r.cls == DR_ILLCOND && o.verbose) printf("graph %d: ill-conditioned, not counted: %s\n", gi, r.msg);
         if (r.cls == DR_OK && o.emu_every > 0 && gi % o.emu_every == 0) emu_gi[nemu++] = gi;
+        progress(&last_progress, t0, "graphs", done, o.count, counts[DR_OK], counts[DR_ILLCOND], failures_of(counts));
         if (!is_failure(r.cls)) continue;
         if (report_failure(&o, p, srcs[slot], &r, gs, gi, &minimized)) self_written++;
     }
@@ -2044,14 +2063,14 @@ int main(int argc, char **argv) {
             if (report_failure(&o, &ep[i], esrc[i], r, gs, gi, &minimized)) emu_written++;
         }
         for (int i = 0; i < k; i++) { free(esrc[i]); free_noisy(&enoisy[2 * i]); }
+        progress(&last_progress, t0, "emulated graphs", c0 + k, nemu, emu_done, emu_illcond, emu_failed);
         const char *keep = getenv("FUSEC_EMU_KEEP");
         emu_stop((chunk_failed && !o.self_check_emu) || (keep && keep[0] == '1'));
     }
     free(ep);
     t_emu = emu_now_s() - t_emu;
     double el = emu_now_s() - t0;
-    int failures = 0;
-    for (int c = 0; c < DR_NCLASS; c++) if (is_failure(c)) failures += counts[c];
+    int failures = failures_of(counts);
     printf("\ndifftest: %d graphs (%d statements) in %.1f s: %d ok, %d ill-conditioned (not counted), %d failed\n", o.count, stmts, el,
            counts[DR_OK], counts[DR_ILLCOND], failures);
     for (int c = 2; c < DR_NCLASS; c++) if (counts[c]) printf("  %s: %d\n", cls_name[c], counts[c]);

@@ -359,7 +359,10 @@ static void test_noise_spread(void) {
         /* the noise alone covers it (rounding the summed gradient once gave 0.29) */
         EXPECT(r <= 2 * noise, "cancelling f8 gradients, %s: %g within 2 x noise %g", k ? "eager" : "fused", r, noise);
     }
-    EXPECT(isfinite(noise) && noise < 4, "noise spread %g", noise);
+    /* and stays within what a unit of noise (2u = 1/4 for e5m2) on each contribution, 2 and -2.24,
+     * can make of their sum (the reference's -0.24): (2 + 2.24) / 4 / 0.24, about 4.4, plus the f8
+     * rounding of the perturbed terms (4.19 over the eight seeds; 1.56 over two) */
+    EXPECT(isfinite(noise) && noise < 6, "noise spread %g", noise);
     /* usage: not a float input, a block without training; nothing to round: 0 */
     EXPECT(fc_block_grad_noise_spread(b[0], in[1], gout[1], 1, &noise) == FC_ERR_USAGE, "input 1 of 1");
     Case c;
