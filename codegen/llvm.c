@@ -624,10 +624,15 @@ static LLVMValueRef vexp_core_scaled(Cg *g, LLVMValueRef x, LLVMValueRef s) {
     return vfmul(g, vfmul(g, p, vpow2i(g, n1)), vpow2i(g, n2));
 }
 static LLVMValueRef vexp(Cg *g, LLVMValueRef x) {
-    /* below -104 the result rounds to +0, above 88.73 to +inf (the core gets there itself) */
+    /* at or below -104 the result rounds to +0 (e^-104 = 6.9e-46, under half of 2^-149), above
+     * 88.73 to +inf (the core gets there itself). The core would get to 0 too, but through a
+     * multiply whose result underflows, which costs an x86 core a microcode assist a lane (on
+     * a Zen 3: softmax of logits scaled by 1000, most of them far below the row's max, ran at
+     * half speed; a causal mask's -inf likewise): those lanes compute e^0 and are replaced. */
     LLVMValueRef xc = vclamp(g, x, -104.0f, 88.75f);
-    LLVMValueRef r = xc ? vexp_core(g, xc) : NULL;
-    return r ? vkeep_nan(g, x, r) : NULL;
+    LLVMValueRef zero = xc ? vcmp(g, LLVMRealOLE, xc, vf(g, -104.0f)) : NULL;
+    LLVMValueRef r = zero ? vexp_core(g, vsel(g, zero, vf(g, 0.0f), xc)) : NULL;
+    return r ? vkeep_nan(g, x, vsel(g, zero, vf(g, 0.0f), r)) : NULL;
 }
 
 /* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f^2/2 + f^3 Q(f) with f = m - 1,
