@@ -40,6 +40,13 @@ FcStatus pass_library_products(const IrGraph *in, IrGraph **out, FcErr *err);
  * inputs and outputs; *out NULL where no dequant has two readers (keep `in`). */
 FcStatus pass_split_dequant(const IrGraph *in, IrGraph **out, FcErr *err);
 
+/* cse.c: merges every node that computes what an earlier node computes (same op, inputs and
+ * attributes; not dropout, dropout_mask or fp8_quant) into that one, its readers and outputs
+ * reading the earlier node's results. Requires: a verified graph. Leaves: a verified graph with
+ * the kept nodes in their order, the same inputs and outputs; *out NULL where nothing merges
+ * (keep `in`). Fused programs only (pipeline.c). */
+FcStatus pass_cse(const IrGraph *in, IrGraph **out, FcErr *err);
+
 /* dce.c: removes every node from which no block output can be reached (a value that reaches
  * no output reaches no kernel). Requires: a verified graph. Leaves: a verified graph with the
  * live nodes in their order, all the inputs and the same outputs. */

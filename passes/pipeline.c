@@ -1,7 +1,7 @@
 /* pipeline.c: the ordered list of passes, from a source graph to a kernel program.
  *
- *   verify(source) -> decompose -> verify -> dce -> verify -> split_dequant -> library_products
- *   -> fuse (groups) -> lower -> memplan
+ *   verify(source) -> decompose -> verify -> dce -> verify -> cse (fused only) -> split_dequant
+ *   -> library_products -> fuse (groups) -> lower -> memplan
  *
  * (dce verifies its result itself; lower builds the schedules and buffers.)
  *
@@ -35,6 +35,14 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
         if (s == FC_OK) {
             ir_graph_free(r.graph);
             r.graph = live;
+        }
+    }
+    if (s == FC_OK && opt->fuse) {   /* what two composites share, computed once */
+        IrGraph *merged = NULL;
+        s = pass_cse(r.graph, &merged, err);
+        if (s == FC_OK && merged) {
+            ir_graph_free(r.graph);
+            r.graph = merged;
         }
     }
     if (s == FC_OK) {   /* an f8 value read back once per reader */
