@@ -1941,7 +1941,7 @@ int main(int argc, char **argv) {
     double t0 = emu_now_s(), last_progress = t0;
     int counts[DR_NCLASS] = {0}, nvrtc_done = 0, nvrtc_skipped = 0, minimized = 0, stmts = 0;
     int op_graphs[DT_OP_COUNT] = {0};
-    int rowview_graphs = 0, ties_graphs = 0, i8_inputs = 0, i8_quant = 0, i8_dequant = 0;
+    int rowview_graphs = 0, repeat_graphs = 0, ties_graphs = 0, i8_inputs = 0, i8_quant = 0, i8_dequant = 0;
     int train_graphs = 0, oracle_bwd = 0, oracle_bwd_unavail = 0, budget_graphs = 0, budget_points = 0;
     int self_written = 0;
     int nemu = 0, *emu_gi = calloc((size_t)(o.emu_every > 0 ? o.count / o.emu_every + 2 : 1), sizeof *emu_gi);
@@ -2000,6 +2000,7 @@ int main(int argc, char **argv) {
         budget_graphs += r.budget_points > 0;
         budget_points += r.budget_points;
         ties_graphs += p->nties > 0;
+        repeat_graphs += p->nrepeat > 0;
         bool i8_in = false, i8_q = false, i8_d = false;   /* gen.c g_i8 */
         for (int i = 0; i < p->nin; i++) i8_in |= p->v[p->in[i]].dt == FC_I8;
         for (int i = 0; i < p->ns; i++) {
@@ -2080,7 +2081,8 @@ int main(int argc, char **argv) {
                "%d failed, %d ill-conditioned (not counted)%s%s\n",
                emu_done, emu_units, t_emu, g_emu_compiles, g_emu_compile_s, g_emu_run_s, emu_failed, emu_illcond,
                emu_skipped ? "; skipped: " : "", emu_skipped ? g_emu_why : "");
-    printf("  graphs with a row reduction and a view returned beside it (gen.c g_rowview): %d\n", rowview_graphs);
+    printf("  graphs with a row reduction and a view returned beside it (gen.c g_rowview): %d; with a statement made "
+           "again (gen.c g_repeat, what pass_cse merges): %d\n", rowview_graphs, repeat_graphs);
     if (train_graphs)
         printf("  training programs: %d (gradients fused --remat auto vs eager --remat none vs --remat full); reference backward: "
                "%d compared, %d oracle backward unavailable (FC_ERR_UNSUPPORTED); --mem-budget sweep: %d graphs, %d budgets; "

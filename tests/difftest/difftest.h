@@ -64,6 +64,7 @@ typedef struct DtProg {
     int nout;
     int nrowview;       /* row-reduction-plus-view patterns made (gen.c g_rowview; statistics) */
     int nties;          /* tie patterns made (gen.c g_ties, training programs; statistics) */
+    int nrepeat;        /* statements made again (gen.c g_repeat; statistics) */
 } DtProg;
 
 /* The ops the generator can emit (one per source op of docs/ops.md). The names are the

@@ -1782,6 +1782,26 @@ static void make_inputs(Gen *g) {
     }
 }
 
+/* ---- repeats ----------------------------------------------------------------------------- */
+#define DT_REPEAT (DT_OP_COUNT + 3)   /* its entry in dt_generate's weights */
+
+/* An earlier statement made again on the same operands: one value computed twice, which
+ * pass_cse merges in the fused program (docs/passes.md) and the eager program computes twice,
+ * so later statements and the outputs read either copy (two outputs may then be one value in
+ * the fused program). Statements with several results (split) are not repeated. */
+static bool g_repeat(Gen *g) {
+    DtProg *p = g->p;
+    if (p->ns == 0 || p->nv + 1 >= DT_MAXV || p->ns + 1 > DT_MAXS) return false;
+    DtStmt s = p->s[ri(g, 0, p->ns - 1)];   /* a copy: add_stmt writes into p->s */
+    if (s.nres != 1) return false;
+    int y = new_val(g, FC_F32, 0, NULL);
+    p->v[y] = p->v[s.res[0]];
+    p->v[y].input = p->v[y].param = false;
+    add_stmt(g, s.op, s.tmpl, s.ops, s.nops, &y, 1);
+    p->nrepeat++;
+    return true;
+}
+
 void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
     memset(p, 0, sizeof *p);
     Gen g = {dt_mix(seed ^ 0x5EEDF00Dull), p, cfg, .force = -1, .cast_to = -1};
@@ -1808,6 +1828,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         {DT_OP_COUNT, 14},  /* g_rowview: a row reduction with a view returned beside it */
         {DT_TIES, 8},       /* g_ties, training programs only */
         {DT_I8, 3},         /* g_i8: quantization to i8 and dequantization */
+        {DT_REPEAT, 4},     /* g_repeat: an earlier statement again (what pass_cse merges) */
     };
     int nw = (int)(sizeof W / sizeof W[0]), total = 0;
 #define EXCLUDED(op) (((op) < DT_OP_COUNT && cfg->exclude[op]) || ((op) == DT_TIES && !cfg->train) || \
@@ -1856,6 +1877,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         case DT_OP_COUNT: ok = g_rowview(&g); break;
         case DT_TIES: ok = g_ties(&g); break;
         case DT_I8: ok = g_i8(&g, false); break;
+        case DT_REPEAT: ok = g_repeat(&g); break;
         default: break;
         }
         if (!ok) p->nv = nv0;   /* a failed attempt may have made no statement; drop its values */
