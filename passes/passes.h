@@ -41,8 +41,8 @@ FcStatus pass_library_products(const IrGraph *in, IrGraph **out, FcErr *err);
 FcStatus pass_split_dequant(const IrGraph *in, IrGraph **out, FcErr *err);
 
 /* cse.c: merges every node that computes what an earlier node computes (same op, inputs and
- * attributes; not dropout, dropout_mask or fp8_quant) into that one, its readers and outputs
- * reading the earlier node's results. Requires: a verified graph. Leaves: a verified graph with
+ * attributes; not dropout, dropout_mask, fp8_quant, views, casts, gathers or scatters) into
+ * that one, its readers and outputs reading the earlier node's results. Requires: a verified graph. Leaves: a verified graph with
  * the kept nodes in their order, the same inputs and outputs; *out NULL where nothing merges
  * (keep `in`). Fused programs only (pipeline.c). */
 FcStatus pass_cse(const IrGraph *in, IrGraph **out, FcErr *err);
