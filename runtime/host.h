@@ -43,9 +43,13 @@ void rt_host_fill_uniform_int(FcDtype t, void *data, int64_t n, int64_t lo, int6
                               uint64_t seed);
 
 /* fc_tensor_compare's rule on n elements of dtype t: *max_abs = max |got - ref| over the
- * positions where both are finite; *max_rel = *max_abs / max |ref| over finite ref (0/0 is 0,
- * x/0 is inf). A non-finite value on either side must be matched by the same kind
- * (NaN, +inf, -inf) at the same position on the other, else both results are +inf. */
+ * positions where both are finite; *max_rel = *max_abs / max(max |ref| over finite ref, the
+ * smallest normal of t) (0/0 is 0; x/0, for an integer t, is inf). A non-finite value on
+ * either side must be matched by the same kind (NaN, +inf, -inf) at the same position on the
+ * other, else both results are +inf. */
+/* The smallest positive normal value of a float dtype (f32 and bf16 2^-126, f16 and f8e5m2
+ * 2^-14, f8e4m3 2^-6, f64 2^-1022); 0 for the others. */
+double rt_host_min_normal(FcDtype t);
 void rt_host_compare(FcDtype t, const void *got, const void *ref, int64_t n, double *max_abs,
                      double *max_rel);
 

@@ -610,7 +610,9 @@ static bool compare_sets(Run *u, int p, FcTensor *const *ta, FcTensor *const *tb
         /* two programs' gradients: relative to the eager one's largest magnitude (rel is inf
          * where the other's are all 0; a NaN or an infinity in either keeps compare's verdict) */
         if (grad && pairs[p].b != P_REF && isfinite(ab)) {
-            double m = max_abs(u->blk[P_FUSED], j, u->gin[P_EAGER][j]);
+            FcTensorInfo gi;
+            fc_block_input_info(u->blk[P_FUSED], j, &gi);
+            double m = fmax(max_abs(u->blk[P_FUSED], j, u->gin[P_EAGER][j]), rt_host_min_normal(gi.dtype));
             rel = m > 0 ? ab / m : ab > 0 ? INFINITY : 0;
         }
         if (rel <= tol) continue;

@@ -123,8 +123,23 @@ static void test_compare(void) {
     EXPECT(ma == 0 && mr == 0, "same non-finite positions are fine");
     rt_host_compare(FC_F32, z, z, 2, &ma, &mr);
     EXPECT(ma == 0 && mr == 0, "0/0 is 0");
+    /* a float reference of 0 counts as the smallest normal (x/0 is inf only for integers) */
     rt_host_compare(FC_F32, p + 1, z, 1, &ma, &mr);
-    EXPECT(ma == 1 && isinf(mr), "x/0 is inf");
+    EXPECT(ma == 1 && mr == 0x1p126, "x against 0 in f32: %g", mr);
+    int32_t i1[1] = {3}, i0[1] = {0};
+    rt_host_compare(FC_I32, i1, i0, 1, &ma, &mr);
+    EXPECT(ma == 3 && isinf(mr), "x/0 is inf for integers");
+    /* all-subnormal references: the error over the smallest normal (one unit of 2^-149 apart is
+     * 2^-23, not 1/26); a normal value beside them and the floor does nothing */
+    float sr[2] = {26 * 0x1p-149f, 57 * 0x1p-149f}, sg[2] = {27 * 0x1p-149f, 57 * 0x1p-149f};
+    rt_host_compare(FC_F32, sg, sr, 2, &ma, &mr);
+    EXPECT(ma == 0x1p-149 && mr == 0x1p-23, "subnormal f32: %g %g", ma, mr);
+    float nr[2] = {26 * 0x1p-149f, 0x1p-120f}, ng[2] = {27 * 0x1p-149f, 0x1p-120f};
+    rt_host_compare(FC_F32, ng, nr, 2, &ma, &mr);
+    EXPECT(mr == 0x1p-29, "a normal reference beside: %g", mr);
+    EXPECT(rt_host_min_normal(FC_F16) == 0x1p-14 && rt_host_min_normal(FC_F8E4M3) == 0x1p-6 &&
+           rt_host_min_normal(FC_BF16) == 0x1p-126 && rt_host_min_normal(FC_F64) == 0x1p-1022 && rt_host_min_normal(FC_I64) == 0,
+           "smallest normals");
 }
 
 static void test_tolerance(void) {
