@@ -261,8 +261,8 @@ void rt_host_compare(FcDtype t, const void *got, const void *ref, int64_t n, dou
      * holds a few significant bits at most, and a last-place difference there is 1/26 of
      * the value; measured against the smallest normal instead, it is what it is in absolute
      * terms */
-    double floor = rt_host_min_normal(t);
-    if (mref < floor) mref = floor;
+    double nmin = rt_host_min_normal(t);
+    if (mref < nmin) mref = nmin;
     *max_rel = ma == 0 ? 0 : mref == 0 ? INFINITY : ma / mref;
 }
 
