@@ -789,9 +789,12 @@ static FcDtype value_grad_dtype(const IrGraph *g, int v) {
     return x->dtype;
 }
 
-/* node_bw with noise on each contribution (noise only): what node k adds to a 16/8-bit gradient
- * is moved by one rounding's worth of that gradient's dtype, and an f8 one rounded to f8, before
- * it joins the sum. An autograd engine (fused and eager alike, passes/autodiff.c accumulate)
+/* node_bw with noise on each contribution (noise only): what node k adds to an f32, 16- or 8-bit
+ * gradient is moved by one rounding's worth of that gradient's dtype, and an f8 one rounded to
+ * f8, before it joins the sum. f32 too: an f32 value read as f64 and as f32 (cast(x, f64) - x)
+ * gets two contributions of |g| each that cancel, each rounded to f32, and a result 100 times
+ * smaller (difftest seed 20261201 graph 27: 1.2e-7 on -0.0187, 6.6e-6 against the tolerance
+ * 4.05e-6, with no noise on it before). An autograd engine (fused and eager alike, passes/autodiff.c accumulate)
  * keeps each contribution in the value's dtype and adds them there, so two contributions that
  * cancel each carry their own rounding, which rounding their sum once does not show (found
  * needed as seed 2026112618 graph 115 at bf16, kept as found/illcond_f8_grad_contributions.tf:
@@ -805,7 +808,7 @@ static FcStatus node_bw_noisy(const IrGraph *g, const IrNode *n, int k, double *
     for (int i = 0; st == FC_OK && i < n->nin; i++) {
         int v = n->in[i];
         FcDtype t = value_grad_dtype(g, v);
-        mine[i] = need[v] && ir_dtype_is_float(t) && t != FC_F32 && t != FC_F64;
+        mine[i] = need[v] && ir_dtype_is_float(t) && t != FC_F64;
         for (int j = 0; mine[i] && j < i; j++) mine[i] = n->in[j] != v;   /* mul(x, x): one contribution */
         if (!mine[i] || !gr[v]) continue;
         int64_t m = numel(vshape(g, v));
