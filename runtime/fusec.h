@@ -321,7 +321,7 @@ FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcT
  * float input i for these inputs and outputs' gradients: the largest relative change (max |d| /
  * max |ref|, in input i's dtype) over eight runs of the reference interpreter's backward with
  * rounding-level noise (eight seeds) on every value's gradient and on each contribution to a
- * 16/8-bit one (an f8 one rounded to f8), as an autograd engine adds contributions in the
+ * f32, 16- or 8-bit one (an f8 one rounded to f8), as an autograd engine adds contributions in the
  * value's dtype. Where two
  * contributions cancel, one rounding each moves the sum by far more than the rounding spread of
  * fc_block_check_grad_tolerances shows; `fusec run --check` widens a gradient's tolerance to

@@ -62,7 +62,7 @@ FcStatus rt_interp_grad(const IrGraph *g, const void *const *inputs, void *const
  * backward the whole gradient of every node's result multiplied element e by 1 + 2u sin(phase +
  * 0.7549 e) (u: the unit roundoff of the value's dtype; phase from `seed` and the node) before it
  * flows on, as a program that keeps a value's gradient in the value's dtype may round it (an f8
- * gradient rounded to f8); so is each contribution a node adds to a 16/8-bit gradient, an f8
+ * gradient rounded to f8); so is each contribution a node adds to an f32, 16- or 8-bit gradient, an f8
  * one rounded to f8 before it joins the sum, as an autograd engine adds them in that dtype. The
  * random-graph tester's conditioning check of a gradient (docs/difftest.md). Run it with
  * RT_GRAD_NOISE_TRIALS seeds and take the largest change: an f8 contribution perturbed by less
