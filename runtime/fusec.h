@@ -320,7 +320,7 @@ FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcT
 /* How much keeping the gradients in their values' dtypes may move the reference gradient of
  * float input i for these inputs and outputs' gradients: the largest relative change (max |d| /
  * max |ref|, in input i's dtype) over eight runs of the reference interpreter's backward with
- * rounding-level noise (eight seeds) on every value's gradient and on each contribution to a
+ * rounding-level noise (eight seeds) on every value's gradient and on each contribution to an
  * f32, 16- or 8-bit one (an f8 one rounded to f8), as an autograd engine adds contributions in the
  * value's dtype. Where two
  * contributions cancel, one rounding each moves the sum by far more than the rounding spread of
