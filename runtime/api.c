@@ -1250,7 +1250,9 @@ FcStatus fc_block_grad_noise_spread(FcBlock *b, FcTensor *const *inputs, FcTenso
     int nin = g->inputs.len, nout = g->outputs.len;
     if (i < 0 || i >= nin || !ir_dtype_is_float(ir_cval(g, g->inputs.data[i])->dtype))
         return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_grad_noise_spread: input %d is not a float input", i);
-    if (!b->narrow_grad) return FC_OK;   /* every gradient f32 or f64: nothing to round */
+    bool f32 = false;   /* an f32 value: its gradient's contributions are rounded to f32 */
+    for (int v = 0; v < g->values.len && !f32; v++) f32 = ir_cval(g, v)->dtype == FC_F32;
+    if (!b->narrow_grad && !f32) return FC_OK;   /* every gradient f64: nothing to round */
     if ((nin && !inputs) || (nout && !grad_outputs))
         return fc_err_set(&b->err, FC_ERR_USAGE, "fc_block_grad_noise_spread: inputs and grad_outputs are required");
     for (int k = 0; k < nin; k++) {

@@ -326,7 +326,7 @@ FcStatus fc_block_check_grad_tolerances(FcBlock *b, FcTensor *const *inputs, FcT
  * contributions cancel, one rounding each moves the sum by far more than the rounding spread of
  * fc_block_check_grad_tolerances shows; `fusec run --check` widens a gradient's tolerance to
  * fc_block_grad_tolerance(b, i) + 2 * max(spread[i], *noise) when it fails the first. *noise is 0,
- * and nothing runs, for a block without 16/8-bit gradients. FC_ERR_USAGE for a block compiled
+ * and nothing runs, for a block without f32, 16- or 8-bit values (f64 throughout). FC_ERR_USAGE for a block compiled
  * without training or an input that is not a float. */
 FcStatus fc_block_grad_noise_spread(FcBlock *b, FcTensor *const *inputs, FcTensor *const *grad_outputs, int i,
                                     double *noise);

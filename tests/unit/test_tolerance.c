@@ -372,11 +372,25 @@ static void test_noise_spread(void) {
     FcBlock *f32 = NULL;
     FcOptions *o = NULL;
     REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_train(o, 1) == FC_OK);
-    REQUIRE(fc_compile_string("block g(x: f32[8]) {\n    return tanh(x) * x\n}\n", "t.tf", o, &f32) == FC_OK);
-    fc_options_free(o);
+    REQUIRE(fc_compile_string("block g(x: f64[8]) {\n    return tanh(x) * x\n}\n", "t.tf", o, &f32) == FC_OK);
     noise = -1;
-    EXPECT(fc_block_grad_noise_spread(f32, NULL, NULL, 0, &noise) == FC_OK && noise == 0, "f32 gradients: noise %g, nothing runs",
+    EXPECT(fc_block_grad_noise_spread(f32, NULL, NULL, 0, &noise) == FC_OK && noise == 0, "f64 gradients: noise %g, nothing runs",
            noise);
+    fc_block_free(f32);
+    /* f32 gradients whose contributions cancel (difftest seed 20261201 graph 27): x read as f64
+     * and as f32 gets 1 + 2^-30 + 0.0005 and -(1 + 2^-30), each rounded to f32: the noise shows it */
+    REQUIRE(fc_compile_string("block g(x: f32[]) {\n    y = cast(x, f64)\n    return y - x, y * 0.001\n}\n", "t.tf", o, &f32) ==
+            FC_OK);
+    fc_options_free(o);
+    FcTensor *xs = scalar(dev[1], FC_F32, 1.0f), *gy[2] = {NULL, NULL};
+    const double gv[2] = {1 + 0x1p-30, 0.5};
+    for (int j = 0; j < 2; j++)
+        REQUIRE(fc_tensor_new(dev[1], FC_F64, 0, NULL, &gy[j]) == FC_OK && fc_tensor_copy_from_host(gy[j], &gv[j], 8) == FC_OK);
+    noise = -1;
+    EXPECT(fc_block_grad_noise_spread(f32, &xs, gy, 0, &noise) == FC_OK && noise > 1e-5 && noise < 1e-2,
+           "f32 contributions that cancel: noise %g", noise);
+    fc_tensor_free(xs);
+    for (int j = 0; j < 2; j++) fc_tensor_free(gy[j]);
     fc_block_free(f32);
     for (int j = 0; j < 3; j++) fc_tensor_free(out[1][j]), fc_tensor_free(gout[1][j]);
     fc_tensor_free(in[1][0]);
