@@ -16,9 +16,11 @@
  */
 #include "cpu.h"
 #include "blas.h"
+#include "cache.h"
 
 #include "codegen.h"
 #include "threadpool.h"
+#include "fusec_source_id.h"
 
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
@@ -60,6 +62,7 @@ struct RtCpuProgram {
     int nt_stores;          /* stores made non-temporal (cg_llvm_stream_stores) */
     int table_permutes;     /* table gathers made register permutes (permute_tables) */
     float *state;           /* the f8 scaling state (KIR_BUF_STATE), the caller's; NULL: none */
+    bool cache_hit;         /* the object came from the kernel cache */
 };
 
 /* ---- LLVM setup -------------------------------------------------------------------------- */
@@ -494,12 +497,117 @@ static int permute_tables(LLVMModuleRef mod, const char *features) {
     return count;
 }
 
+/* ---- the object cache ----------------------------------------------------------------------- */
+/* A compiled module is stored in the kernel cache (cache.h) as an ELF object under a key of
+ * everything that determines it: the module as codegen/llvm.c and native_conversions leave it
+ * (printed), the target machine (CPU name and feature string), LLVM's version, and
+ * FUSEC_SOURCE_ID, a hash of fusec's own sources taken at build time (the optimization
+ * pipeline, permute_tables and cg_llvm_stream_stores are code, not module text: a change of
+ * them must not find an object built by the old code). A hit skips the optimizer and the
+ * code generator, about nine tenths of a compile. The payload: "FCOBJ1\0\0", nt_stores,
+ * table_permutes (u32 little-endian each), then the object. */
+#define CPU_OBJ_MAGIC "FCOBJ1\0\0"
+enum { CPU_OBJ_HEADER = 16 };
+
+static bool cpu_cache_key(LLVMModuleRef mod, LLVMTargetMachineRef tm, RtCacheKey *key) {
+    char *text = LLVMPrintModuleToString(mod);
+    char *cpu = LLVMGetTargetMachineCPU(tm), *feat = LLVMGetTargetMachineFeatureString(tm);
+    size_t n = strlen(cpu ? cpu : "") + strlen(feat ? feat : "") + 2;
+    char *arch = text ? fc_alloc(n) : NULL;
+    if (arch) {
+        unsigned maj = 0, min = 0, patch = 0;
+        char llvm[64];
+        LLVMGetVersion(&maj, &min, &patch);
+        snprintf(llvm, sizeof llvm, "LLVM %u.%u.%u", maj, min, patch);
+        snprintf(arch, n, "%s|%s", cpu ? cpu : "", feat ? feat : "");
+        rt_cache_key(key, text, strlen(text), arch, "cpu object default<O3> " FUSEC_SOURCE_ID, llvm);
+    }
+    fc_free(arch);
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(feat);
+    LLVMDisposeMessage(text);
+    return arch != NULL;
+}
+
+static uint32_t get_u32(const unsigned char *b) {
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+static void put_u32(unsigned char *b, uint32_t v) {
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Optimizes mod (consumed) for tm and generates its object into *obj (header and object, as
+ * the cache stores them; fc_alloc'd) and *len. */
+static FcStatus compile_object(RtCpuProgram *cp, LLVMModuleRef mod, LLVMTargetMachineRef tm, bool outlined,
+                               unsigned char **obj, size_t *len, FcErr *err) {
+    *obj = NULL;
+    *len = 0;
+    char *features = target_features(tm);
+    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetLoopInterleaving(opts, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
+    LLVMErrorRef e = LLVMRunPasses(mod, "default<O3>", tm, opts);
+    LLVMDisposePassBuilderOptions(opts);
+    if (!e && outlined) e = native_inline(mod, tm);
+    if (e) {
+        LLVMDisposeMessage(features);
+        LLVMDisposeModule(mod);
+        return llvm_error(err, e, "optimizing the module");
+    }
+    cp->table_permutes = permute_tables(mod, features);
+    cp->nt_stores = cg_llvm_stream_stores(mod);
+    LLVMDisposeMessage(features);
+    if (getenv("FUSEC_DUMP_LLVM_OPT")) { /* debugging: the optimized module, on stderr */
+        char *text = LLVMPrintModuleToString(mod);
+        fputs(text, stderr);
+        LLVMDisposeMessage(text);
+    }
+    char *msg = NULL;
+    LLVMMemoryBufferRef buf = NULL;
+    LLVMBool bad = LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg, &buf);
+    LLVMDisposeModule(mod);
+    if (bad || !buf) {
+        FcStatus st = fc_err_set(err, FC_ERR_INTERNAL, "cpu: generating the object code: %s", msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        if (buf) LLVMDisposeMemoryBuffer(buf);
+        return st;
+    }
+    size_t n = LLVMGetBufferSize(buf);
+    unsigned char *o = n <= SIZE_MAX - CPU_OBJ_HEADER ? fc_alloc(CPU_OBJ_HEADER + n) : NULL;
+    if (o) {
+        memcpy(o, CPU_OBJ_MAGIC, 8);
+        put_u32(o + 8, (uint32_t)cp->nt_stores);
+        put_u32(o + 12, (uint32_t)cp->table_permutes);
+        memcpy(o + CPU_OBJ_HEADER, LLVMGetBufferStart(buf), n);
+    }
+    LLVMDisposeMemoryBuffer(buf);
+    if (!o) return FC_OOM(err);
+    *obj = o;
+    *len = CPU_OBJ_HEADER + n;
+    return FC_OK;
+}
+
+/* A cached payload's header, checked; its counts into cp. */
+static bool cached_object(RtCpuProgram *cp, const unsigned char *data, size_t len) {
+    if (len <= CPU_OBJ_HEADER || memcmp(data, CPU_OBJ_MAGIC, 8) != 0) return false;
+    uint32_t nt = get_u32(data + 8), tp = get_u32(data + 12);
+    if (nt > INT32_MAX || tp > INT32_MAX) return false;
+    cp->nt_stores = (int)nt;
+    cp->table_permutes = (int)tp;
+    return true;
+}
+
 static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     const KirProgram *p = cp->p;
     LLVMTargetMachineRef tm = NULL, tm_jit = NULL;
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     LLVMContextRef ctx = LLVMOrcThreadSafeContextGetContext(tsc);
     LLVMModuleRef mod = NULL;
+    RtCache *cache = NULL;
+    unsigned char *obj = NULL;
+    size_t objlen = 0;
     LLVMErrorRef e;
     FcStatus st = cg_llvm_module(p, ctx, (void **)&mod, err);
     if (st != FC_OK) goto fail;
@@ -515,25 +623,43 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
 
     char *features = target_features(tm);
     bool outlined = native_conversions(mod, features);
-    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-    LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
-    LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
-    LLVMPassBuilderOptionsSetLoopInterleaving(opts, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(opts, 1);
-    e = LLVMRunPasses(mod, "default<O3>", tm, opts);
-    LLVMDisposePassBuilderOptions(opts);
-    if (!e && outlined) e = native_inline(mod, tm);
+    LLVMDisposeMessage(features);
+
+    /* the cache: a miss, an unusable folder or a damaged entry compile as if there were none;
+     * FUSEC_DUMP_LLVM_OPT compiles to print the optimized module */
+    RtCacheKey key;
+    bool keyed = false;
+    if (!getenv("FUSEC_DUMP_LLVM_OPT")) {
+        FcErr ignored = {0};
+        if (rt_cache_open(&cache, &ignored) != FC_OK) cache = NULL;
+        keyed = cache && cpu_cache_key(mod, tm, &key);
+        void *data = NULL;
+        size_t n = 0;
+        if (keyed && rt_cache_get(cache, &key, "o", &data, &n)) {
+            if (cached_object(cp, data, n)) {
+                obj = data;
+                objlen = n;
+            } else {
+                fc_free(data);
+            }
+        }
+    }
+    if (obj) {
+        cp->cache_hit = true;
+        LLVMDisposeModule(mod);
+    } else {
+        st = compile_object(cp, mod, tm, outlined, &obj, &objlen, err);
+        if (st != FC_OK) { mod = NULL; goto fail; }
+        if (keyed) {
+            FcErr ignored = {0};
+            (void)rt_cache_put(cache, &key, "o", obj, objlen, &ignored);
+        }
+    }
+    mod = NULL;
     LLVMDisposeTargetMachine(tm);
     tm = NULL;
-    if (e) { LLVMDisposeMessage(features); st = llvm_error(err, e, "optimizing the module"); goto fail; }
-    cp->table_permutes = permute_tables(mod, features);
-    cp->nt_stores = cg_llvm_stream_stores(mod);
-    LLVMDisposeMessage(features);
-    if (getenv("FUSEC_DUMP_LLVM_OPT")) { /* debugging: the optimized module, on stderr */
-        char *text = LLVMPrintModuleToString(mod);
-        fputs(text, stderr);
-        LLVMDisposeMessage(text);
-    }
+    rt_cache_free(cache);
+    cache = NULL;
 
     LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
     LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm_jit));
@@ -547,14 +673,14 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(cp->jit), gen);
     if ((st = define_libm(cp->jit, err)) != FC_OK) goto fail;
 
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
-    mod = NULL;
-    e = LLVMOrcLLJITAddLLVMIRModule(cp->jit, LLVMOrcLLJITGetMainJITDylib(cp->jit), tsm);
-    if (e) {
-        LLVMOrcDisposeThreadSafeModule(tsm);
-        st = llvm_error(err, e, "adding the module to the JIT");
-        goto fail;
-    }
+    /* the JIT takes the buffer (a copy of the object, which `obj` keeps the header of) */
+    LLVMMemoryBufferRef buf =
+        LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)obj + CPU_OBJ_HEADER, objlen - CPU_OBJ_HEADER, "fusec");
+    fc_free(obj);
+    obj = NULL;
+    if (!buf) { st = FC_OOM(err); goto fail; }
+    e = LLVMOrcLLJITAddObjectFile(cp->jit, LLVMOrcLLJITGetMainJITDylib(cp->jit), buf);
+    if (e) { st = llvm_error(err, e, "adding the object to the JIT"); goto fail; }
     LLVMOrcDisposeThreadSafeContext(tsc);
     tsc = NULL;
     for (int i = 0; i < p->kernels.len; i++) {
@@ -576,6 +702,8 @@ fail:
     if (tm) LLVMDisposeTargetMachine(tm);
     if (tm_jit) LLVMDisposeTargetMachine(tm_jit);
     if (tsc) LLVMOrcDisposeThreadSafeContext(tsc);
+    rt_cache_free(cache);
+    fc_free(obj);
     return st;
 }
 
@@ -884,6 +1012,7 @@ static void host_init(void) {
 }
 int rt_cpu_stream_stores(const RtCpuProgram *cp) { return cp->nt_stores; }
 int rt_cpu_table_permutes(const RtCpuProgram *cp) { return cp->table_permutes; }
+bool rt_cpu_cache_hit(const RtCpuProgram *cp) { return cp->cache_hit; }
 void rt_cpu_host(PassCpu *out) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, host_init);

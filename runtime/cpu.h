@@ -50,5 +50,8 @@ int rt_cpu_level(const char **name);
 int rt_cpu_stream_stores(const RtCpuProgram *cp);
 /* How many of the vector math's table lookups became register permutes (tests). */
 int rt_cpu_table_permutes(const RtCpuProgram *cp);
+/* Whether cp's object code came from the kernel cache (its optimizer and code generator
+ * skipped: docs/cpu.md, "The object cache"; for tests). */
+bool rt_cpu_cache_hit(const RtCpuProgram *cp);
 
 #endif

@@ -22,7 +22,7 @@
 find_package(Python3 COMPONENTS Interpreter)
 find_program(FUSEC_BASH bash)
 set(_acc ${PROJECT_SOURCE_DIR}/tests/acceptance)
-set(_acc_env "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2")
+set(_acc_env "FUSEC_CACHE_DIR=${FUSEC_TEST_CACHE_DIR};FUSEC_NUM_THREADS=2")
 set(_acc_examples gpt2_mlp quant_mlp gpt2_attn llama_layer softmax_logits keywords gpt2_block
     residual_ln_gelu)
 

@@ -7,5 +7,5 @@ foreach(t usage compile run device bench report train mem bisect)
   add_test(NAME cli_${t} COMMAND sh ${FUSEC_CLI_TEST_DIR}/${t}.sh $<TARGET_FILE:fusec>
            ${FUSEC_CLI_TEST_DIR})
   set_tests_properties(cli_${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS cli
-                       ENVIRONMENT "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2")
+                       ENVIRONMENT "FUSEC_CACHE_DIR=${FUSEC_TEST_CACHE_DIR};FUSEC_NUM_THREADS=2")
 endforeach()

@@ -93,7 +93,7 @@ else()
   set(_dt_prec 60)
   set(_dt_prec_emu 20)
 endif()
-set(_dt_env "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
+set(_dt_env "FUSEC_CACHE_DIR=${FUSEC_TEST_CACHE_DIR};FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
 add_test(NAME difftest_cpu COMMAND difftest --seed 20240601 --count ${_dt_count} --nvrtc-every 10 --emu-every ${_dt_emu} --jobs 2)
 add_test(NAME difftest_train COMMAND difftest --train --seed 20261201 --count ${_dt_train} --nvrtc-every 10 --emu-every ${_dt_train_emu} --jobs 2)
 add_test(NAME difftest_train_selfcheck

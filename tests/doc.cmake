@@ -31,7 +31,7 @@ if(FUSEC_PYTHON3)
     set(_doctest_labels doc)
   endif()
   set_tests_properties(doctest PROPERTIES LABELS "${_doctest_labels}" TIMEOUT 300
-                       ENVIRONMENT "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2")
+                       ENVIRONMENT "FUSEC_CACHE_DIR=${FUSEC_TEST_CACHE_DIR};FUSEC_NUM_THREADS=2")
   add_test(NAME doctest_fixture_broken COMMAND ${FUSEC_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/doc/doctest.py
            --repo ${PROJECT_SOURCE_DIR} --build $<TARGET_FILE_DIR:fusec> --timeout 20
            ${CMAKE_CURRENT_SOURCE_DIR}/doc/fixtures/broken.md)

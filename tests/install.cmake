@@ -21,4 +21,4 @@ add_test(NAME install_package
                  -DPKG_CONFIG=${FUSEC_PKG_CONFIG}
                  -P ${CMAKE_CURRENT_LIST_DIR}/install/check_install.cmake)
 set_tests_properties(install_package PROPERTIES LABELS install TIMEOUT 300
-                     ENVIRONMENT "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache;FUSEC_NUM_THREADS=2")
+                     ENVIRONMENT "FUSEC_CACHE_DIR=${FUSEC_TEST_CACHE_DIR};FUSEC_NUM_THREADS=2")

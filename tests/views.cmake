@@ -13,5 +13,5 @@ foreach(tf ${VIEW_TESTS})
   add_test(NAME views_${name} COMMAND difftest --replay ${tf} ${_views_run}
            --out ${PROJECT_BINARY_DIR}/views-failures)
   set_tests_properties(views_${name} PROPERTIES LABELS views TIMEOUT 300
-                       ENVIRONMENT "FUSEC_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache")
+                       ENVIRONMENT "FUSEC_CACHE_DIR=${FUSEC_TEST_CACHE_DIR}")
 endforeach()

@@ -10,6 +10,7 @@
  * backend's bit tricks. Reductions are checked bit for bit against a C emulation of the
  * documented order (docs/cpu.md), and the test shows that a sequential sum would differ.
  */
+#include "cache.h"
 #include "codegen.h"
 #include "cpu.h"
 #include "kir.h"
@@ -1721,6 +1722,125 @@ static void test_samples(void) {
 }
 #endif
 
+/* ---- the object cache (docs/cpu.md, "The object cache") -------------------------------------- */
+/* Compiles g in the cache folder `dir`, runs it on x, y into o (poisoned first); whether the
+ * cache answered into *hit. */
+static void cached_run(Prog *g, float *x, float *y, float *o, int64_t n, bool *hit) {
+    RtCpuProgram *cp = NULL;
+    FcErr err;
+    *hit = false;
+    FcStatus s = rt_cpu_compile(g->p, 2, &cp, &err);
+    EXPECT(s == FC_OK, "cache: compile: %s", s == FC_OK ? "" : err.msg);
+    if (s != FC_OK) return;
+    *hit = rt_cpu_cache_hit(cp);
+    poison(o, FC_F32, n);
+    void *in[2] = {x, y}, *out[1] = {o};
+    s = rt_cpu_run(cp, in, out, &err);
+    EXPECT(s == FC_OK, "cache: run: %s", s == FC_OK ? "" : err.msg);
+    rt_cpu_free(cp);
+}
+/* After the entry was spoiled (`what`): a miss computing o1's bits, then a hit (replaced). */
+static void expect_replaced(Prog *g, float *x, float *y, const float *o1, float *o2, int64_t n, const char *what) {
+    bool hit = true;
+    cached_run(g, x, y, o2, n, &hit);
+    EXPECT(!hit, "cache: %s was used", what);
+    EXPECT(memcmp(o1, o2, 4 * (size_t)n) == 0, "cache: after %s", what);
+    cached_run(g, x, y, o2, n, &hit);
+    EXPECT(hit, "cache: %s was not replaced", what);
+}
+/* The one entry of the folder: its name into name (NULL if there is not exactly one). */
+static const char *only_entry(const char *dir, char *name, size_t n) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.o$' | grep -qx 1 && ls '%s' | grep '\\.o$'", dir, dir);
+    FILE *f = popen(cmd, "r");
+    if (!f) return NULL;
+    bool ok = fgets(name, (int)n, f) != NULL;
+    pclose(f);
+    if (!ok) return NULL;
+    name[strcspn(name, "\n")] = 0;
+    return strlen(name) == 66 ? name : NULL;
+}
+
+static void test_object_cache(void) {
+    char dir[] = "/tmp/fusec-objcache-XXXXXX";
+    if (!mkdtemp(dir)) { EXPECT(0, "mkdtemp"); return; }
+    const char *saved = getenv("FUSEC_CACHE_DIR");
+    char *saved_copy = saved ? strdup(saved) : NULL;
+    setenv("FUSEC_CACHE_DIR", dir, 1);
+    const int64_t n = 4097;
+    Prog g;
+    prog_init(&g, "cached");
+    build_axpy(&g, n, 128);
+    float *x = xalloc(4 * (size_t)n), *y = xalloc(4 * (size_t)n), *o1 = xalloc(4 * (size_t)n), *o2 = xalloc(4 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) { x[i] = frand(-10, 10); y[i] = frand(-10, 10); }
+    bool hit = true;
+    cached_run(&g, x, y, o1, n, &hit);
+    EXPECT(!hit, "cache: the first compile found an entry");
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !same_f32(o1[i], x[i] * 2.5f + y[i]);
+    EXPECT(bad == 0, "cache: compiled: %d wrong", bad);
+    cached_run(&g, x, y, o2, n, &hit);
+    EXPECT(hit, "cache: the second compile missed");
+    EXPECT(memcmp(o1, o2, 4 * (size_t)n) == 0, "cache: the cached object computes something else");
+
+    char name[128], path[512];
+    EXPECT(only_entry(dir, name, sizeof name) != NULL, "cache: not one entry in %s", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    /* a damaged entry (one byte of the object flipped: the checksum fails) is a miss, compiled
+     * again and replaced */
+    FILE *f = fopen(path, "r+b");
+    EXPECT(f != NULL, "cache: open %s", path);
+    if (f) {
+        fseek(f, 64 + 16 + 100, SEEK_SET);
+        int c = fgetc(f);
+        fseek(f, 64 + 16 + 100, SEEK_SET);
+        fputc(c ^ 0x5a, f);
+        fclose(f);
+    }
+    expect_replaced(&g, x, y, o1, o2, n, "a damaged entry");
+    /* a whole entry whose payload is not an object of ours (the cache's checks pass) */
+    RtCache *c = NULL;
+    FcErr err;
+    EXPECT(rt_cache_open_dir(dir, &c, &err) == FC_OK, "cache: open: %s", err.msg);
+    if (c) {
+        RtCacheKey key = {{0}, {0}};
+        for (int i = 0; i < 32; i++) {
+            unsigned v = 0;
+            sscanf(name + 2 * i, "%2x", &v);
+            key.bytes[i] = (uint8_t)v;
+        }
+        memcpy(key.hex, name, 64);
+        static const char foreign[] = "FCOBJ9\0\0 not an object";
+        EXPECT(rt_cache_put(c, &key, "o", foreign, sizeof foreign, &err) == FC_OK, "cache: put: %s", err.msg);
+        rt_cache_free(c);
+    }
+    expect_replaced(&g, x, y, o1, o2, n, "a foreign payload");
+    /* another x86 level is another key (from the host's; ctest's per-level runs skip this) */
+    const char *lname = NULL;
+    if (rt_cpu_level(&lname) == 0) {
+        setenv("FUSEC_CPU", "x86-64-v2", 1);
+        if (rt_cpu_level(&lname) == 2) {
+            cached_run(&g, x, y, o2, n, &hit);
+            EXPECT(!hit, "cache: x86-64-v2 took the host's object");
+            EXPECT(memcmp(o1, o2, 4 * (size_t)n) == 0, "cache: x86-64-v2");
+        }
+        unsetenv("FUSEC_CPU");
+    }
+    /* an unusable folder: compiled without the cache */
+    setenv("FUSEC_CACHE_DIR", "/proc/version/not-a-folder", 1);
+    cached_run(&g, x, y, o2, n, &hit);
+    EXPECT(!hit, "cache: a hit without a folder");
+    EXPECT(memcmp(o1, o2, 4 * (size_t)n) == 0, "cache: without a folder");
+
+    if (saved_copy) setenv("FUSEC_CACHE_DIR", saved_copy, 1); else unsetenv("FUSEC_CACHE_DIR");
+    free(saved_copy);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    EXPECT(system(cmd) == 0, "cache: rm");
+    free(x); free(y); free(o1); free(o2);
+    kir_program_free(g.p);
+}
+
 static void test_stream(void) {
     double gbps = rt_cpu_stream_gbps(2);
     EXPECT(gbps > 0.1 && gbps < 1e5, "STREAM copy %.2f GB/s", gbps);
@@ -1755,6 +1875,7 @@ int main(void) {
     T(test_erf_tables);
     T(test_codegen_errors);
     T(test_fault_injection);
+    T(test_object_cache);
 #ifdef HAVE_KIR_SAMPLES
     T(test_samples);
 #endif
