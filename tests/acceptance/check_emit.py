@@ -337,6 +337,8 @@ def main():
     ap.add_argument("--no-names", action="store_true", help="skip the names_marker check")
     ap.add_argument("--names-only", action="store_true", help="only the names_marker check")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--no-nvcc", action="store_true",
+                    help="skip nvcc and ptxas (a sanitizer build: the plain build assembles the same code)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     fusec = os.path.abspath(args.fusec)
@@ -345,8 +347,11 @@ def main():
         return 77
     tools = {"nvrtc": find_nvrtc(), "nvcc": find_tool("nvcc"), "ptxas": find_tool("ptxas"),
              "llvm-as": find_llvm_as()}
+    if args.no_nvcc:
+        tools["nvcc"] = tools["ptxas"] = None
     for k, v in tools.items():
-        print("%-8s %s" % (k, v or "not found: the checks that need it are SKIPPED"))
+        print("%-8s %s" % (k, v or ("--no-nvcc: the checks that need it are SKIPPED" if args.no_nvcc and
+                                    k in ("nvcc", "ptxas") else "not found: the checks that need it are SKIPPED")))
     if args.only:
         files = [os.path.join(EXAMPLES_DIR, n + ".tf") for n in args.only]
     else:

@@ -15,6 +15,8 @@
  */
 #include "emu_runner.h"
 
+#include "cache.h"
+
 #include "codegen.h"
 #include "frontend.h"
 #include "host.h"
@@ -31,6 +33,7 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *const emu_variant_names[EMU_NVARIANTS] = {"fused", "fused GPU-shaped", "eager", "eager GPU-shaped"};
@@ -219,6 +222,108 @@ static bool rewrite_cu(const char *s, bool handwritten, StrBuf *o, char *why, si
     return true;
 }
 
+#define EMU_FLAGS "-std=c++17 -O1 -g0 -fPIC -fno-strict-aliasing"
+/* How the units' floating point is compiled. By default as the generated code says: its
+ * __fmul_rn / __dmul_rn are never contracted (an asm barrier in fusec_cuda_emu.h), its fmaf
+ * is an FMA, and the compiler contracts nothing else. The contraction mode models a GPU
+ * compiler free to contract every a*b + c (nvcc's default --fmad=true on code without the
+ * intrinsics, which is what the generated code was before it said where contraction is
+ * allowed): the intrinsics become plain operators (FCEMU_CONTRACT_EVERYWHERE) and the host
+ * compiler contracts across statements (-ffp-contract=fast; GCC does it at -O1 only with
+ * -fexpensive-optimizations) into the host's FMA instructions. */
+#define EMU_FP_STRICT "-ffp-contract=off"
+#if defined(__x86_64__) || defined(__i386__)
+#define EMU_FP_CONTRACT "-DFCEMU_CONTRACT_EVERYWHERE -ffp-contract=fast -fexpensive-optimizations -mfma"
+#else
+#define EMU_FP_CONTRACT "-DFCEMU_CONTRACT_EVERYWHERE -ffp-contract=fast -fexpensive-optimizations"
+#endif
+
+/* ---- the compile cache --------------------------------------------------------------------------- */
+/* $FUSEC_EMU_CACHE_DIR (the test suite sets it, tests/CMakeLists.txt) keeps each compiled batch
+ * under the SHA-256 of its source and of everything else the object depends on: the compiler's
+ * path and `--version`, the flags, and every file of the emulator (the headers the batch
+ * includes). The same units compiled again (a sanitizer build's suite after the plain one's, a
+ * test run twice) are copied instead of compiled. A failed compile is never kept. */
+static void hash_file(RtSha256 *s, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { rt_sha256_update(s, "-", 1); return; }
+    char buf[8192];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) rt_sha256_update(s, buf, k);
+    fclose(f);
+}
+
+static int mkdir_p(const char *dir) {
+    char path[256];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *q = path + 1;; q++) {
+        bool end = *q == 0;
+        if (*q == '/' || end) {
+            *q = 0;
+            if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
+            if (end) break;
+            *q = '/';
+        }
+    }
+    return 0;
+}
+
+static void cache_init(EmuRunner *r) {
+    r->cache_dir[0] = 0;
+    const char *dir = getenv("FUSEC_EMU_CACHE_DIR");
+    if (!dir || !dir[0] || strlen(dir) > 200 || strchr(dir, '\'') || mkdir_p(dir) != 0) return;
+    RtSha256 s;
+    rt_sha256_init(&s);
+    rt_sha256_update(&s, "fusec emu compile v1\0", 21);
+    rt_sha256_update(&s, r->cxx, strlen(r->cxx) + 1);
+    rt_sha256_update(&s, EMU_FLAGS, sizeof EMU_FLAGS);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s --version 2>&1", r->cxx);
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, p)) > 0) rt_sha256_update(&s, buf, k);
+    if (pclose(p) != 0) return;
+    static const char *const files[] = {"fusec_cuda_emu.h", "fusec_cublaslt_emu.h", "fusec_cuda_emu_math.h",
+                                        "fusec_ptx_cvt.h", "fusec_cuda_emu.cc"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", r->emu_dir, files[i]);
+        rt_sha256_update(&s, files[i], strlen(files[i]) + 1);
+        hash_file(&s, path);
+    }
+    rt_sha256_final(&s, r->cache_seed);
+    snprintf(r->cache_dir, sizeof r->cache_dir, "%s", dir);
+}
+
+/* Wraps the compile `cmd` of `src` into `obj` (flags: what else the command passes) in a
+ * lookup of the cache: the object is copied from it when there, else compiled and stored
+ * (written beside, then renamed: readers see whole files). Unchanged without a cache, or when
+ * the wrapped command would not fit. */
+static void cache_wrap(EmuRunner *r, char *cmd, size_t cmdlen, const char *src, const char *flags, const char *obj) {
+    if (!r->cache_dir[0]) return;
+    RtSha256 s;
+    rt_sha256_init(&s);
+    rt_sha256_update(&s, r->cache_seed, sizeof r->cache_seed);
+    rt_sha256_update(&s, flags, strlen(flags) + 1);
+    hash_file(&s, src);
+    uint8_t key[32];
+    rt_sha256_final(&s, key);
+    char hex[65];
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", key[i]);
+    char out[2048];
+    int w = snprintf(out, sizeof out,
+                     "if cp '%s/%s.o' '%s' 2>/dev/null; then exit 0; fi; %s && "
+                     "{ cp '%s' '%s/.%s.$$' && mv -f '%s/.%s.$$' '%s/%s.o'; true; }",
+                     r->cache_dir, hex, obj, cmd, obj, r->cache_dir, hex, r->cache_dir, hex, r->cache_dir, hex);
+    if (w < 0 || (size_t)w >= sizeof out || (size_t)w >= cmdlen) return;
+    memcpy(cmd, out, (size_t)w + 1);
+    char entry[700];
+    snprintf(entry, sizeof entry, "%s/%s.o", r->cache_dir, hex);
+    r->n_cached += access(entry, R_OK) == 0;
+}
+
 /* ---- cases ------------------------------------------------------------------------------------ */
 int emu_init(EmuRunner *r, const char *default_cxx, const char *emu_dir, const char *fallback_dir, char *why, size_t n) {
     memset(r, 0, sizeof *r);
@@ -235,6 +340,7 @@ int emu_init(EmuRunner *r, const char *default_cxx, const char *emu_dir, const c
     snprintf(r->workdir, sizeof r->workdir, "%s/fusec_emu.XXXXXX", tmp && tmp[0] ? tmp : fallback_dir);
     if (!mkdtemp(r->workdir)) { snprintf(why, n, "mkdtemp %s: %s", r->workdir, strerror(errno)); r->workdir[0] = 0; return 1; }
     if (fc_device_open(FC_DEVICE_REFERENCE, 0, &r->ref) != FC_OK) { snprintf(why, n, "no reference device"); return 1; }
+    cache_init(r);
     return 0;
 }
 
@@ -802,22 +908,6 @@ static void run_jobs(Job *jobs, int n, int par) {
     free(pids);
 }
 
-#define EMU_FLAGS "-std=c++17 -O1 -g0 -fPIC -fno-strict-aliasing"
-/* How the units' floating point is compiled. By default as the generated code says: its
- * __fmul_rn / __dmul_rn are never contracted (an asm barrier in fusec_cuda_emu.h), its fmaf
- * is an FMA, and the compiler contracts nothing else. The contraction mode models a GPU
- * compiler free to contract every a*b + c (nvcc's default --fmad=true on code without the
- * intrinsics, which is what the generated code was before it said where contraction is
- * allowed): the intrinsics become plain operators (FCEMU_CONTRACT_EVERYWHERE) and the host
- * compiler contracts across statements (-ffp-contract=fast; GCC does it at -O1 only with
- * -fexpensive-optimizations) into the host's FMA instructions. */
-#define EMU_FP_STRICT "-ffp-contract=off"
-#if defined(__x86_64__) || defined(__i386__)
-#define EMU_FP_CONTRACT "-DFCEMU_CONTRACT_EVERYWHERE -ffp-contract=fast -fexpensive-optimizations -mfma"
-#else
-#define EMU_FP_CONTRACT "-DFCEMU_CONTRACT_EVERYWHERE -ffp-contract=fast -fexpensive-optimizations"
-#endif
-
 /* Writes batch file bt with the cases of batch bt; false (and build_err) if a rewrite failed. */
 static bool write_batch(EmuRunner *r, int bt, char *path, size_t pathlen) {
     StrBuf o = {0};
@@ -867,9 +957,13 @@ static bool write_batch(EmuRunner *r, int bt, char *path, size_t pathlen) {
 }
 
 static void set_job(EmuRunner *r, Job *j, int bt, const char *path) {
+    const char *fp = r->contract ? EMU_FP_CONTRACT : EMU_FP_STRICT;
+    char obj[300];
+    snprintf(obj, sizeof obj, "%s/batch%d.o", r->workdir, bt);
     snprintf(j->log, sizeof j->log, "%s/batch%d.log", r->workdir, bt);
-    snprintf(j->cmd, sizeof j->cmd, "%s " EMU_FLAGS " %s -I%s -c %s -o %s/batch%d.o > %s 2>&1", r->cxx,
-             r->contract ? EMU_FP_CONTRACT : EMU_FP_STRICT, r->emu_dir, path, r->workdir, bt, j->log);
+    snprintf(j->cmd, sizeof j->cmd, "%s " EMU_FLAGS " %s -I%s -c %s -o %s > %s 2>&1", r->cxx, fp, r->emu_dir, path, obj,
+             j->log);
+    cache_wrap(r, j->cmd, sizeof j->cmd, path, fp, obj);
     r->n_compiles++;
 }
 
@@ -941,6 +1035,10 @@ int emu_build(EmuRunner *r, int per_batch, int par) {
         snprintf(jobs[rt_job].log, sizeof jobs[rt_job].log, "%s/rt.log", r->workdir);
         snprintf(jobs[rt_job].cmd, sizeof jobs[rt_job].cmd, "%s " EMU_FLAGS " -I%s -Wall -Wextra -Werror -c %s/fusec_cuda_emu.cc -o %s/rt.o > %s 2>&1",
                  r->cxx, r->emu_dir, r->emu_dir, r->workdir, jobs[rt_job].log);
+        char src[700], obj[300];
+        snprintf(src, sizeof src, "%s/fusec_cuda_emu.cc", r->emu_dir);
+        snprintf(obj, sizeof obj, "%s/rt.o", r->workdir);
+        cache_wrap(r, jobs[rt_job].cmd, sizeof jobs[rt_job].cmd, src, "runtime -Wall -Wextra -Werror", obj);
         r->n_compiles++;
     }
     for (int b = 0; b < nb; b++) {

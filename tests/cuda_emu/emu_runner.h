@@ -94,6 +94,9 @@ typedef struct EmuRunner {
     bool contract;            /* compile the units with contraction everywhere (as nvcc's
                                  --fmad=true would treat plain a*b + c); set before emu_build */
     FcDevice *cpu;            /* the CPU device, for training references (opened when first needed) */
+    char cache_dir[512];      /* $FUSEC_EMU_CACHE_DIR: compiled batches kept by content ("" none) */
+    uint8_t cache_seed[32];   /* SHA-256 of the compiler, its version, the flags and the emulator */
+    int n_cached;             /* compilations the cache answered */
 } EmuRunner;
 
 typedef enum EmuVerdict { EMU_PASS, EMU_MISMATCH, EMU_ERROR } EmuVerdict;

@@ -467,8 +467,9 @@ int main(void) {
     }
     double t_end = emu_now_s();
     printf("cuda emulation: %d of %d cases passed, %d of %d planted bugs caught; building cases %.1f s, "
-           "compiling %.1f s (%d C++ compiles), running %.1f s\n",
-           passed, emu.ncases - nplanted, caught, nplanted, t_cases - t0, t_compile - t_cases, emu.n_compiles, t_end - t_compile);
+           "compiling %.1f s (%d C++ compiles, %d from the cache), running %.1f s\n",
+           passed, emu.ncases - nplanted, caught, nplanted, t_cases - t0, t_compile - t_cases, emu.n_compiles, emu.n_cached,
+           t_end - t_compile);
 
     /* ---- cleanup ---- */
     const char *keep = getenv("FUSEC_EMU_KEEP");

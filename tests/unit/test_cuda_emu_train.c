@@ -91,8 +91,8 @@ int main(void) {
             printf("ok       %-36s %.2f s (%d outputs and gradients)\n", c->name, emu_now_s() - t0, c->nout);
         }
     }
-    printf("cuda emulation, training: %d of %d cases passed; compiling %.1f s (%d C++ compiles)\n", passed,
-           emu.ncases - (planted >= 0), emu.t_compile, emu.n_compiles);
+    printf("cuda emulation, training: %d of %d cases passed; compiling %.1f s (%d C++ compiles, %d from the cache)\n",
+           passed, emu.ncases - (planted >= 0), emu.t_compile, emu.n_compiles, emu.n_cached);
     const char *keep = getenv("FUSEC_EMU_KEEP");
     emu_free(&emu, (keep && keep[0] == '1') || failures);
     if (failures) { fprintf(stderr, "%d failure(s)\n", failures); return 1; }
