@@ -15,6 +15,9 @@ saved_bytes() { sed -n 's/^  saved  [0-9]* values, \([0-9]*\) bytes.*/\1/p' "$T/
 for f in gpt2_mlp quant_mlp gpt2_attn llama_layer gpt2_block residual_ln_gelu softmax_logits; do
     modes="auto none full eager"
     case $f in quant_mlp|gpt2_block|residual_ln_gelu|softmax_logits) modes="auto eager" ;; esac
+    # a sanitizer build (FUSEC_TEST_SANITIZED, cli.cmake): auto and eager; --remat none and
+    # full run below on gpt2_mlp, with the budget sweep
+    [ -n "${FUSEC_TEST_SANITIZED:-}" ] && modes="auto eager"
     for mode in $modes; do
         mkdir -p "o_${f}_$mode"
         if [ "$mode" = eager ]; then set -- --no-fuse --remat none; else set -- --remat "$mode"; fi

@@ -13,6 +13,7 @@
 #include "cache.h"
 #include "codegen.h"
 #include "cpu.h"
+#include "host.h"
 #include "kir.h"
 
 #include <llvm-c/Core.h>
@@ -637,14 +638,14 @@ static uint32_t encode(FcDtype d, float xf) {
     return sign | c;
 }
 
-static void test_storage(void) {
-    static const FcDtype nd[] = {FC_F16, FC_BF16, FC_F8E4M3, FC_F8E5M2};
-    /* stores and KE_ROUND from f32: random values over each dtype's range, ties, specials */
-    const int64_t n = 4001;
+static const FcDtype storage_dt[4] = {FC_F16, FC_BF16, FC_F8E4M3, FC_F8E5M2};
+
+/* One kernel storing x: f32[n] to each narrow dtype (outputs 0-3) and rounding it to each with
+ * KE_ROUND (outputs 4-7, f32). */
+static void build_stores(Prog *g, int64_t n) {
+    const FcDtype *nd = storage_dt;
     const int block = 128;
-    Prog g;
-    prog_init(&g, "stores");
-    KirKernel *k = kir_kernel_new(g.p, "k0_stores", cdiv(n, block), block);
+    KirKernel *k = kir_kernel_new(g->p, "k0_stores", cdiv(n, block), block);
     int px = kir_param(k, FC_F32, n, false);
     int ps[4], pr[4];
     for (int j = 0; j < 4; j++) ps[j] = kir_param(k, nd[j], n, true);
@@ -656,10 +657,88 @@ static void test_storage(void) {
     }
     kir_end(k);
     int bufs[9];
-    bufs[0] = add_buf(&g, KIR_BUF_INPUT, FC_F32, n);
-    for (int j = 0; j < 4; j++) bufs[1 + j] = add_buf(&g, KIR_BUF_OUTPUT, nd[j], n);
-    for (int j = 0; j < 4; j++) bufs[5 + j] = add_buf(&g, KIR_BUF_OUTPUT, FC_F32, n);
-    launch_all(&g, 0, bufs);
+    bufs[0] = add_buf(g, KIR_BUF_INPUT, FC_F32, n);
+    for (int j = 0; j < 4; j++) bufs[1 + j] = add_buf(g, KIR_BUF_OUTPUT, nd[j], n);
+    for (int j = 0; j < 4; j++) bufs[5 + j] = add_buf(g, KIR_BUF_OUTPUT, FC_F32, n);
+    launch_all(g, 0, bufs);
+}
+
+/* build_stores' outputs for x[0..n) against the host's encode (and decode); wrong ones per
+ * dtype into bad[4] (the first few printed). */
+static void check_stores(const float *x, void *const *out, int64_t n, int64_t bad[4]) {
+    for (int j = 0; j < 4; j++) {
+        FcDtype d = storage_dt[j];
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t got = fc_dtype_size(d) == 2 ? ((uint16_t *)out[j])[i] : ((uint8_t *)out[j])[i];
+            uint32_t want = encode(d, x[i]);
+            bool ok = want == UINT32_MAX ? isnan(decode(d, got)) : got == want;
+            float r = ((float *)out[4 + j])[i];
+            bool rok = want == UINT32_MAX ? isnan(r) : same_f32(r, (float)decode(d, want));
+            if ((!ok || !rok) && bad[j]++ < 4)
+                fprintf(stderr, "  %s: %a -> 0x%x (round %a), want 0x%x\n", fc_dtype_name(d), (double)x[i], got, (double)r, want);
+        }
+    }
+}
+
+/* FUSEC_TEST_ALL_F32=1: the stores and roundings of build_stores on every f32 bit pattern,
+ * against the host's conversions (runtime/host.c, rt_host_convert: C code of their own, which
+ * test_host checks against this file's encode on samples), NaN for NaN. A one-off check of a
+ * change to the conversions, some minutes; not part of the suite. */
+static void test_storage_all(void) {
+    if (!getenv("FUSEC_TEST_ALL_F32") || strcmp(getenv("FUSEC_TEST_ALL_F32"), "1") != 0) return;
+    const int64_t n = (int64_t)1 << 22;
+    Prog g;
+    prog_init(&g, "stores_all");
+    build_stores(&g, n);
+    RtCpuProgram *cp = NULL;
+    FcErr err;
+    if (rt_cpu_compile(g.p, 0, &cp, &err) != FC_OK) { EXPECT(0, "all f32: %s", err.msg); kir_program_free(g.p); return; }
+    uint32_t *x = xalloc(4 * (size_t)n);
+    void *out[8];
+    for (int j = 0; j < 8; j++) out[j] = xalloc((size_t)n * (j < 4 ? fc_dtype_size(storage_dt[j]) : 4));
+    int64_t bad[4] = {0};
+    void *want = xalloc(2 * (size_t)n);
+    float *wr = xalloc(4 * (size_t)n);
+    for (uint64_t base = 0; base < ((uint64_t)1 << 32); base += (uint64_t)n) {
+        for (int64_t i = 0; i < n; i++) x[i] = (uint32_t)(base + (uint64_t)i);
+        void *in[1] = {x};
+        if (rt_cpu_run(cp, in, out, &err) != FC_OK) { EXPECT(0, "all f32: %s", err.msg); break; }
+        for (int j = 0; j < 4; j++) {
+            FcDtype d = storage_dt[j];
+            rt_host_convert(d, want, FC_F32, x, n);
+            rt_host_convert(FC_F32, wr, d, want, n);
+            const float *r = out[4 + j];
+            for (int64_t i = 0; i < n; i++) {
+                bool two = fc_dtype_size(d) == 2;
+                uint32_t got = two ? ((uint16_t *)out[j])[i] : ((uint8_t *)out[j])[i];
+                uint32_t w = two ? ((uint16_t *)want)[i] : ((uint8_t *)want)[i];
+                bool nan = isnan(wr[i]);
+                bool ok = nan ? isnan(decode(d, got)) && isnan(r[i]) : got == w && same_f32(r[i], wr[i]);
+                if (!ok && bad[j]++ < 4)
+                    fprintf(stderr, "  %s: %08x -> 0x%x (round %a), want 0x%x (%a)\n", fc_dtype_name(d), (unsigned)x[i], got,
+                            (double)r[i], w, (double)wr[i]);
+            }
+        }
+    }
+    free(want);
+    free(wr);
+    for (int j = 0; j < 4; j++)
+        EXPECT(bad[j] == 0, "all f32 patterns: stores/round to %s: %lld wrong", fc_dtype_name(storage_dt[j]), (long long)bad[j]);
+    printf("all 2^32 f32 patterns stored and rounded to f16, bf16, e4m3, e5m2: %lld %lld %lld %lld wrong\n",
+           (long long)bad[0], (long long)bad[1], (long long)bad[2], (long long)bad[3]);
+    rt_cpu_free(cp);
+    for (int j = 0; j < 8; j++) free(out[j]);
+    free(x);
+    kir_program_free(g.p);
+}
+
+static void test_storage(void) {
+    const FcDtype *nd = storage_dt;
+    /* stores and KE_ROUND from f32: random values over each dtype's range, ties, specials */
+    const int64_t n = 4001;
+    Prog g;
+    prog_init(&g, "stores");
+    build_stores(&g, n);
     float *x = xalloc(4 * (size_t)n);
     static const float special[] = {
         NAN, -NAN, INFINITY, -INFINITY, 65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e9f, -1e9f,
@@ -702,19 +781,9 @@ static void test_storage(void) {
         poison(out[4 + j], FC_F32, n);
     }
     RUN_OK(&g, 2, in, out, bytes);
-    for (int j = 0; j < 4; j++) {
-        int bad = 0;
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t got = fc_dtype_size(nd[j]) == 2 ? ((uint16_t *)out[j])[i] : ((uint8_t *)out[j])[i];
-            uint32_t want = encode(nd[j], x[i]);
-            bool ok = want == UINT32_MAX ? isnan(decode(nd[j], got)) : got == want;
-            float r = ((float *)out[4 + j])[i];
-            bool rok = want == UINT32_MAX ? isnan(r) : same_f32(r, (float)decode(nd[j], want));
-            if ((!ok || !rok) && bad++ < 4)
-                fprintf(stderr, "  %s: %a -> 0x%x (round %a), want 0x%x\n", fc_dtype_name(nd[j]), (double)x[i], got, (double)r, want);
-        }
-        EXPECT(bad == 0, "stores/round to %s: %d wrong", fc_dtype_name(nd[j]), bad);
-    }
+    int64_t wrong[4] = {0};
+    check_stores(x, out, n, wrong);
+    for (int j = 0; j < 4; j++) EXPECT(wrong[j] == 0, "stores/round to %s: %lld wrong", fc_dtype_name(nd[j]), (long long)wrong[j]);
     /* pinned bit patterns */
     {
         const uint16_t *h = out[0], *bf = out[1];
@@ -1861,6 +1930,7 @@ int main(void) {
     T(test_binary);
     T(test_casts);
     T(test_storage);
+    T(test_storage_all);
     T(test_softmax);
     T(test_tail);
     T(test_reduce_types);
