@@ -97,79 +97,10 @@ static const char *const helper_ir[] = {
     "  %h = trunc i32 %r2 to i16\n",
     "  ret i16 %h\n",
     "}\n",
-    /* f32 -> f8e4m3: RNE, saturating at 448 (inf too), NaN -> 0x7F with the sign. The
-     * rounding is the adder's: m = min(|x|, 448) (on the bits, one vpminud), then (m + C) - C
-     * with C = 2^(e+20) for m in [2^e, 2^(e+1)) (C's spacing is 2^(e-3), E4M3's in that binade;
-     * m + C stays in C's binade, and the subtraction is exact), C at least 2^14 (spacing 2^-9,
-     * E4M3's subnormals). Normal results (m >= 2^-6) are then the f32 bits rebased from f32's
-     * exponent bias to E4M3's; subnormal ones the low bits of m + 2^14, the count of 2^-9. The
-     * same bits as the integer RNE it replaced on all 2^32 inputs, in 17 operations to 20,
-     * only constant shifts: it vectorizes at every x86 level (f8 stores are most of an
-     * --precision f8 kernel's work). */
-    "define internal i8 @fc_f32_to_e4m3(float %f) #0 {\n",
-    "  %b = bitcast float %f to i32\n",
-    "  %a = and i32 %b, 2147483647\n",
-    "  %sh = lshr i32 %b, 24\n",
-    "  %sign = and i32 %sh, 128\n",
-    "  %m = call i32 @llvm.umin.i32(i32 %a, i32 1138753536)\n",
-    "  %e = and i32 %m, 2139095040\n",
-    "  %ce = add i32 %e, 167772160\n",
-    "  %c = call i32 @llvm.umax.i32(i32 %ce, i32 1182793728)\n",
-    "  %mf = bitcast i32 %m to float\n",
-    "  %cf = bitcast i32 %c to float\n",
-    "  %t = fadd float %mf, %cf\n",
-    "  %r = fsub float %t, %cf\n",
-    "  %rb = bitcast float %r to i32\n",
-    "  %q = lshr i32 %rb, 20\n",
-    "  %rn = add i32 %q, -960\n",
-    "  %tb = bitcast float %t to i32\n",
-    "  %rs = add i32 %tb, -1182793728\n",
-    "  %isn = icmp uge i32 %m, 1015021568\n",
-    "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
-    "  %nan = fcmp uno float %f, %f\n",
-    "  %r3 = select i1 %nan, i32 127, i32 %r1\n",
-    "  %r4 = or i32 %r3, %sign\n",
-    "  %h = trunc i32 %r4 to i8\n",
-    "  ret i8 %h\n",
-    "}\n",
-    /* f32 -> f8e5m2: RNE, finite values saturating at 57344, inf stays inf, NaN -> 0x7F. As
-     * the E4M3 store with C = 2^(e+21), at least 128 (E5M2's subnormal spacing 2^-16). */
-    "define internal i8 @fc_f32_to_e5m2(float %f) #0 {\n",
-    "  %b = bitcast float %f to i32\n",
-    "  %a = and i32 %b, 2147483647\n",
-    "  %sh = lshr i32 %b, 24\n",
-    "  %sign = and i32 %sh, 128\n",
-    "  %m = call i32 @llvm.umin.i32(i32 %a, i32 1197473792)\n",
-    "  %e = and i32 %m, 2139095040\n",
-    "  %ce = add i32 %e, 176160768\n",
-    "  %c = call i32 @llvm.umax.i32(i32 %ce, i32 1124073472)\n",
-    "  %mf = bitcast i32 %m to float\n",
-    "  %cf = bitcast i32 %c to float\n",
-    "  %t = fadd float %mf, %cf\n",
-    "  %r = fsub float %t, %cf\n",
-    "  %rb = bitcast float %r to i32\n",
-    "  %q = lshr i32 %rb, 21\n",
-    "  %rn = add i32 %q, -448\n",
-    "  %tb = bitcast float %t to i32\n",
-    "  %rs = add i32 %tb, -1124073472\n",
-    "  %isn = icmp uge i32 %m, 947912704\n",
-    "  %r1 = select i1 %isn, i32 %rn, i32 %rs\n",
-    "  %inf = icmp eq i32 %a, 2139095040\n",
-    "  %r2 = select i1 %inf, i32 124, i32 %r1\n",
-    "  %nan = fcmp uno float %f, %f\n",
-    "  %r3 = select i1 %nan, i32 127, i32 %r2\n",
-    "  %r4 = or i32 %r3, %sign\n",
-    "  %h = trunc i32 %r4 to i8\n",
-    "  ret i8 %h\n",
-    "}\n",
-    /* KE_ROUND to bf16, e4m3 and e5m2, f32 to f32: the value the store and then the load
-     * above give, bit for bit (NaN payloads included), without going through the code. f8:
-     * the stores' (m + C) - C with m = min(|x|, max) on the bits, which is the rounded value
-     * itself, then inf (e5m2) and NaN: 12-14 operations, a chain of 8, where the integer RNE
-     * of the stores before (a mask for normal results, |x| + C - C beside it for subnormal
-     * ones, then the saturation) took 19 and the store and the load 35 (an f8 kernel rounds at
-     * every fp8_quant it computes). bf16 shares f32's exponent range, so RNE on the bits in one
-     * add serves subnormals too and carries into inf. */
+    /* KE_ROUND to bf16, f32 to f32: the value the store and then the load above give, bit
+     * for bit (NaN payloads included), without going through the code. bf16 shares f32's
+     * exponent range, so RNE on the bits in one add serves subnormals too and carries into
+     * inf. (The f8 types' stores and roundings: f8_helpers below.) */
     "define internal float @fc_round_bf16(float %f) #0 {\n",
     "  %b = bitcast float %f to i32\n",
     "  %q = lshr i32 %b, 16\n",
@@ -182,46 +113,6 @@ static const char *const helper_ir[] = {
     "  %nan = fcmp uno float %f, %f\n",
     "  %r2 = select i1 %nan, i32 %qn, i32 %r\n",
     "  %o = bitcast i32 %r2 to float\n",
-    "  ret float %o\n",
-    "}\n",
-    "define internal float @fc_round_e4m3(float %f) #0 {\n",
-    "  %b = bitcast float %f to i32\n",
-    "  %a = and i32 %b, 2147483647\n",
-    "  %sign = xor i32 %b, %a\n",
-    "  %m = call i32 @llvm.umin.i32(i32 %a, i32 1138753536)\n",
-    "  %e = and i32 %m, 2139095040\n",
-    "  %ce = add i32 %e, 167772160\n",
-    "  %c = call i32 @llvm.umax.i32(i32 %ce, i32 1182793728)\n",
-    "  %mf = bitcast i32 %m to float\n",
-    "  %cf = bitcast i32 %c to float\n",
-    "  %t = fadd float %mf, %cf\n",
-    "  %r = fsub float %t, %cf\n",
-    "  %rb = bitcast float %r to i32\n",
-    "  %nan = fcmp uno float %f, %f\n",
-    "  %r3 = select i1 %nan, i32 2143289344, i32 %rb\n",
-    "  %r4 = or i32 %r3, %sign\n",
-    "  %o = bitcast i32 %r4 to float\n",
-    "  ret float %o\n",
-    "}\n",
-    "define internal float @fc_round_e5m2(float %f) #0 {\n",
-    "  %b = bitcast float %f to i32\n",
-    "  %a = and i32 %b, 2147483647\n",
-    "  %sign = xor i32 %b, %a\n",
-    "  %m = call i32 @llvm.umin.i32(i32 %a, i32 1197473792)\n",
-    "  %e = and i32 %m, 2139095040\n",
-    "  %ce = add i32 %e, 176160768\n",
-    "  %c = call i32 @llvm.umax.i32(i32 %ce, i32 1124073472)\n",
-    "  %mf = bitcast i32 %m to float\n",
-    "  %cf = bitcast i32 %c to float\n",
-    "  %t = fadd float %mf, %cf\n",
-    "  %r = fsub float %t, %cf\n",
-    "  %rb = bitcast float %r to i32\n",
-    "  %inf = icmp eq i32 %a, 2139095040\n",
-    "  %r2 = select i1 %inf, i32 2139095040, i32 %rb\n",
-    "  %nan = fcmp uno float %f, %f\n",
-    "  %r3 = select i1 %nan, i32 2145386496, i32 %r2\n",
-    "  %r4 = or i32 %r3, %sign\n",
-    "  %o = bitcast i32 %r4 to float\n",
     "  ret float %o\n",
     "}\n",
     /* loads: exact */
@@ -296,6 +187,89 @@ static const char *const helper_ir[] = {
     "declare i32 @llvm.umin.i32(i32, i32)\n",
     "declare i32 @llvm.umax.i32(i32, i32)\n",
     "attributes #0 = { alwaysinline nounwind }\n"};
+
+/* The f8 stores (f32 -> f8e4m3 / f8e5m2 code) and KE_ROUND to them (f32 -> f32: the value the
+ * store and then the load give, bit for bit, NaN payloads included, without the code; an f8
+ * kernel rounds at every fp8_quant it computes). Both round by the float adder: with
+ * m = min(|x|, max) taken on the bits (one vpminud; inf and NaN become max, a NaN is put back
+ * at the end), (m + C) - C with C = 2^(e+S) for m in [2^e, 2^(e+1)) (S = 20 for E4M3's 3
+ * mantissa bits, 21 for E5M2's 2: C's spacing is the type's in that binade, m + C stays in C's
+ * binade, the subtraction is exact) and C at least Cmin (2^14, 128: the spacing of the type's
+ * subnormals, 2^-9, 2^-16) is m rounded to nearest even, saturated. C is m's exponent bits
+ * plus S (an and, an add, a vpmaxud). The store's code is then, for a normal result, the
+ * rounded value's f32 bits rebased from f32's exponent bias to the type's, for a subnormal
+ * one the low bits of m + Cmin (the count of the subnormal spacing); the sign and NaN (0x7F)
+ * or (E5M2) inf (0x7C) after. The same bits as the integer rounding they replaced (RNE in one
+ * add on 20 or 21 bits, |x| + Cmin beside it, the saturation after) on all 2^32 inputs, in
+ * 17-19 operations to 20-22 for a store and 12-14 to 17-19 for a rounding; only constant
+ * shifts, so they vectorize at every x86 level. */
+typedef struct F8Helper {
+    const char *name;       /* e4m3, e5m2 */
+    unsigned maxbits;       /* the largest finite value's bits: 448, 57344 */
+    unsigned cshift;        /* S << 23 */
+    unsigned cminbits;      /* Cmin's bits */
+    unsigned minnormal;     /* the smallest normal value's bits: 2^-6, 2^-14 */
+    int mshift, rebias;     /* a normal code: (bits(r) >> mshift) - rebias */
+    bool inf;               /* E5M2 keeps inf (code 0x7C) */
+    unsigned qnan;          /* KE_ROUND's NaN: the load's of code 0x7F */
+} F8Helper;
+
+static const F8Helper f8_helper[2] = {
+    {"e4m3", 0x43e00000u, 20u << 23, 0x46800000u, 0x3c800000u, 20, 960, false, 0x7fc00000u},
+    {"e5m2", 0x47600000u, 21u << 23, 0x43000000u, 0x38800000u, 21, 448, true, 0x7fe00000u},
+};
+
+/* m, C, t = m + C and rb = bits((m + C) - C) from %a (|x|'s bits). */
+static void f8_round_core(StrBuf *o, const F8Helper *h) {
+    sb_printf(o,
+              "  %%m = call i32 @llvm.umin.i32(i32 %%a, i32 %u)\n"
+              "  %%e = and i32 %%m, 2139095040\n"
+              "  %%ce = add i32 %%e, %u\n"
+              "  %%c = call i32 @llvm.umax.i32(i32 %%ce, i32 %u)\n"
+              "  %%mf = bitcast i32 %%m to float\n"
+              "  %%cf = bitcast i32 %%c to float\n"
+              "  %%t = fadd float %%mf, %%cf\n"
+              "  %%r = fsub float %%t, %%cf\n"
+              "  %%rb = bitcast float %%r to i32\n",
+              h->maxbits, h->cshift, h->cminbits);
+}
+
+static void f8_helpers(StrBuf *o) {
+    for (int k = 0; k < 2; k++) {
+        const F8Helper *h = &f8_helper[k];
+        sb_printf(o, "define internal i8 @fc_f32_to_%s(float %%f) #0 {\n"
+                     "  %%b = bitcast float %%f to i32\n"
+                     "  %%a = and i32 %%b, 2147483647\n"
+                     "  %%sh = lshr i32 %%b, 24\n"
+                     "  %%sign = and i32 %%sh, 128\n", h->name);
+        f8_round_core(o, h);
+        sb_printf(o, "  %%q = lshr i32 %%rb, %d\n"
+                     "  %%rn = sub i32 %%q, %d\n"
+                     "  %%tb = bitcast float %%t to i32\n"
+                     "  %%rs = sub i32 %%tb, %u\n"
+                     "  %%isn = icmp uge i32 %%m, %u\n"
+                     "  %%r1 = select i1 %%isn, i32 %%rn, i32 %%rs\n", h->mshift, h->rebias, h->cminbits, h->minnormal);
+        sb_puts(o, h->inf ? "  %inf = icmp eq i32 %a, 2139095040\n  %r2 = select i1 %inf, i32 124, i32 %r1\n"
+                          : "  %r2 = or i32 %r1, 0\n");
+        sb_puts(o, "  %nan = fcmp uno float %f, %f\n"
+                   "  %r3 = select i1 %nan, i32 127, i32 %r2\n"
+                   "  %r4 = or i32 %r3, %sign\n"
+                   "  %h = trunc i32 %r4 to i8\n"
+                   "  ret i8 %h\n}\n");
+        sb_printf(o, "define internal float @fc_round_%s(float %%f) #0 {\n"
+                     "  %%b = bitcast float %%f to i32\n"
+                     "  %%a = and i32 %%b, 2147483647\n"
+                     "  %%sign = xor i32 %%b, %%a\n", h->name);
+        f8_round_core(o, h);
+        sb_puts(o, h->inf ? "  %inf = icmp eq i32 %a, 2139095040\n  %r2 = select i1 %inf, i32 2139095040, i32 %rb\n"
+                          : "  %r2 = or i32 %rb, 0\n");
+        sb_printf(o, "  %%nan = fcmp uno float %%f, %%f\n"
+                     "  %%r3 = select i1 %%nan, i32 %u, i32 %%r2\n"
+                     "  %%r4 = or i32 %%r3, %%sign\n"
+                     "  %%o = bitcast i32 %%r4 to float\n"
+                     "  ret float %%o\n}\n", h->qnan);
+    }
+}
 
 /* Names the backend may emit or call; a kernel may not be named like one of them. */
 static const char *const reserved_names[] = {
@@ -2173,6 +2147,7 @@ FcStatus cg_llvm_module(const KirProgram *p, void *llvm_context, void **llvm_mod
     if (program_needs_helpers(p)) {
         StrBuf text = {0};
         for (size_t i = 0; i < sizeof helper_ir / sizeof helper_ir[0]; i++) sb_puts(&text, helper_ir[i]);
+        f8_helpers(&text);
         if (text.failed) { sb_free(&text); return FC_OOM(err); }
         LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(text.data, text.len, "fusec");
         sb_free(&text);
