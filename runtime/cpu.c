@@ -2,9 +2,10 @@
  *
  * rt_cpu_compile: checks the program's buffers and launches, builds the LLVM module
  * (codegen/llvm.c), optimizes it for the host CPU (its name and features, so AVX2/AVX-512
- * are used) with the "default<O3>" pipeline, hands it to an LLJIT of its own (libm and the
- * rest of the process resolved from the process), looks up every kernel, allocates the
- * workspace (one 64-byte-aligned block) and starts a thread pool.
+ * are used) with the "default<O3>" pipeline and generates its object code, or takes that
+ * from the kernel cache (cache.h; "the object cache" below), hands the object to an LLJIT of
+ * its own (libm and the rest of the process resolved from the process), looks up every
+ * kernel, allocates the workspace (one 64-byte-aligned block) and starts a thread pool.
  * rt_cpu_run: for each launch, binds buffers (inputs/outputs from the caller, temps at
  * their workspace offsets), splits [0, grid) into min(grid, 8 x threads) contiguous chunks
  * (1 with one thread; chunk c always covers the same blocks), runs them on the pool (a free
