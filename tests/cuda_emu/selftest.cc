@@ -209,11 +209,15 @@ __global__ void st_mask(float *p) {
     p[threadIdx.x] = v;
 }
 __global__ void __launch_bounds__(64) st_bounds(float *p) { p[threadIdx.x] = 1.0f; }
-__global__ void st_overflow(float *p) {
-    volatile char big[200 * 1024];   /* over the 64 KiB stack: touched from the top down */
-    for (int i = (int)sizeof big - 1; i >= 0; i -= 512) big[i] = (char)i;
-    p[threadIdx.x] = (float)big[threadIdx.x];
+/* over the 64 KiB stack in frames of about 1 KiB, each touched as it is made: the first
+ * touch past the stack's end falls in the guard page below it at any optimization level (one
+ * 200 KiB array let -O0 touch its loop counter, below the array, first: past the guard) */
+__device__ __noinline__ int st_deep(int n) {
+    volatile char pad[1024];
+    pad[0] = (char)n;
+    return n == 0 ? pad[0] : st_deep(n - 1) + pad[0];
 }
+__global__ void st_overflow(float *p) { p[threadIdx.x] = (float)st_deep(200); }
 __global__ void st_dyn_past_end(float *p) {
     extern __shared__ float dbuf[];
     dbuf[threadIdx.x + 1] = 1.0f;
