@@ -52,7 +52,8 @@
 #                        GPU path through test_cuda_device's stub driver, which runs no kernel,
 #                        so every graph must fail in a GPU program (difftest/cuda_stub.sh).
 #   difftest_noisy       the noisy variants used by the conditioning check compile, for 1000
-#                        graphs of seed 20240601 (a check of the generator; seconds).
+#                        graphs of seed 20240601 (a check of the generator; seconds; 300 in a
+#                        sanitizer build).
 #   difftest_found_<f>   every reproducer in tests/difftest/found/ (bugs difftest found, since
 #                        fixed) replayed as a regression test: CPU fused and eager, NVRTC, and
 #                        the CUDA emulation.
@@ -81,6 +82,7 @@ if(FUSEC_SANITIZE)
   set(_dt_train_emu 0)
   set(_dt_prec 20)
   set(_dt_prec_emu 0)
+  set(_dt_noisy 300)
 else()
   set(_dt_count 300)
   set(_dt_fresh 120)
@@ -92,6 +94,7 @@ else()
   set(_dt_train_emu 10)
   set(_dt_prec 60)
   set(_dt_prec_emu 20)
+  set(_dt_noisy 1000)
 endif()
 set(_dt_env "FUSEC_CACHE_DIR=${FUSEC_TEST_CACHE_DIR};FUSEC_NUM_THREADS=2;FUSEC_DIFFTEST_OUT=${PROJECT_BINARY_DIR}/difftest-failures")
 add_test(NAME difftest_cpu COMMAND difftest --seed 20240601 --count ${_dt_count} --nvrtc-every 10 --emu-every ${_dt_emu} --jobs 2)
@@ -115,7 +118,7 @@ add_test(NAME difftest_selfcheck
 add_test(NAME difftest_emu_selfcheck
          COMMAND difftest --self-check-emu --seed 7 --count 2 --emu-every 1 --nvrtc-every 0 --max-stmts 6 --jobs 2
                  --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-emu)
-add_test(NAME difftest_noisy COMMAND difftest --verify-noisy --seed 20240601 --count 1000)
+add_test(NAME difftest_noisy COMMAND difftest --verify-noisy --seed 20240601 --count ${_dt_noisy})
 set_tests_properties(difftest_cpu difftest_fresh difftest_selfcheck difftest_emu_selfcheck difftest_noisy PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
 # difftest_bf16, difftest_f16: other graphs compiled at --precision bf16 and f16 (pass_precision,
 # docs/precision.md), every 10th a training program, every 10th through NVRTC, every 20th through

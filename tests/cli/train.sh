@@ -143,11 +143,14 @@ block big(x: f32[8, 16]) -> f32[8, 16]
 }
 EOF2
 mkdir ls1 ls2 ls3
-if expect 4 run lossy.tf --precision f16 --train --check --loss-scale off --out-dir ls1; then
+# lossy's [4096, 64] @ [64, 256] in the f64 reference, and its failing check's per-kernel search,
+# take 40 s of a sanitizer build's 120 here: it runs big's backoffs alone (the loss scaling's
+# code is the same)
+if [ -z "${FUSEC_TEST_SANITIZED:-}" ] && expect 4 run lossy.tf --precision f16 --train --check --loss-scale off --out-dir ls1; then
     grep -qE '^check grad_w: .* FAIL$' "$T/stdout" || fail "f16 gradients without loss scaling passed: the test shows nothing"
     grep -q 'loss scale' "$T/stdout" && fail "--loss-scale off printed a loss scale"
 fi
-if expect 0 run lossy.tf --precision f16 --train --check --out-dir ls2; then
+if [ -z "${FUSEC_TEST_SANITIZED:-}" ] && expect 0 run lossy.tf --precision f16 --train --check --out-dir ls2; then
     out_has "  loss scale 65536 (dynamic: the outputs' gradients were multiplied by it; 0 backoffs; the gradients are written as f32, divided by it)"
     grep -qE '^check grad_w: .* ok$' "$T/stdout" || fail "f16 gradients with loss scaling are over the bound"
     if [ "$HAVE_NUMPY" = 1 ]; then
