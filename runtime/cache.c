@@ -130,10 +130,10 @@ static uint64_t get_u64le(const uint8_t *p) {
     for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
-static void put_u32le(uint8_t *p, uint32_t v) {
+void rt_put_u32le(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
-static uint32_t get_u32le(const uint8_t *p) {
+uint32_t rt_get_u32le(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
@@ -344,7 +344,7 @@ bool rt_cache_get(RtCache *c, const RtCacheKey *key, const char *ext, void **dat
     uint64_t plen = 0;
     if ((uint64_t)st.st_size < HEADER_BYTES || !read_full(fd, h, sizeof h)) goto out;
     plen = get_u64le(h + 16);
-    if (memcmp(h, cache_magic, 8) != 0 || get_u32le(h + 8) != FORMAT_VERSION || get_u32le(h + 12) != HEADER_BYTES ||
+    if (memcmp(h, cache_magic, 8) != 0 || rt_get_u32le(h + 8) != FORMAT_VERSION || rt_get_u32le(h + 12) != HEADER_BYTES ||
         plen > MAX_PAYLOAD || plen != (uint64_t)st.st_size - HEADER_BYTES || memcmp(h + 32, key->bytes, 32) != 0)
         goto out;
     buf = fc_alloc((size_t)plen + 1);
@@ -400,8 +400,8 @@ FcStatus rt_cache_put(RtCache *c, const RtCacheKey *key, const char *ext, const 
         return fc_err_set(err, FC_ERR_USAGE, "kernel cache: an entry of %zu bytes is larger than the 1 GiB limit", len);
     uint8_t h[HEADER_BYTES] = {0};
     memcpy(h, cache_magic, 8);
-    put_u32le(h + 8, FORMAT_VERSION);
-    put_u32le(h + 12, HEADER_BYTES);
+    rt_put_u32le(h + 8, FORMAT_VERSION);
+    rt_put_u32le(h + 12, HEADER_BYTES);
     put_u64le(h + 16, (uint64_t)len);
     put_u64le(h + 24, rt_fnv1a64(data, len));
     memcpy(h + 32, key->bytes, 32);

@@ -32,6 +32,10 @@ void rt_sha256(const void *data, size_t len, uint8_t out[32]);
 /* FNV-1a, 64-bit (offset basis 0xcbf29ce484222325, prime 0x100000001b3). */
 uint64_t rt_fnv1a64(const void *data, size_t len);
 
+/* Little-endian 32-bit fields of the files the cache keeps (entry headers; cpu.c's objects). */
+void rt_put_u32le(uint8_t *p, uint32_t v);
+uint32_t rt_get_u32le(const uint8_t *p);
+
 /* ---- keys ------------------------------------------------------------------------------------ */
 typedef struct RtCacheKey {
     uint8_t bytes[32];      /* SHA-256 of the fields below */

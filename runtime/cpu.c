@@ -530,13 +530,6 @@ static bool cpu_cache_key(LLVMModuleRef mod, LLVMTargetMachineRef tm, RtCacheKey
     return arch != NULL;
 }
 
-static uint32_t get_u32(const unsigned char *b) {
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-static void put_u32(unsigned char *b, uint32_t v) {
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-
 /* Optimizes mod (consumed) for tm and generates its object into *obj (header and object, as
  * the cache stores them; fc_alloc'd) and *len. */
 static FcStatus compile_object(RtCpuProgram *cp, LLVMModuleRef mod, LLVMTargetMachineRef tm, bool outlined,
@@ -579,8 +572,8 @@ static FcStatus compile_object(RtCpuProgram *cp, LLVMModuleRef mod, LLVMTargetMa
     unsigned char *o = n <= SIZE_MAX - CPU_OBJ_HEADER ? fc_alloc(CPU_OBJ_HEADER + n) : NULL;
     if (o) {
         memcpy(o, CPU_OBJ_MAGIC, 8);
-        put_u32(o + 8, (uint32_t)cp->nt_stores);
-        put_u32(o + 12, (uint32_t)cp->table_permutes);
+        rt_put_u32le(o + 8, (uint32_t)cp->nt_stores);
+        rt_put_u32le(o + 12, (uint32_t)cp->table_permutes);
         memcpy(o + CPU_OBJ_HEADER, LLVMGetBufferStart(buf), n);
     }
     LLVMDisposeMemoryBuffer(buf);
@@ -593,7 +586,7 @@ static FcStatus compile_object(RtCpuProgram *cp, LLVMModuleRef mod, LLVMTargetMa
 /* A cached payload's header, checked; its counts into cp. */
 static bool cached_object(RtCpuProgram *cp, const unsigned char *data, size_t len) {
     if (len <= CPU_OBJ_HEADER || memcmp(data, CPU_OBJ_MAGIC, 8) != 0) return false;
-    uint32_t nt = get_u32(data + 8), tp = get_u32(data + 12);
+    uint32_t nt = rt_get_u32le(data + 8), tp = rt_get_u32le(data + 12);
     if (nt > INT32_MAX || tp > INT32_MAX) return false;
     cp->nt_stores = (int)nt;
     cp->table_permutes = (int)tp;
