@@ -190,7 +190,7 @@ static const char *const helper_ir[] = {
 
 /* The f8 stores (f32 -> f8e4m3 / f8e5m2 code) and KE_ROUND to them (f32 -> f32: the value the
  * store and then the load give, bit for bit, NaN payloads included, without the code; an f8
- * kernel rounds at every fp8_quant it computes). Both round by the float adder: with
+ * kernel of a training block rounds at every fp8_quant it computes). Both round by the adder: with
  * m = min(|x|, max) taken on the bits (one vpminud; inf and NaN become max, a NaN is put back
  * at the end), (m + C) - C with C = 2^(e+S) for m in [2^e, 2^(e+1)) (S = 20 for E4M3's 3
  * mantissa bits, 21 for E5M2's 2: C's spacing is the type's in that binade, m + C stays in C's

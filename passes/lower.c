@@ -736,11 +736,25 @@ static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
     return kir_cast(L->k, ctype(val(L, v)->dtype), vref(L, acc));
 }
 
+/* Whether f8 value q (an fp8_quant's result) stays f32 in the kernels that compute it: in a
+ * block that is not trained, without --strict-rounding, a value no kernel stores (no buffer:
+ * every kernel that computes it keeps it to itself) is x * s unrounded, as a fused kernel keeps
+ * a 16-bit intermediate (the reference's other legal meaning, RT_ROUND_AT_OUTPUTS). Every
+ * kernel that computes it computes the same f32 value, and a stored one is rounded everywhere,
+ * so no reader mixes the two. A training block rounds them all: its backward recomputes the
+ * forward's values in other kernels and programs, and the forward's unrounded values mixed
+ * with rounded ones (3 bits: 6 % apart) made examples/keywords.tf's fused step 116 % off. */
+static bool fp8_wide(const Lower *L, int q) {
+    return !L->opt->strict_rounding && !L->opt->train && L->buf_of_val[q] < 0;
+}
+
 /* fp8_quant(x, s) at idx: x * s rounded to the slot's format, saturating, wherever it is computed
  * (as a cast is: every kernel that reads the f8 value or computes it again, a backward's
- * recomputation included, sees the same value; round false: the caller's store rounds it), and
- * |x| into the slot's amax of this run (KS_AMAX, wherever the kernel computes it, stored or not).
- * fp8_dequant(q, s): q * (1 / s), exact. s is a scalar: it broadcasts. */
+ * recomputation included, sees the same value; round false: the caller's store rounds it), or
+ * unrounded where fp8_wide says so, and |x| into the slot's amax of this run (KS_AMAX, wherever
+ * the kernel computes it, stored, rounded or not: the scale follows the tensor in every
+ * program). fp8_dequant(q, s): q * (1 / s), exact (of a wide q, x again, unless x * s leaves
+ * f32's normal range). s is a scalar: it broadcasts. */
 static int emit_fp8(Lower *L, const IrNode *n, const int *idx, bool round) {
     const IrShape *os = &val(L, n->out[0])->shape;
     int ii[IR_MAX_RANK], none[1] = {0};
@@ -750,15 +764,17 @@ static int emit_fp8(Lower *L, const IrNode *n, const int *idx, bool round) {
      * invariant, leaves the loop with its load: a multiply an element instead of a divide */
     if (n->op == IR_OP_FP8_DEQUANT) return kir_bin(L->k, KB_MUL, x, kir_un(L->k, KU_RECIP, sc));
     LCHECK(L, L->state_buf >= 0 && !L->k->in_tail && n->a.i[0] < L->g->fp8.len);
+    bool wide = round && fp8_wide(L, n->out[0]);
     /* a 16-bit x (a value the graph stores in bf16 or f16 before E4M3) is rounded to its type
      * first, here as in every program: eager's kernel, which computes x and quantizes it in
-     * registers, then gives the bits --strict-rounding gives */
+     * registers, then gives the bits --strict-rounding gives (a wide q keeps x as it is, as
+     * the fused kernel keeps x's other readers' x) */
     FcDtype xt = val(L, n->in[0])->dtype;
-    if (xt != FC_F32) x = kir_round(L->k, xt, x);
+    if (xt != FC_F32 && !wide) x = kir_round(L->k, xt, x);
     if (!L->g->fp8.data[n->a.i[0]].read_only)
         kir_amax(L->k, param_for_buf(L, L->state_buf, true), ci(L, n->a.i[0] * KIR_FP8_STRIDE + 1), x);
     int q = kir_bin(L->k, KB_MUL, x, sc);
-    return round ? kir_round(L->k, val(L, n->out[0])->dtype, q) : q;
+    return round && !wide ? kir_round(L->k, val(L, n->out[0])->dtype, q) : q;
 }
 
 static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {

@@ -116,6 +116,8 @@ typedef struct PassCpu {
 typedef struct PassOptions {
     bool fuse;              /* false: the eager plan of docs/cli.md's --no-fuse */
     bool strict_rounding;   /* round every intermediate to its dtype */
+    bool train;             /* a training block's forward or backward: f8 values round wherever
+                             * computed (lower.c, emit_fp8), also inside a fused kernel */
     int sm;                 /* target compute capability for budgets: 80, 86, 89, 90 */
     bool library_gemm;      /* f32/f64 matrix products as library calls (BLAS, cuBLASLt);
                              * else the generated tiled kernel */

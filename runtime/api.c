@@ -258,6 +258,7 @@ static FcStatus compile_source(const char *src, size_t len, const char *filename
     if (!b) return FC_ERR_NOMEM;
     b->popt.fuse = opts ? opts->fuse : true;
     b->popt.strict_rounding = opts ? opts->strict_rounding : false;
+    b->popt.train = opts ? opts->train : false;
     b->popt.sm = opts ? opts->sm : 90;
     b->popt.library_gemm = true;   /* f32/f64 products through cuBLASLt (AOT) and the BLAS (CPU) */
     strcpy(b->arch, opts ? opts->arch : "sm_90");

@@ -639,8 +639,10 @@ EX(FULL) {
 
 /* ---- f8 scaling (ops.def) ---------------------------------------------------------------------
  * fp8_scale: the scale the graph's slot table holds (the program's, when --check copied it in).
- * fp8_quant: x * s; the driver's rounding to the slot's format (saturating) follows, in both
- * meanings (RT_ROUND_AT_OUTPUTS too): it rounds wherever it is computed, as a cast does.
+ * fp8_quant: x * s; the driver's rounding to the slot's format (saturating) follows, or with
+ * RT_ROUND_AT_OUTPUTS f32's, as for a computing op's 16-bit result: a fused kernel keeps an f8
+ * value it does not store in f32 (passes/lower.c, fp8_wide; a training block's kernels round
+ * them all, which the spread of the two meanings covers too).
  * fp8_dequant: q / s, exact for a power-of-two s. */
 EX(FP8_SCALE) {
     (void)in;
@@ -850,8 +852,7 @@ bool rt_interp_has_narrow_intermediates(const IrGraph *g) {
     for (int k = 0; k < g->nodes.len; k++) {
         const IrNode *n = &g->nodes.data[k];
         IrCategory c = ir_ops[n->op].cat;
-        if ((c == IR_CAT_CAST && !n->a.i[0]) || c == IR_CAT_GENERATOR || c == IR_CAT_SHAPE || n->op == IR_OP_FP8_QUANT)
-            continue;
+        if ((c == IR_CAT_CAST && !n->a.i[0]) || c == IR_CAT_GENERATOR || c == IR_CAT_SHAPE) continue;
         for (int r = 0; r < n->nout; r++)
             if (is_narrow_float(val(g, n->out[r])->dtype)) return true;
     }
@@ -1071,8 +1072,7 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
          * and generators still round (every backend rounds them) */
         IrCategory cat = ir_ops[n->op].cat;
         bool keep_wide = rounding == RT_ROUND_AT_OUTPUTS && (cat != IR_CAT_CAST || n->a.i[0]) &&
-                         cat != IR_CAT_GENERATOR &&
-                         n->op != IR_OP_FP8_QUANT;   /* rounds wherever it is computed, as a cast does */
+                         cat != IR_CAT_GENERATOR;
         bool perturb = noise && rounds(n->op);
         for (int r = 0; r < n->nout; r++) {
             const IrValue *v = val(g, n->out[r]);

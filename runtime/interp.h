@@ -18,8 +18,8 @@ FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const 
 
 /* Where 16- and 8-bit float intermediates are rounded to their dtype (docs/tolerances.md):
  * EVERY_OP is eager's meaning (and PyTorch's), rt_interp_run's; AT_OUTPUTS is a fused
- * kernel's: results of computing ops of those dtypes are kept in f32 and rounded only at
- * block outputs; explicit casts and generators round in both. f32/f64/integer values are
+ * kernel's: results of computing ops of those dtypes (fp8_quant's too) are kept in f32 and
+ * rounded only at block outputs; explicit casts and generators round in both. f32/f64/integer values are
  * rounded after every op in both. */
 typedef enum RtRounding { RT_ROUND_EVERY_OP, RT_ROUND_AT_OUTPUTS } RtRounding;
 FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, void *const *outputs,

@@ -642,7 +642,7 @@ static bool train_prog(const char *src, const char *file, bool fuse, const char 
     PassRemat mode = !strcmp(remat, "none") ? PASS_REMAT_NONE : !strcmp(remat, "full") ? PASS_REMAT_FULL : PASS_REMAT_AUTO;
     FcStatus st = emu_unit_graph(src, file, &fo, true, &t->src, &err);
     if (st == FC_OK) st = pass_train(t->src, mode, -1, &t->joint, &t->plan, &err);
-    PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = lib};
+    PassOptions po = {.fuse = fuse, .sm = 90, .library_gemm = lib, .train = true};
     if (st == FC_OK) st = pass_pipeline(t->plan.fwd, &po, &t->res[0], &err);
     if (st == FC_OK) st = pass_pipeline(t->plan.bwd, &po, &t->res[1], &err);
     if (st != FC_OK) {
