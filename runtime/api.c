@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "codegen.h"
 #include "cpu.h"
 #include "cublaslt.h"
@@ -722,7 +723,14 @@ FcStatus fc_block_emit(FcBlock *b, FcEmitKind kind, char **data, size_t *len) {
         if (s != FC_OK) break;
         char *bin = NULL;
         size_t n = 0;
-        s = rt_nvrtc_compile(sb.data ? sb.data : "", b->arch, kind == FC_EMIT_CUBIN, &bin, &n, NULL, &b->err);
+        /* through the kernel cache the CUDA device keeps its NVRTC results in (runtime/cache.h;
+         * the key holds the source, the architecture, ptx or cubin and NVRTC's version); no
+         * usable cache folder: NVRTC alone, as the device does */
+        RtCache *cache = NULL;
+        FcErr ignored = {0};
+        if (rt_cache_open(&cache, &ignored) != FC_OK) cache = NULL;
+        s = rt_cache_compile(cache, sb.data ? sb.data : "", b->arch, kind == FC_EMIT_CUBIN, &bin, &n, NULL, &b->err);
+        rt_cache_free(cache);
         sb_free(&sb);
         if (s != FC_OK) return block_fail(b, s);
         *data = bin;

@@ -7,7 +7,9 @@
  * header, bad magic) read as misses, are removed and are rebuilt; an allocation failure while
  * reading is a miss that keeps the entry; 6 processes storing and reading one key at once;
  * and, where NVRTC is present, rt_cache_compile (miss, hit, rebuild after damage, 4 processes
- * compiling one source at once). Everything runs in a fresh temporary folder.
+ * compiling one source at once) and fc_block_emit's PTX and cubin through it (one entry each,
+ * the same bytes again; an unusable folder still compiles). Everything runs in a fresh
+ * temporary folder.
  */
 #include "cache.h"
 
@@ -22,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fusec.h"
 #include "nvrtc.h"
 
 #include "check.h"
@@ -548,6 +551,50 @@ static void check_compile(void) {
     rt_cache_free(c);
 }
 
+/* fc_block_emit's PTX and cubin through the cache at FUSEC_CACHE_DIR: one entry each, the same
+ * bytes from it; a folder that cannot be used (a file) still gives the code, from NVRTC. */
+static char *emit(const char *src, FcEmitKind kind, size_t *len) {
+    FcOptions *o = NULL;
+    FcBlock *b = NULL;
+    char *data = NULL;
+    *len = 0;
+    fc_options_new(&o);
+    fc_options_set_arch(o, "sm_80");
+    if (fc_compile_string(src, "emit.tf", o, &b) != FC_OK || fc_block_emit(b, kind, &data, len) != FC_OK) {
+        fprintf(stderr, "emit: %s\n", fc_block_last_error(b));
+        data = NULL;
+    }
+    fc_block_free(b);
+    fc_options_free(o);
+    return data;
+}
+
+static void check_emit(void) {
+    FcErr err = {0};
+    if (rt_nvrtc_available(&err) != FC_OK) return;
+    char dir[1024], file[1100], src[200];
+    snprintf(dir, sizeof dir, "%s/emit", root);
+    snprintf(file, sizeof file, "%s/not-a-folder", root);
+    snprintf(src, sizeof src, "block e(x: f32[%ld]) { return exp(x) * 3.0 }\n", (long)getpid() % 1000 + 17);
+    setenv("FUSEC_CACHE_DIR", dir, 1);
+    size_t n[3] = {0};
+    char *ptx[3] = {emit(src, FC_EMIT_PTX, &n[0]), emit(src, FC_EMIT_PTX, &n[1]), NULL};
+    EXPECT(ptx[0] && ptx[1] && strstr(ptx[0], ".entry") && n[0] == n[1] && !memcmp(ptx[0], ptx[1], n[0]),
+           "--emit ptx twice: not the same PTX");
+    EXPECT(count_files(dir, "") == 1, "PTX entries in the cache: %d, not 1", count_files(dir, ""));
+    char *cubin = emit(src, FC_EMIT_CUBIN, &n[2]);
+    EXPECT(cubin && n[2] > 4 && !memcmp(cubin, "\x7f" "ELF", 4), "--emit cubin: no ELF");
+    EXPECT(count_files(dir, "") == 2, "entries after the cubin: %d, not 2", count_files(dir, ""));
+    fc_buffer_free(cubin);
+    FILE *f = fopen(file, "w");
+    if (f) fclose(f);
+    setenv("FUSEC_CACHE_DIR", file, 1);
+    ptx[2] = emit(src, FC_EMIT_PTX, &n[2]);
+    EXPECT(ptx[2] && n[2] == n[0] && !memcmp(ptx[0], ptx[2], n[0]), "--emit ptx without a usable cache folder");
+    unsetenv("FUSEC_CACHE_DIR");
+    for (int i = 0; i < 3; i++) fc_buffer_free(ptx[i]);
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/fusec-test-cache-XXXXXX");
     if (!mkdtemp(root)) {
@@ -560,6 +607,7 @@ int main(void) {
     check_folder_rules();
     check_entries();
     check_compile();
+    check_emit();
     rm_tree(root);
     if (failures) {
         fprintf(stderr, "test_cache: %d failure(s)\n", failures);
