@@ -13,7 +13,9 @@ lib=$("$tcd" --write-stub "$tmp")
 rc=$?
 [ $rc -eq 77 ] && { echo "$lib"; exit 77; }
 [ $rc -eq 0 ] || { echo "cuda_stub.sh: test_cuda_device --write-stub failed ($rc): $lib"; exit 1; }
-FUSEC_LIBCUDA=$lib FUSEC_LIBCUBLASLT=/nonexistent/libcublasLt.so FUSEC_CACHE_DIR=$tmp/cache \
+# the tests' kernel cache where ctest gives one (a sanitizer build then finds the plain build's
+# objects and cubins), else a scratch one
+FUSEC_LIBCUDA=$lib FUSEC_LIBCUBLASLT=/nonexistent/libcublasLt.so FUSEC_CACHE_DIR=${FUSEC_CACHE_DIR:-$tmp/cache} \
     "$dt" --device cuda --seed 7 --count 4 --train-every 2 --nvrtc-every 0 --no-minimize --out "$tmp/out" >"$tmp/log" 2>&1
 rc=$?
 fail=0
