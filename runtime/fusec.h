@@ -207,7 +207,8 @@ FcStatus fc_tensor_load_npy(FcTensor *t, const char *path);
 FcStatus fc_tensor_save_npy(const FcTensor *t, const char *path);
 /* Compares `got` with `ref` (same dtype and shape, any devices): *max_abs is the largest
  * |got - ref| and *max_rel that divided by the largest |ref|, or by the dtype's smallest
- * normal value where every |ref| is below it (0/0 gives 0). Non-finite
+ * normal value where every |ref| is below it (0/0 gives 0; f8 tensors with scales: their
+ * values q / scale, and that smallest normal over the smaller scale). Non-finite
  * values must agree in position and kind, else both are set to +inf. */
 FcStatus fc_tensor_compare(const FcTensor *got, const FcTensor *ref, double *max_abs,
                            double *max_rel);

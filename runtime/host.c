@@ -238,6 +238,11 @@ static int fp_kind(double v) { return isnan(v) ? 1 : v == INFINITY ? 2 : v == -I
 
 void rt_host_compare(FcDtype t, const void *got, const void *ref, int64_t n, double *max_abs,
                      double *max_rel) {
+    rt_host_compare_floor(t, got, ref, n, rt_host_min_normal(t), max_abs, max_rel);
+}
+
+void rt_host_compare_floor(FcDtype t, const void *got, const void *ref, int64_t n, double floor,
+                           double *max_abs, double *max_rel) {
     double ma = 0, mref = 0;
     bool bad = false;
     for (int64_t i = 0; i < n; i++) {
@@ -261,8 +266,7 @@ void rt_host_compare(FcDtype t, const void *got, const void *ref, int64_t n, dou
      * holds a few significant bits at most, and a last-place difference there is 1/26 of
      * the value; measured against the smallest normal instead, it is what it is in absolute
      * terms */
-    double nmin = rt_host_min_normal(t);
-    if (mref < nmin) mref = nmin;
+    if (mref < floor) mref = floor;
     *max_rel = ma == 0 ? 0 : mref == 0 ? INFINITY : ma / mref;
 }
 

@@ -52,6 +52,10 @@ void rt_host_fill_uniform_int(FcDtype t, void *data, int64_t n, int64_t lo, int6
 double rt_host_min_normal(FcDtype t);
 void rt_host_compare(FcDtype t, const void *got, const void *ref, int64_t n, double *max_abs,
                      double *max_rel);
+/* The same with the floor of max |ref| given: for values of f8 tensors with scales (decoded to
+ * f64), the smallest normal of the format divided by the coarser tensor's scale. */
+void rt_host_compare_floor(FcDtype t, const void *got, const void *ref, int64_t n, double floor,
+                           double *max_abs, double *max_rel);
 
 /* The --check tolerance (docs/tolerances.md): the largest allowed max|err| / max|ref| for an
  * output of dtype t whose longest feeding reduction has K terms (K < 1 counts as 1).

@@ -21,7 +21,14 @@
  *     into an e5m2 value's gradient (difftest seed 2026112618 graph 115, tests/difftest/found/
  *     illcond_f8_grad_contributions.tf) the fused and eager gradients are 0 where the reference
  *     has -0.24, over fc_block_check_grad_tolerances, and within base + 2 x the noise spread,
- *     which the rounding spread is not; usage errors.
+ *     which the rounding spread is not; usage errors;
+ * (g) f8 tensors with scales are compared by their values over the coarser scale's smallest
+ *     normal: by hand (all-zero reference at scale 1 against values at 2^16; the roles swapped;
+ *     both at 2^16; normal values), and the block found on an H200 (difftest seed 2026112811
+ *     graph 87, tests/difftest/found/f8_zero_reference_scales.tf): a layernorm of tanh values
+ *     near 1 is 0 in the reference (each rounded to 1.0) and about 0.005 in the fused kernel
+ *     (kept in f32); after delayed scaling settles the fused output's scale at 2^16 it is within
+ *     the tolerance, where the f64 floor made it 3e305 over.
  */
 #include <math.h>
 #include <stdio.h>
@@ -399,6 +406,58 @@ static void test_noise_spread(void) {
     fc_device_free(dev[1]);
 }
 
+/* (g) */
+static FcTensor *f8_tensor(FcDevice *d, const float *v, int n, double scale) {
+    FcTensor *f = NULL, *t = NULL;
+    int64_t dims[1] = {n};
+    REQUIRE(fc_tensor_new(d, FC_F32, 1, dims, &f) == FC_OK && fc_tensor_new(d, FC_F8E4M3, 1, dims, &t) == FC_OK);
+    REQUIRE(fc_tensor_copy_from_host(f, v, (size_t)n * sizeof *v) == FC_OK);
+    REQUIRE(fc_tensor_set_scale(t, scale) == FC_OK && fc_tensor_convert(t, f, 1) == FC_OK);
+    fc_tensor_free(f);
+    return t;
+}
+
+static void test_f8_scaled_floor(void) {
+    FcDevice *d = NULL;
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &d) == FC_OK);
+    static const float zero[3] = {0, 0, 0}, small[3] = {0x1p-11f, -5 * 0x1p-10f, 0x1p-9f},
+                       one[3] = {1, -2, 0.5f}, near[3] = {1.125f, -2, 0.5f};
+    FcTensor *z1 = f8_tensor(d, zero, 3, 1), *s16 = f8_tensor(d, small, 3, 0x1p16), *z16 = f8_tensor(d, zero, 3, 0x1p16),
+             *a1 = f8_tensor(d, one, 3, 1), *b8 = f8_tensor(d, near, 3, 0x1p6);
+    /* max |err| 5 x 2^-10 over E4M3's 2^-6 at scale 1: 0.3125, not 5 x 2^-10 / 2^-1022 */
+    double r;
+    EXPECT((r = rel_of(s16, z1)) == 0.3125, "rel %g", r);
+    EXPECT((r = rel_of(z1, s16)) == 0.3125, "rel %g", r);   /* the reference's 5 x 2^-10 is below the floor */
+    /* both at 2^16: the floor is 2^-22, and the error relative to it */
+    EXPECT((r = rel_of(s16, z16)) == 5 * 0x1p12, "rel %g", r);
+    EXPECT((r = rel_of(b8, a1)) == 0.125 / 2, "rel %g", r);   /* normal values: over max |ref| = 2 */
+    fc_tensor_free(z1), fc_tensor_free(s16), fc_tensor_free(z16), fc_tensor_free(a1), fc_tensor_free(b8);
+    fc_device_free(d);
+
+    static const char *src =
+        "block g(x5: f16[1, 3, 2], x1: i32[]) {\n"
+        "    v7 = x5 + 2.0\n"
+        "    v8 = gather(v7, x1)\n"
+        "    v9 = v8 @ transpose(v8)\n"
+        "    v19 = tanh(v9)\n"
+        "    return layernorm(v19, axis=[0, 1], eps=0.01)\n"
+        "}\n";
+    Case c;
+    case_run_at(&c, src, 16490589664689189868ull, 0, "f8");
+    FcProgram *p = NULL;
+    REQUIRE(fc_program_new(c.blk[0], c.cpu, &p) == FC_OK);
+    for (int k = 0; k < 3; k++) REQUIRE(fc_program_run(p, c.in, c.out[0]) == FC_OK);   /* delayed scaling settles */
+    fc_program_free(p);
+    double sr = 0, sf = 0, a = 0, rel = 0;
+    REQUIRE(fc_tensor_scale(c.out[2][0], &sr) == FC_OK && fc_tensor_scale(c.out[0][0], &sf) == FC_OK);
+    REQUIRE(fc_tensor_compare(c.out[0][0], c.out[2][0], &a, &rel) == FC_OK);
+    CHECK(sf > sr);     /* the fused output at a finer scale than the reference's */
+    CHECK(a > 0.003);   /* about 0.005 where the reference is 0 */
+    CHECK(isfinite(rel) && rel <= c.tol[0]);
+    if (!(rel <= c.tol[0])) fprintf(stderr, "  f8 zero reference: rel %g, tol %g (scales %g, %g)\n", rel, c.tol[0], sf, sr);
+    case_free(&c);
+}
+
 int main(void) {
     test_no_narrow_intermediates();
     test_gradients();
@@ -407,6 +466,7 @@ int main(void) {
     test_storage_casts();
     test_bf16_block_still_fails();
     test_usage();
+    test_f8_scaled_floor();
     if (failures) fprintf(stderr, "test_tolerance: %d failure(s)\n", failures);
     return failures != 0;
 }
