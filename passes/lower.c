@@ -153,6 +153,7 @@ typedef struct Lower {
     int *whole_shared;       /* [values] shared array holding the whole value, staged before the
                               * rows (stage_whole, the CPU), or -1 */
     bool *tail_node;         /* [nodes] runs in the row kernel's tail (row_shape; fuse.c's mark 2) */
+    bool *deq_only;          /* [values] read by fp8_dequants alone (fp8_inline) */
     int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
     int group_kernel;        /* the kernel lower_group built for the group's nodes (the first of
                               * a library product's, after any scatter_add index kernels) */
@@ -363,9 +364,11 @@ static int memo_find(Lower *L, int v, int n, const int *idx) {
 static int memo_put(Lower *L, int v, int n, const int *idx, int e) {
     if (e < 0) return -1;
     const KirExpr *x = &L->k->exprs.data[e];
-    if (x->kind == KE_CONST || x->kind == KE_VAR) return e;   /* nothing to save */
-    int var = kir_var(L->k, x->type);
-    kir_let(L->k, var, e);
+    if (x->kind == KE_CONST) return e;   /* nothing to save */
+    /* a variable is remembered as itself (an f8 value kept wide is its x: emit_fp8 records its
+     * amax once) */
+    int var = x->kind == KE_VAR ? x->ref : kir_var(L->k, x->type);
+    if (x->kind != KE_VAR) kir_let(L->k, var, e);
     Memo m = {.value = v, .n = n, .var = var, .depth = L->depth};
     memcpy(m.idx, idx, sizeof(int) * (size_t)n);
     if (!FC_VEC_PUSH(&L->memo, m)) { fail_oom(L); return -1; }
@@ -748,6 +751,15 @@ static bool fp8_wide(const Lower *L, int q) {
     return !L->opt->strict_rounding && !L->opt->train && L->buf_of_val[q] < 0;
 }
 
+/* A wide q the kernel computes (never loaded: it has no buffer) that only fp8_dequants read (not
+ * a view of it: a split or a reshape carries q itself) is emitted as x, its amax recorded, and
+ * its dequants take it as it is instead of x * s * (1 / s): two multiplies no compiler may
+ * fold, which give x back but where x * s leaves f32's normal range. A row a reduction keeps of
+ * q (keep_row) holds x as well. */
+static bool fp8_inline(const Lower *L, int q) {
+    return fp8_wide(L, q) && L->deq_only[q] && in_group(L, q) && !L->force_load[q];
+}
+
 /* fp8_quant(x, s) at idx: x * s rounded to the slot's format, saturating, wherever it is computed
  * (as a cast is: every kernel that reads the f8 value or computes it again, a backward's
  * recomputation included, sees the same value; round false: the caller's store rounds it), or
@@ -759,10 +771,14 @@ static int emit_fp8(Lower *L, const IrNode *n, const int *idx, bool round) {
     const IrShape *os = &val(L, n->out[0])->shape;
     int ii[IR_MAX_RANK], none[1] = {0};
     bcast_index(L, os, &val(L, n->in[0])->shape, idx, ii);
-    int x = emit(L, n->in[0], ii), sc = emit(L, n->in[1], none);
+    int x = emit(L, n->in[0], ii);
     /* q * (1 / s): exact as q / s is (s a power of two), and the reciprocal of the scale, loop
      * invariant, leaves the loop with its load: a multiply an element instead of a divide */
-    if (n->op == IR_OP_FP8_DEQUANT) return kir_bin(L->k, KB_MUL, x, kir_un(L->k, KU_RECIP, sc));
+    if (n->op == IR_OP_FP8_DEQUANT) {
+        const IrNode *qn = node_of(L, n->in[0]);
+        if (qn && qn->op == IR_OP_FP8_QUANT && fp8_inline(L, n->in[0])) return x;   /* q emitted as x */
+        return kir_bin(L->k, KB_MUL, x, kir_un(L->k, KU_RECIP, emit(L, n->in[1], none)));
+    }
     LCHECK(L, L->state_buf >= 0 && !L->k->in_tail && n->a.i[0] < L->g->fp8.len);
     bool wide = round && fp8_wide(L, n->out[0]);
     /* a 16-bit x (a value the graph stores in bf16 or f16 before E4M3) is rounded to its type
@@ -773,7 +789,8 @@ static int emit_fp8(Lower *L, const IrNode *n, const int *idx, bool round) {
     if (xt != FC_F32 && !wide) x = kir_round(L->k, xt, x);
     if (!L->g->fp8.data[n->a.i[0]].read_only)
         kir_amax(L->k, param_for_buf(L, L->state_buf, true), ci(L, n->a.i[0] * KIR_FP8_STRIDE + 1), x);
-    int q = kir_bin(L->k, KB_MUL, x, sc);
+    if (wide && fp8_inline(L, n->out[0])) return x;
+    int q = kir_bin(L->k, KB_MUL, x, emit(L, n->in[1], none));
     return round && !wide ? kir_round(L->k, val(L, n->out[0])->dtype, q) : q;
 }
 
@@ -2470,12 +2487,19 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     L.whole_shared = fc_calloc((size_t)nv + 1, sizeof(int));
     L.tail_node = fc_calloc((size_t)nn + 1, sizeof(bool));
     L.scatter_index = fc_calloc((size_t)nn + 1, sizeof(int));
+    L.deq_only = fc_calloc((size_t)nv + 1, sizeof(bool));
     if (!L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
-        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.whole_shared || !L.tail_node || !L.scatter_index) {
+        !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.whole_shared || !L.tail_node || !L.scatter_index ||
+        !L.deq_only) {
         fail_oom(&L);
         goto done;
     }
     for (int i = 0; i < nn; i++) L.scatter_index[i] = -1;
+    for (int v = 0; v < nv; v++) L.deq_only[v] = true;
+    for (int i = 0; i < g->outputs.len; i++) L.deq_only[g->outputs.data[i]] = false;
+    for (int i = 0; i < nn; i++)
+        for (int j = 0; j < g->nodes.data[i].nin; j++)
+            if (g->nodes.data[i].op != IR_OP_FP8_DEQUANT || j != 0) L.deq_only[g->nodes.data[i].in[j]] = false;
     if ((L.st = plant_target(g, opt, &L.plant, err)) != FC_OK) goto done;
 
     /* 1. groups, numbered in a topological order of the group graph: a group comes after
@@ -2648,6 +2672,7 @@ done:
     fc_free(L.buf_of_val);
     fc_free(L.bound);
     fc_free(L.force_load);
+    fc_free(L.deq_only);
     fc_free(L.row_shared);
     fc_free(L.whole_shared);
     fc_free(L.tail_node);
