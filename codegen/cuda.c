@@ -45,12 +45,13 @@
  * conversions are integer code (fc_round_bits). Each cvt has one wrapper, fc_cvt_*, with the
  * instruction's own operand order (its first source goes to the upper half); the emulation
  * harness (tests/cuda_emu/fusec_cuda_emu.h) defines FCEMU_PTX_CVT and models the instructions
- * itself. The vec path stores pairs of lanes with one x2 conversion (fc_pack_*). */
+ * itself. The vec path stores pairs of lanes with one x2 conversion (fc_pack_*), and decodes
+ * E4M3 loads in pairs (fc_unpack_f8e4m3: one cvt.rn.f16x2.e4m3x2 for two lanes). */
 enum {
     H_CVT_BF16X2, H_CVT_F16X2, H_CVT_F32_F16, H_CVT_E4M3X2, H_CVT_E5M2X2, H_CVT_F16X2_E4M3X2,
     H_F16_TO_F32, H_F32_TO_F16, H_BF16_TO_F32, H_F32_TO_BF16, H_F8E4M3_TO_F32, H_F32_TO_F8E4M3,
     H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_ROUND_BITS,
-    H_PACK_BF16, H_PACK_F16, H_PACK_F8E4M3, H_PACK_F8E5M2,
+    H_PACK_BF16, H_PACK_F16, H_PACK_F8E4M3, H_PACK_F8E5M2, H_UNPACK_F8E4M3,
     H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32, H_F64_TO_I64,
     H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64, H_MIN_I64,
     H_PHILOX, H_AMAX_FLUSH,
@@ -224,6 +225,18 @@ static const char *const helper_text[H_COUNT] = {
         "    return (unsigned int)fc_f32_to_f8e4m3(lo) | ((unsigned int)fc_f32_to_f8e4m3(hi) << 8);\n"
         "#endif\n"
         "}\n",
+    [H_UNPACK_F8E4M3] =
+        "static __device__ __forceinline__ void fc_unpack_f8e4m3(unsigned short b, float *lo, float *hi)\n"
+        "{\n"
+        FC_SM89
+        "    const unsigned int h = fc_cvt_f16x2_e4m3x2(b);\n"
+        "    *lo = fc_cvt_f32_f16((unsigned short)h);\n"
+        "    *hi = fc_cvt_f32_f16((unsigned short)(h >> 16));\n"
+        "#else\n"
+        "    *lo = fc_f8e4m3_to_f32((unsigned char)b);\n"
+        "    *hi = fc_f8e4m3_to_f32((unsigned char)(b >> 8));\n"
+        "#endif\n"
+        "}\n",
     [H_PACK_F8E5M2] =
         "static __device__ __forceinline__ unsigned int fc_pack_f8e5m2(float lo, float hi)\n"
         "{\n"
@@ -375,7 +388,8 @@ typedef struct Cg {
  * them (stores), through the local array fc_v<slot>[W]. */
 typedef struct VecSlot {
     bool shared, store;
-    bool packed;   /* a store to a 16/8-bit float param: the lanes keep f32, pairs are converted at once */
+    bool packed;   /* a store to a 16/8-bit float param: the lanes keep f32, pairs are converted at once;
+                    * a load of an E4M3 param: decoded to f32 in pairs as it is read */
     int ref, idx;
 } VecSlot;
 
@@ -531,6 +545,7 @@ static void use(Cg *c, int h) {
         [H_PACK_F16] = {D(H_CVT_F16X2)},
         [H_PACK_F8E4M3] = {D(H_CVT_E4M3X2), D(H_F32_TO_F8E4M3)},
         [H_PACK_F8E5M2] = {D(H_CVT_E5M2X2), D(H_F32_TO_F8E5M2)},
+        [H_UNPACK_F8E4M3] = {D(H_CVT_F16X2_E4M3X2), D(H_F8E4M3_TO_F32)},
     };
 #undef D
     c->helpers[h] = true;
@@ -563,7 +578,7 @@ static const char *helper_name(int h) {
         "fc_cvt_bf16x2", "fc_cvt_f16x2", "fc_cvt_f32_f16", "fc_cvt_e4m3x2", "fc_cvt_e5m2x2", "fc_cvt_f16x2_e4m3x2",
         "fc_f16_to_f32", "fc_f32_to_f16", "fc_bf16_to_f32", "fc_f32_to_bf16", "fc_f8e4m3_to_f32",
         "fc_f32_to_f8e4m3", "fc_f8e5m2_to_f32", "fc_f32_to_f8e5m2", "fc_round_bits",
-        "fc_pack_bf16", "fc_pack_f16", "fc_pack_f8e4m3", "fc_pack_f8e5m2",
+        "fc_pack_bf16", "fc_pack_f16", "fc_pack_f8e4m3", "fc_pack_f8e5m2", "fc_unpack_f8e4m3",
         "fc_f32_to_i32", "fc_f32_to_i64", "fc_f64_to_i32", "fc_f64_to_i64",
         "fc_max_f32", "fc_min_f32", "fc_max_f64", "fc_min_f64", "fc_max_i32", "fc_min_i32",
         "fc_max_i64", "fc_min_i64", "fc_philox", "fc_amax_flush"};
@@ -701,7 +716,8 @@ static void put_expr(Cg *c, int id, int parent, int depth) {
         if (e->vec && c->in_lanes) {   /* the lane's element of the group's vector */
             int sl = vec_slot(c, false, false, e->ref, e->a);
             if (sl < 0) return;
-            if (h >= 0) { use(c, h); sb_printf(o, "%s(fc_v%d[fc_j])", helper_name(h), sl); }
+            if (c->slots[sl].packed) sb_printf(o, "fc_v%d[fc_j]", sl);   /* decoded at the vector load */
+            else if (h >= 0) { use(c, h); sb_printf(o, "%s(fc_v%d[fc_j])", helper_name(h), sl); }
             else if (dt == FC_BOOL) sb_printf(o, "(fc_v%d[fc_j] != 0)", sl);
             else sb_printf(o, "fc_v%d[fc_j]", sl);
             break;
@@ -1128,7 +1144,8 @@ static void put_vec_for(Cg *c, const KirStmt *st, int d) {
     for (int i = 0; i < c->nslots && c->st == FC_OK; i++) {
         VecSlot *v = &c->slots[i];
         slot_types(c, v, &elem[i], &size[i], &vt[i]);
-        v->packed = v->store && !v->shared && pack_helper(k->params.data[v->ref].dtype) >= 0;
+        FcDtype pt = v->shared ? FC_F32 : k->params.data[v->ref].dtype;
+        v->packed = !v->shared && (v->store ? pack_helper(pt) >= 0 : pt == FC_F8E4M3);
     }
     if (c->st != FC_OK) goto done;
 
@@ -1167,9 +1184,15 @@ static void put_vec_for(Cg *c, const KirStmt *st, int d) {
         ind(c, d + 4); sb_printf(o, "const %s *fc_a = reinterpret_cast<const %s *>", vt[i], vt[i]);
         put_slot_addr(c, v); sb_puts(o, ";\n");
         int per = 16 / size[i];
+        if (v->packed) use(c, H_UNPACK_F8E4M3);
         for (int q = 0; q < W / per; q++) {
             ind(c, d + 4); sb_printf(o, "{ const %s fc_q = fc_a[%d];", vt[i], q);
-            for (int e = 0; e < per; e++) {
+            for (int e = 0; e < per; e += v->packed ? 2 : 1) {
+                if (v->packed) {   /* two E4M3 bytes, decoded at once */
+                    sb_printf(o, " %s((unsigned short)(fc_q.%c >> %d), &fc_v%d[%d], &fc_v%d[%d]);", helper_name(H_UNPACK_F8E4M3),
+                              "xyzw"[e / 4], (e % 4) * 8, i, q * per + e, i, q * per + e + 1);
+                    continue;
+                }
                 sb_printf(o, " fc_v%d[%d] = ", i, q * per + e);
                 put_vec_elem(o, vt[i], size[i], e, elem[i]);
                 sb_putc(o, ';');
@@ -1690,7 +1713,7 @@ static void put_preamble(StrBuf *out, const bool *helpers) {
         H_CVT_BF16X2, H_CVT_F16X2, H_CVT_F32_F16, H_CVT_E4M3X2, H_CVT_E5M2X2, H_CVT_F16X2_E4M3X2,
         H_F16_TO_F32, H_ROUND_BITS, H_F32_TO_F16, H_BF16_TO_F32, H_F32_TO_BF16, H_F8E4M3_TO_F32,
         H_F32_TO_F8E4M3, H_F8E5M2_TO_F32, H_F32_TO_F8E5M2, H_PACK_BF16, H_PACK_F16, H_PACK_F8E4M3,
-        H_PACK_F8E5M2, H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32,
+        H_PACK_F8E5M2, H_UNPACK_F8E4M3, H_F32_TO_I32, H_F32_TO_I64, H_F64_TO_I32,
         H_F64_TO_I64, H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64,
         H_MIN_I64, H_PHILOX, H_AMAX_FLUSH};
     for (int i = 0; i < H_COUNT; i++)
