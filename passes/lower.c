@@ -2422,23 +2422,29 @@ static void lower_fp8_update(Lower *L) {
         for (int j = 1; j < KIR_FP8_HISTORY; j++)   /* the history after the push: h[0 .. H) */
             kir_assign(L->k, m, kir_bin(L->k, KB_MAX, vref(L, m), vref(L, h[j])));
         kir_let(L->k, sv, kir_load(L->k, st, ci(L, base)));
-        int F = fconst(L, KT_F32, fmax), two = fconst(L, KT_F32, 2.0), half = fconst(L, KT_F32, 0.5);
+        int F = fconst(L, KT_F32, fmax), half = fconst(L, KT_F32, 0.5);
         int ok = kir_bin(L->k, KB_AND, kir_bin(L->k, KB_GT, vref(L, m), fconst(L, KT_F32, 0.0)),
                          kir_bin(L->k, KB_LT, vref(L, m), fconst(L, KT_F32, INFINITY)));
         kir_if(L->k, ok);
-        int it = kir_var(L->k, KT_I64);
+        /* the largest power of two s <= 2^126 with s m <= fmax (api.c fp8_scale_for's rule: from 1,
+         * halve while s m > fmax, then double while 2 s m <= fmax), in 15 steps instead of 286:
+         * down by 2^64 ... 2^1 while s m stays above fmax, then once more if it is; else up by
+         * 2^64 ... 2^1 while it stays at most fmax and s at most 2^126. Every product is exact
+         * (a power of two times m, m > fmax when going down), or inf, which compares above. */
         kir_assign(L->k, sv, fconst(L, KT_F32, 1.0));
-        /* 1 * 2^-150 ... 2^126: halve while s m > fmax, then double while 2 s m <= fmax */
-        kir_for(L->k, KIR_LOOP_SERIAL, it, ci(L, 0), ci(L, 160));
+        for (int e = 64; e >= 1; e /= 2) {
+            int dn = kir_bin(L->k, KB_MUL, vref(L, sv), fconst(L, KT_F32, ldexp(1.0, -e)));
+            kir_assign(L->k, sv, kir_select(L->k, kir_bin(L->k, KB_GT, kir_bin(L->k, KB_MUL, dn, vref(L, m)), F), dn,
+                                            vref(L, sv)));
+        }
         kir_assign(L->k, sv, kir_select(L->k, kir_bin(L->k, KB_GT, kir_bin(L->k, KB_MUL, vref(L, sv), vref(L, m)), F),
                                         kir_bin(L->k, KB_MUL, vref(L, sv), half), vref(L, sv)));
-        kir_end(L->k);
-        int it2 = kir_var(L->k, KT_I64);
-        kir_for(L->k, KIR_LOOP_SERIAL, it2, ci(L, 0), ci(L, 126));
-        int up = kir_bin(L->k, KB_MUL, vref(L, sv), two);
-        kir_assign(L->k, sv, kir_select(L->k, kir_bin(L->k, KB_LE, kir_bin(L->k, KB_MUL, up, vref(L, m)), F), up,
-                                        vref(L, sv)));
-        kir_end(L->k);
+        for (int e = 64; e >= 1; e /= 2) {
+            int up = kir_bin(L->k, KB_MUL, vref(L, sv), fconst(L, KT_F32, ldexp(1.0, e)));
+            int fits = kir_bin(L->k, KB_AND, kir_bin(L->k, KB_LE, kir_bin(L->k, KB_MUL, up, vref(L, m)), F),
+                               kir_bin(L->k, KB_LE, up, fconst(L, KT_F32, 0x1p126)));
+            kir_assign(L->k, sv, kir_select(L->k, fits, up, vref(L, sv)));
+        }
         kir_end(L->k);
         kir_store(L->k, st, ci(L, base), vref(L, sv));
         kir_store(L->k, st, ci(L, base + 1), fconst(L, KT_F32, 0.0));

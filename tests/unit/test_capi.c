@@ -17,6 +17,11 @@
  * - f8 slots (--precision f8): a training block's slots alternate a value's (E4M3) and its
  *   gradient's (E5M2, fc_block_fp8_slot_dtype); forward runs set only the E4M3 scales, the
  *   backward's runs the E5M2 ones (by E5M2's largest value, 57344); the argument errors.
+ * - delayed scaling's update (the fp8_update kernel, passes/lower.c): after runs whose amax
+ *   rises, each E4M3 output's scale is the largest power of two s <= 2^126 with s m <= 448 for
+ *   the largest amax m, computed here by the rule's own loops (halve from 1 while s m > 448,
+ *   then double while 2 s m <= 448), for m from 2^-133 to 2^126 and at 448's boundaries
+ *   (m = 1.75 x 2^e exactly, one ulp above and below).
  * - fc_program_set_loss_scaling: the scale doubles after growth_interval finite backward passes,
  *   halves (and the pass runs again) when a gradient overflows, the gradients carry it
  *   (fc_tensor_convert by 1/S gives the unscaled ones, equal to an unscaled run's), and its
@@ -477,6 +482,64 @@ static void test_fp8_interface(void) {
     fc_options_free(o);
 }
 
+/* the update rule as api.c's fp8_scale_for states it, in f32 */
+static double scale_rule(float m, float F) {
+    float sc = 1.0f;
+    for (int i = 0; i < 160; i++) sc = sc * m > F ? sc * 0.5f : sc;
+    for (int i = 0; i < 126; i++) sc = sc * 2.0f * m <= F ? sc * 2.0f : sc;
+    return sc;
+}
+
+static void test_fp8_update(void) {
+    static const char *const usrc = "block u(x: f32[2]) { return x * 1.0, x * 1.00000012, x * 0.99999994 }\n";
+    static const float C[3] = {1.0f, 1.00000012f, 0.99999994f};
+    FcOptions *o = NULL;
+    FcBlock *b = NULL;
+    FcDevice *dev = NULL;
+    FcProgram *p = NULL;
+    REQUIRE(fc_options_new(&o) == FC_OK && fc_options_set_precision(o, "f8") == FC_OK);
+    REQUIRE(fc_compile_string(usrc, "u.tf", o, &b) == FC_OK);
+    REQUIRE(fc_device_open(FC_DEVICE_CPU, 0, &dev) == FC_OK && fc_program_new(b, dev, &p) == FC_OK);
+    int64_t d2[1] = {2};
+    FcTensor *xf, *x, *y[3];
+    REQUIRE(fc_tensor_new(dev, FC_F32, 1, d2, &xf) == FC_OK && fc_tensor_new(dev, FC_F8E4M3, 1, d2, &x) == FC_OK);
+    for (int j = 0; j < 3; j++) REQUIRE(fc_tensor_new(dev, FC_F8E4M3, 1, d2, &y[j]) == FC_OK);
+    int slot[3], n = fc_block_num_fp8_slots(b), checked = 0;
+    for (int j = 0; j < 3; j++) {
+        FcTensorInfo ti;
+        REQUIRE(fc_block_output_info(b, j, &ti) == FC_OK && ti.fp8_slot >= 0 && ti.fp8_slot < n);
+        slot[j] = ti.fp8_slot;
+    }
+    double sc[16];
+    REQUIRE(n <= 16);
+    /* rising amax: the history's largest is this run's */
+    for (int e = -133; e <= 126; e++) {
+        static const float M[3] = {1.0f, 1.75f, 1.875f};
+        for (int k = 0; k < 3; k++) {
+            float v = ldexpf(M[k], e), xv[2] = {v, 0};
+            if (!isfinite(v) || v * 1.00000012f > 3e38f) continue;
+            REQUIRE(fc_tensor_copy_from_host(xf, xv, sizeof xv) == FC_OK && fc_tensor_quantize(x, xf) == FC_OK);
+            for (int r = 0; r < 2; r++) REQUIRE(fc_program_run(p, &x, y) == FC_OK);   /* the second run's update reads the first's amax */
+            REQUIRE(fc_program_fp8_scales(p, sc, n) == FC_OK);
+            for (int j = 0; j < 3; j++) {
+                float m = v * C[j];
+                double want = scale_rule(m, 448.0f);
+                EXPECT(sc[slot[j]] == want, "amax %a (x %a times %a): scale %a, the rule's %a", (double)m, (double)v, (double)C[j],
+                       sc[slot[j]], want);
+                checked++;
+            }
+        }
+    }
+    CHECK(checked > 700);
+    fc_tensor_free(xf);
+    fc_tensor_free(x);
+    for (int j = 0; j < 3; j++) fc_tensor_free(y[j]);
+    fc_program_free(p);
+    fc_device_free(dev);
+    fc_block_free(b);
+    fc_options_free(o);
+}
+
 int main(void) {
     FcBlock *b = NULL;
     FcStatus s = fc_compile_string(src, "capi.tf", NULL, &b);
@@ -492,6 +555,7 @@ int main(void) {
     test_loss_scaling();
     test_fp8_slots();
     test_fp8_interface();
+    test_fp8_update();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     else printf("test_capi: ok\n");
     return failures != 0;
