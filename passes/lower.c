@@ -1284,8 +1284,9 @@ static bool keep_choice(Lower *L, int group, int node, int v, const IrShape *X, 
         }
         /* the widening of a dequantized f8 value the kernel computes (--precision f8: the
          * residual sum a layernorm normalizes is an fp8_quant): its quant q is kept, the value
-         * x * s rounded to E4M3 with x's amax recorded, once instead of at every pass over the
-         * row (and at the store of q); the dequant, a multiply, is done again from the row */
+         * x * s rounded to E4M3 with x's amax recorded (x itself where q is kept wide,
+         * fp8_inline), once instead of at every pass over the row (and at the store of q); the
+         * dequant, a multiply (none for a wide q), is done again from the row */
         if (val(L, v)->dtype == FC_F32 && (q = quant_under(L, group, u, X)) >= 0) {
             *kv = q;
             break;
