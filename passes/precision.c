@@ -15,7 +15,10 @@
  * A wide op's lowered inputs are widened to f32 first (a cast, exact), and so are the lowered
  * inputs of any op that also reads a wide value (x - mean(x) is computed from f32 operands);
  * such an op's f32 result is then cast to p. f64 and the narrow types the source declared itself
- * are left as they are; integers and bools too. A cast to f32 becomes a cast to p.
+ * are left as they are; integers and bools too. A cast to f32 becomes a storage cast to p
+ * (wide: the f32 value the source asked for stays f32 in a kernel and is rounded to p where
+ * stored, as every f32 value this pass lowers; a rounding cast there rounded an f16 value to
+ * bf16 between fused ops, difftest f8 seed 2026112820 graph 730).
  *
  * Arithmetic stays f32: code generation computes every narrow value in f32 registers and
  * rounds only where a value is stored (a kernel's output, or every op under --strict-rounding),
@@ -251,7 +254,7 @@ static FcStatus run_node(Px *x, const IrNode *n) {
     for (int k = 0; k < n->nin && s == FC_OK && widen; k++)
         if (narrowable(x, ir_cval(x->src, n->in[k])->dtype)) s = cast_to(x, ins[k], FC_F32, &ins[k]);
     IrAttrs a = n->a;
-    if (n->op == IR_OP_CAST && a.dtype == FC_F32 && !widen) a.dtype = x->p;
+    if (n->op == IR_OP_CAST && a.dtype == FC_F32 && !widen) a = ir_storage_cast(ir_cval(x->g, ins[0])->dtype, x->p);
     int first = -1;
     if (s == FC_OK) s = emit(x, n->op, ins, n->nin, &a, &first);
     fc_free(ins);
