@@ -404,21 +404,6 @@ static FcStatus run_prog(Run *u, FcProgram *p, FcTensor *const *in, FcTensor *co
     return s;
 }
 
-/* max |t_i| over the finite elements of t, the gradient of b's input i */
-static double max_abs(FcBlock *b, int i, const FcTensor *t) {
-    FcTensorInfo ti;
-    fc_block_input_info(b, i, &ti);
-    void *h = to_host(t);
-    double m = 0;
-    int64_t n = (int64_t)(fc_tensor_nbytes(t) / fc_dtype_size(ti.dtype));
-    for (int64_t k = 0; h && k < n; k++) {
-        double v = fabs(rt_host_load(ti.dtype, h, k));
-        if (isfinite(v) && v > m) m = v;
-    }
-    free(h);
-    return m;
-}
-
 /* The largest finite |value| of tensor t of dtype dt (an f8 tensor's values: q / scale). */
 static double value_max_abs(FcDtype dt, const FcTensor *t) {
     double s = 1;
@@ -432,6 +417,13 @@ static double value_max_abs(FcDtype dt, const FcTensor *t) {
     }
     free(h);
     return m;
+}
+
+/* ... of t, the gradient of b's input i */
+static double max_abs(FcBlock *b, int i, const FcTensor *t) {
+    FcTensorInfo ti;
+    fc_block_input_info(b, i, &ti);
+    return value_max_abs(ti.dtype, t);
 }
 
 /* Host copies of the block's inputs, in[i] malloc'd (the caller frees them). */
