@@ -2,9 +2,11 @@
 #   difftest --replay tests/difftest/found/f8_pair_rounding_residue.tf
 # Status: fixed in difftest's compare_sets: two programs' outputs are compared over max |b| or,
 # where the reference's values are larger, max |ref| (the magnitude the tolerance and its spread
-# are measured against; both programs are within it of the reference). Not a compiler bug: the
-# fused kernel keeps v2 in f32 (a storage cast to bf16) and rounds v9 to bf16 (the precision
-# pass's cast of the f16 value, a rounding one), eager stores both; `fusec run --check` passes.
+# are measured against; both programs are within it of the reference). The fused kernel kept v2
+# in f32 (a storage cast to bf16) but rounded v9 to bf16 (the precision pass made the source's
+# promotion of the f16 v9 to f32 a rounding cast to bf16): -1.5e-4 where the math is 9.4e-5.
+# Since 6876da9 that cast is a storage cast too and the fused value is 9.2e-5; eager
+# stores both (0). `fusec run --check` passed it all along.
 # Found by difftest --precision f8 --seed 2026112820 (graph 730 of 1000) while checking the
 # lowering of kept f8 values (05cffec), and present before it (c6ca6b5's kept values).
 # graph 730 of --seed 2026112820; 20 statements minimized to 4
