@@ -536,7 +536,9 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
 
 void kir_print_program(const KirProgram *p, StrBuf *o) {
     static const char *const kinds[] = {"input", "output", "temp", "state"};
-    sb_printf(o, "program %s workspace=%lld\n", p->block_name, (long long)p->workspace_bytes);
+    sb_printf(o, "program %s workspace=%lld", p->block_name, (long long)p->workspace_bytes);
+    if (p->vector_bytes > 0) sb_printf(o, " vector_bytes=%d", p->vector_bytes);
+    sb_puts(o, "\n");
     for (int i = 0; i < p->buffers.len; i++) {
         const KirBuffer *b = &p->buffers.data[i];
         sb_printf(o, "buffer b%d: %s %s[%lld]", i, kinds[b->kind], fc_dtype_name(b->dtype),

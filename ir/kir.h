@@ -260,6 +260,8 @@ typedef struct KirProgram {
     FC_VEC(KirBuffer) buffers;
     FC_VEC(KirLaunch) launches;
     int64_t workspace_bytes;
+    int vector_bytes;    /* a CPU-shaped program: the host's widest vector (PassCpu), which sizes
+                          * codegen/llvm.c's paired bf16 loops; 0 otherwise */
 } KirProgram;
 
 /* ---- building (kir.c) ----------------------------------------------------------------- */

@@ -2482,6 +2482,7 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     Lower L = {.g = g, .opt = opt, .err = err};
     int nn = g->nodes.len, nv = g->values.len;
     L.p = kir_program_new(g->name);
+    if (L.p && opt->cpu) L.p->vector_bytes = opt->host.vector_bytes;
     L.group_of_node = fc_calloc((size_t)nn + 1, sizeof(int));
     L.group_first = fc_calloc((size_t)nn + 1, sizeof(int));
     L.group_origin_op = fc_calloc((size_t)nn + 1, sizeof(int));

@@ -593,11 +593,27 @@ static bool cached_object(RtCpuProgram *cp, const unsigned char *data, size_t le
     return true;
 }
 
+/* LLVM's diagnostics while a module is optimized and compiled: remarks and warnings (the loop
+ * vectorizer's "loop not vectorized" where a loop asks for a width and cannot have it, a paired
+ * bf16 loop at AVX-512: docs/cpu.md) are not the user's business and are dropped; the first
+ * error is kept and fails the compilation (LLVM's default handler would print it and exit). */
+typedef struct CpuDiag { bool error; char msg[256]; } CpuDiag;
+static void cpu_diagnostic(LLVMDiagnosticInfoRef info, void *ctx) {
+    CpuDiag *d = ctx;
+    if (LLVMGetDiagInfoSeverity(info) != LLVMDSError || d->error) return;
+    char *m = LLVMGetDiagInfoDescription(info);
+    d->error = true;
+    snprintf(d->msg, sizeof d->msg, "%s", m ? m : "?");
+    LLVMDisposeMessage(m);
+}
+
 static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     const KirProgram *p = cp->p;
     LLVMTargetMachineRef tm = NULL, tm_jit = NULL;
     LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
     LLVMContextRef ctx = LLVMOrcThreadSafeContextGetContext(tsc);
+    CpuDiag diag = {0};
+    LLVMContextSetDiagnosticHandler(ctx, cpu_diagnostic, &diag);
     LLVMModuleRef mod = NULL;
     RtCache *cache = NULL;
     unsigned char *obj = NULL;
@@ -644,6 +660,7 @@ static FcStatus jit_module(RtCpuProgram *cp, FcErr *err) {
     } else {
         st = compile_object(cp, mod, tm, outlined, &obj, &objlen, err);
         if (st != FC_OK) { mod = NULL; goto fail; }
+        if (diag.error) { mod = NULL; st = fc_err_set(err, FC_ERR_INTERNAL, "cpu: LLVM: %s", diag.msg); goto fail; }
         if (keyed) {
             FcErr ignored = {0};
             (void)rt_cache_put(cache, &key, "o", obj, objlen, &ignored);

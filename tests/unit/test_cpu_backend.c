@@ -1587,6 +1587,86 @@ static void test_exact_bf16_store(void) {
     kir_program_free(g.p);
 }
 
+/* bf16 loops in pairs (codegen/llvm.c, pair_loop): a thread loop whose unit-stride accesses are
+ * all bf16 runs two elements at a time, one i32 word a load and a store. Every bf16 code as x
+ * (NaNs, infinities, subnormals), an odd block so that half the blocks start at an odd element
+ * and end on one left over, a broadcast load, a let, a rounded (exact) store and the loop index
+ * in a value: each element must be what the one-at-a-time conversions give, computed here. The
+ * emitted text must show the pairs (else the test would pass on the old code). */
+static uint16_t bf16_rne(float f) {
+    uint32_t code = encode(FC_BF16, f);
+    return code == UINT32_MAX ? 0x7fc0 : (uint16_t)code;
+}
+static float bf16_val(uint16_t c) { uint32_t u = (uint32_t)c << 16; float f; memcpy(&f, &u, 4); return f; }
+static void test_bf16_pairs(void) {
+    const int64_t n = 65536 + 1001;
+    const int block = 129;
+    Prog g;
+    prog_init(&g, "bf16_pairs");
+    KirKernel *k = kir_kernel_new(g.p, "k0_pairs", cdiv(n, block), block);
+    int px = kir_param(k, FC_BF16, n, false), pb = kir_param(k, FC_BF16, 8, false);
+    int o1 = kir_param(k, FC_BF16, n, true), o2 = kir_param(k, FC_BF16, n, true), o3 = kir_param(k, FC_BF16, n, true);
+    int vi = open_pointwise(k, n);
+    int v = kir_var(k, KT_F32);
+    kir_let(k, v, kir_bin(k, KB_MUL, kir_bin(k, KB_ADD, kir_load(k, px, VR(k, vi)), kir_load(k, pb, C64(k, 5))),
+                          kir_const_f(k, KT_F32, 3.0)));
+    kir_store(k, o1, VR(k, vi), VR(k, v));
+    kir_store(k, o2, VR(k, vi), kir_round(k, FC_BF16, kir_bin(k, KB_MUL, kir_load(k, px, VR(k, vi)), kir_const_f(k, KT_F32, 0.1))));
+    kir_store(k, o3, VR(k, vi), kir_bin(k, KB_ADD, VR(k, v), kir_cast(k, KT_F32, VR(k, vi))));
+    kir_end(k);
+    EXPECT(kir_kernel_ok(k), "pairs built");
+    int bufs[5] = {add_buf(&g, KIR_BUF_INPUT, FC_BF16, n), add_buf(&g, KIR_BUF_INPUT, FC_BF16, 8),
+                   add_buf(&g, KIR_BUF_OUTPUT, FC_BF16, n), add_buf(&g, KIR_BUF_OUTPUT, FC_BF16, n),
+                   add_buf(&g, KIR_BUF_OUTPUT, FC_BF16, n)};
+    launch_all(&g, 0, bufs);
+    StrBuf t = {0};
+    FcErr err;
+    EXPECT(cg_llvm_text(g.p, &t, &err) == FC_OK, "text: %s", err.msg);
+    int words = 0;
+    for (const char *c = t.data; c && (c = strstr(c, "load i32, ptr")) != NULL; c++) words++;
+    EXPECT(words == 2, "the x load paired (one word), once in each body copy: %d i32 loads", words);
+    EXPECT(t.data && strstr(t.data, "store i32"), "the stores paired");
+    EXPECT(t.data && !strstr(t.data, "llvm.loop.vectorize.width"), "no width asked below AVX-512");
+    sb_free(&t);
+    /* at AVX-512 the loop asks for 16 words (each half a zmm); run that way too (here, AVX2 or
+     * SSE: the same values at another width) */
+    for (int wide = 0; wide < 2; wide++) {
+        g.p->vector_bytes = wide ? 64 : 0;
+        if (wide) {
+            StrBuf t64 = {0};
+            EXPECT(cg_llvm_text(g.p, &t64, &err) == FC_OK, "text: %s", err.msg);
+            EXPECT(t64.data && strstr(t64.data, "!\"llvm.loop.vectorize.width\", i32 16}"), "width 16 at AVX-512");
+            sb_free(&t64);
+        }
+        uint16_t *x = xalloc(2 * (size_t)n), b[8], *y[3];
+        for (int64_t i = 0; i < n; i++) x[i] = i < 65536 ? (uint16_t)(i * 40503u) : (uint16_t)rnd();
+        for (int j = 0; j < 8; j++) b[j] = (uint16_t)(0x3f00 + 37 * j);   /* b[5] = 0x3fb9, 1.4453125 */
+        for (int j = 0; j < 3; j++) { y[j] = xalloc(2 * (size_t)n); poison(y[j], FC_BF16, n); }
+        void *in[2] = {x, b}, *out[3] = {y[0], y[1], y[2]};
+        int64_t bytes[3] = {2 * n, 2 * n, 2 * n};
+        RUN_OK(&g, 2, in, out, bytes);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float xf = bf16_val(x[i]);
+            float a = xf + bf16_val(b[5]);
+            float vf = a * 3.0f;
+            float r2 = bf16_val(bf16_rne(xf * 0.1f));
+            float s3 = vf + (float)i;
+            uint16_t want[3] = {bf16_rne(vf), bf16_rne(r2), bf16_rne(s3)};
+            for (int j = 0; j < 3; j++) {
+                bool ok = isnan(bf16_val(want[j])) ? isnan(bf16_val(y[j][i])) : y[j][i] == want[j];
+                if (!ok && bad++ < 4)
+                    fprintf(stderr, "  pairs: o%d[%lld] of x %04x: %04x, want %04x\n", j + 1, (long long)i, x[i], y[j][i], want[j]);
+            }
+        }
+        EXPECT(bad == 0, "bf16 pairs (%d-byte vectors): %lld of %lld values wrong", wide ? 64 : 0, (long long)bad,
+               (long long)(3 * n));
+        free(x);
+        for (int j = 0; j < 3; j++) free(y[j]);
+    }
+    kir_program_free(g.p);
+}
+
 /* erf's coefficient tables: the vectorized lookups become permutes, and the results are the
  * same as those of the scalar loop (sizes not multiples of the vector width) */
 static void test_erf_tables(void) {
@@ -1942,6 +2022,7 @@ int main(void) {
     T(test_text_and_vectorization);
     T(test_invariant_head);
     T(test_exact_bf16_store);
+    T(test_bf16_pairs);
     T(test_erf_tables);
     T(test_codegen_errors);
     T(test_fault_injection);
