@@ -246,17 +246,23 @@ BW_UNARY(SQUARE, d_square)
  * oracle therefore derives from y moved by one rounding of that type, so that the conditioning
  * check sees how much that rounding moves the gradient; without noise, from x as the other
  * rules do. */
-static FcStatus saturating_bw(const Bw *b, bool sigmoid, FcErr *err) {
-    if (!b->gx[0]) return FC_OK;
-    if (!b->noise) return unary_bw(b, sigmoid ? d_sigmoid : d_tanh);
-    int64_t m = numel(bout_shape(b, 0));
+/* The type a program's backward reads n's result y in: y's own, or the f8 format of the
+ * fp8_quant that reads y (--train at f8: passes/autodiff.c reads y from its E4M3 copy). */
+static FcDtype stored_dtype(const Bw *b) {
     int out = b->n->out[0];
     FcDtype t = ir_cval(b->g, out)->dtype;
-    for (int k = 0; k < b->g->nodes.len; k++) {   /* stored as f8 where a quant reads it */
+    for (int k = 0; k < b->g->nodes.len; k++) {
         const IrNode *u = &b->g->nodes.data[k];
         if (u->op == IR_OP_FP8_QUANT && u->in[0] == out && u->a.i[0] >= 0 && u->a.i[0] < b->g->fp8.len)
             t = b->g->fp8.data[u->a.i[0]].fmt;
     }
+    return t;
+}
+static FcStatus saturating_bw(const Bw *b, bool sigmoid, FcErr *err) {
+    if (!b->gx[0]) return FC_OK;
+    if (!b->noise) return unary_bw(b, sigmoid ? d_sigmoid : d_tanh);
+    int64_t m = numel(bout_shape(b, 0));
+    FcDtype t = stored_dtype(b);
     double *y = fc_calloc((size_t)(m > 0 ? m : 1), sizeof(double));
     if (!y) return FC_OOM(err);
     for (int64_t i = 0; i < m; i++) y[i] = sigmoid ? sigm(b->x[0][i]) : tanh(b->x[0][i]);
@@ -413,13 +419,19 @@ BW(MAX) { return extreme_bw(b, true, err); }
 BW(MIN) { return extreme_bw(b, false, err); }
 
 /* ---- composites ------------------------------------------------------------------------------------- */
-/* softmax: gx = y (gy - sum(gy y)); log_softmax: gx = gy - softmax(x) sum(gy). */
+/* softmax: gx = y (gy - sum(gy y)); log_softmax: gx = gy - softmax(x) sum(gy). With noise, the
+ * softmax a program's backward reads is moved by one rounding of the type it stored y in
+ * (stored_dtype): a softmax's y itself; a log_softmax's y = log p before its exp, whose rounding
+ * is absolute |y| u, not relative to p (at f8, y from 3 significand bits: exp(y) no longer sums
+ * to 1, and a gradient that is 0 by shift invariance, the sum of gx, is that residue times
+ * sum(gy): f8 difftest seed 2026112850 graph 814). */
 static FcStatus softmax_bw(const Bw *b, bool log_form, FcErr *err) {
     const IrShape *s = bin_shape(b, 0);
     int ax = (int)b->n->a.i[0];
     FC_CHECK(err, ax >= 0 && ax < s->rank);
     if (!b->gx[0]) return FC_OK;
     int64_t outer = numel_range(s, 0, ax), len = s->dims[ax], inner = numel_range(s, ax + 1, s->rank);
+    FcDtype t = stored_dtype(b);
     double *row = fc_alloc(sizeof(double) * (size_t)len);
     if (!row) return FC_OOM(err);
     for (int64_t o = 0; o < outer; o++)
@@ -429,10 +441,12 @@ static FcStatus softmax_bw(const Bw *b, bool log_form, FcErr *err) {
             double *gx = b->gx[0] + at;
             for (int64_t k = 0; k < len; k++) row[k] = x[k * inner];
             double lse = logsumexp(row, len), dot = 0;
-            for (int64_t k = 0; k < len; k++) row[k] = exp(row[k] - lse); /* softmax */
-            /* noise: a program's backward reads the softmax it rounded to the result's dtype
-             * (near one-hot, y (g - sum(g y)) then moves by far more than the rounding of x) */
-            if (b->noise) rt_interp_perturb(row, len, ir_cval(b->g, b->n->out[0])->dtype, *b->noise, b->node, (int)(o * inner + j) + 1, 1);
+            for (int64_t k = 0; k < len; k++) row[k] -= lse;   /* log_softmax */
+            /* noise: a program's backward reads the y it rounded to its stored type (near
+             * one-hot, y (g - sum(g y)) then moves by far more than the rounding of x) */
+            if (b->noise && log_form) rt_interp_perturb(row, len, t, *b->noise, b->node, (int)(o * inner + j) + 1, 1);
+            for (int64_t k = 0; k < len; k++) row[k] = exp(row[k]); /* softmax */
+            if (b->noise && !log_form) rt_interp_perturb(row, len, t, *b->noise, b->node, (int)(o * inner + j) + 1, 1);
             for (int64_t k = 0; k < len; k++) dot += log_form ? gy[k * inner] : gy[k * inner] * row[k];
             for (int64_t k = 0; k < len; k++)
                 gx[k * inner] += log_form ? gy[k * inner] - row[k] * dot : row[k] * (gy[k * inner] - dot);
