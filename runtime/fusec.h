@@ -428,7 +428,9 @@ FcStatus fc_program_time(FcProgram *p, FcTensor *const *inputs, FcTensor *const 
  * reference starts from the backward's own inputs (the saved values the forward wrote and the
  * gradients): its kernels are judged on what they were given. A value over its bound whose
  * reference moves by at least a quarter of its error when the interpreter runs with
- * rounding-level noise on every op (rt_interp_run_noisy, the most over four seeds) is
+ * rounding-level noise on every op (rt_interp_run_noisy, the most over four seeds; with f8
+ * quantizations four more that leave the quantizations alone, whose noise can flip a choice
+ * that masks the value) is
  * ill-conditioned (a difference of
  * nearly equal values, such as the sum of a softmax's input gradient), counted in illcond and
  * not as a failure. fn gets one FcKernelCheck per

@@ -1073,7 +1073,7 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
         IrCategory cat = ir_ops[n->op].cat;
         bool keep_wide = rounding == RT_ROUND_AT_OUTPUTS && (cat != IR_CAT_CAST || n->a.i[0]) &&
                          cat != IR_CAT_GENERATOR;
-        bool perturb = noise && rounds(n->op);
+        bool perturb = noise && rounds(n->op) && !(n->op == IR_OP_FP8_QUANT && (*noise & RT_NOISE_KEEP_QUANTS));
         for (int r = 0; r < n->nout; r++) {
             const IrValue *v = val(g, n->out[r]);
             double *d = buf[n->out[r]];

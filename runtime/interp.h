@@ -36,6 +36,14 @@ FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, voi
  * rounding alone moves from a wrong one (docs/difftest.md). */
 FcStatus rt_interp_run_noisy(const IrGraph *g, const void *const *inputs, void *const *outputs, uint64_t seed,
                              FcErr *err);
+/* A seed with this bit set leaves fp8_quant without noise. Its noise stands for a program that
+ * keeps an f8 value wide instead of rounding it (passes/lower.c fp8_inline), up to a rounding of
+ * the format (2u: 12.5 % at E4M3); it also moves every discrete choice after it (which of two
+ * quantized copies of one value a minimum takes), which can hide how much the rounding noise
+ * moves a value that choice then masks: a minimum's gradient g (1 - mask) where g is a rounding
+ * residue that the flipped mask zeroes (f8 difftest seed 2026112870 graph 171: the fused
+ * kernel's residue, one bf16 ulp, against a reference of 0 that no noisy run moved). */
+#define RT_NOISE_KEEP_QUANTS (1ull << 63)
 /* The largest magnitude each f8 slot's tensor takes in a run of g (rt_interp_run's, with the
  * scales of g's slot table): amax[k] = max |x| over the input x of slot k's fp8_quant (0 for a
  * slot nothing quantizes with; NaN propagates). amax: g->fp8.len entries. For calibrating the
