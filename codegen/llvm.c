@@ -1199,20 +1199,28 @@ static LLVMMetadataRef md_str_node(Cg *g, const char *s) {
  * count is a small constant; the reduction partials indexed by the thread slot then have
  * constant offsets and SROA keeps them in vector registers. Its scalar epilogue stays rolled.
  * (`llvm.loop.unroll.full` would warn on stderr wherever the trip count is not constant.) */
-static void no_unroll(Cg *g, LLVMValueRef latch, bool unroll_vectorized) {
+/* The loop ID !{self, attrs...} on a loop's back edge. */
+static void loop_md(Cg *g, LLVMValueRef latch, const LLVMMetadataRef *attrs, unsigned nattrs) {
+    LLVMMetadataRef ops[4];
+    if (nattrs > 3) nattrs = 3;
     LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
-    LLVMMetadataRef ops[4] = {tmp, md_str_node(g, "llvm.loop.unroll.disable"), NULL, NULL};
-    unsigned n = 2;
+    ops[0] = tmp;
+    for (unsigned i = 0; i < nattrs; i++) ops[1 + i] = attrs[i];
+    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 1 + nattrs);
+    LLVMMetadataReplaceAllUsesWith(tmp, loop);
+    LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
+}
+static void no_unroll(Cg *g, LLVMValueRef latch, bool unroll_vectorized) {
+    LLVMMetadataRef attrs[3] = {md_str_node(g, "llvm.loop.unroll.disable"), NULL, NULL};
+    unsigned n = 1;
     if (unroll_vectorized) {
         LLVMMetadataRef v[1] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.followup_vectorized", 39)};
         LLVMMetadataRef e[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.followup_epilogue", 37),
                                 md_str_node(g, "llvm.loop.unroll.disable")};
-        ops[n++] = LLVMMDNodeInContext2(g->ctx, v, 1);
-        ops[n++] = LLVMMDNodeInContext2(g->ctx, e, 2);
+        attrs[n++] = LLVMMDNodeInContext2(g->ctx, v, 1);
+        attrs[n++] = LLVMMDNodeInContext2(g->ctx, e, 2);
     }
-    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, n);
-    LLVMMetadataReplaceAllUsesWith(tmp, loop);
-    LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
+    loop_md(g, latch, attrs, n);
 }
 
 /* Does the statement list (or an expression in it) touch a thread array? */
@@ -1653,13 +1661,10 @@ static bool pair_body(Cg *g, const KirStmt *st, int lane) {
  * is the one-element loop's width; forcing 16 there ran a GELU-tanh kernel 1.3x slower at
  * x86-64-v3 (two copies of the body at twice the width spill). */
 static void pair_width(Cg *g, LLVMValueRef latch) {
-    LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
     LLVMMetadataRef w[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.width", 25),
                             LLVMValueAsMetadata(ci(g->t32, 16))};
-    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(g->ctx, w, 2)};
-    LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 2);
-    LLVMMetadataReplaceAllUsesWith(tmp, loop);
-    LLVMSetMetadata(latch, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
+    LLVMMetadataRef attr = LLVMMDNodeInContext2(g->ctx, w, 2);
+    loop_md(g, latch, &attr, 1);
 }
 /* for (v = lo; v + 1 < hi; v += 2) { even; odd }  if (v < hi) { one } */
 static bool pair_emit(Cg *g, const KirStmt *st, LLVMValueRef lo, LLVMValueRef hi) {
