@@ -582,13 +582,16 @@ static LLVMValueRef vpow2i(Cg *g, LLVMValueRef ni) {
 }
 
 /* e^x for x in [-104, 88.73] (callers clamp; NaN must not reach it). n = rint(x log2 e),
- * r = x - n ln2 (ln2 in two parts: n * 0.693359375 is exact), e^r = 1 + r + r^2 P(r),
- * times 2^n as 2^(n>>1) * 2^(n - (n>>1)) so that subnormal results round once, correctly. */
-static LLVMValueRef vexp_core_scaled(Cg *g, LLVMValueRef x, LLVMValueRef s);
-static LLVMValueRef vexp_core(Cg *g, LLVMValueRef x) { return vexp_core_scaled(g, x, NULL); }
-/* s e^x for a normal s of magnitude at most 1 (NULL: 1): s multiplies the polynomial before
- * the scaling by 2^n, so a subnormal result still rounds once at the end. */
-static LLVMValueRef vexp_core_scaled(Cg *g, LLVMValueRef x, LLVMValueRef s) {
+ * r = x - n ln2 (ln2 in two parts: n * 0.693359375 is exact), e^r = 1 + q with
+ * q = r + r^2 P(r), times 2^n as 2^(n>>1) * 2^(n - (n>>1)) so that subnormal results round once,
+ * correctly. */
+static LLVMValueRef vexp_core_scaled(Cg *g, LLVMValueRef x, LLVMValueRef s, LLVMValueRef m);
+static LLVMValueRef vexp_core(Cg *g, LLVMValueRef x) { return vexp_core_scaled(g, x, NULL, NULL); }
+/* s (1 + m) e^x for a normal s of magnitude at most 1 and a small m (|m| < 2^-20; NULL: 0), or
+ * e^x (s NULL): s e^r (1 + m) is s + s q' with q' = q + m + q m, one rounding at full size (a
+ * fused multiply-add) instead of three (1 + q, times 1 + m, times s); the scaling by 2^n comes
+ * after, so a subnormal result still rounds once at the end. */
+static LLVMValueRef vexp_core_scaled(Cg *g, LLVMValueRef x, LLVMValueRef s, LLVMValueRef m) {
     static const float P[6] = {0.5000000013f, 0.1666666653f, 0.04166646553f, 0.008333360741f,
                                0.001393359757f, 0.0001985778195f};
     LLVMValueRef n = intr1(g, "llvm.rint", vfmul(g, x, vf(g, 1.44269504088896341f)));
@@ -597,8 +600,13 @@ static LLVMValueRef vexp_core_scaled(Cg *g, LLVMValueRef x, LLVMValueRef s) {
     r = vfsub(g, r, vfmul(g, n, vf(g, -2.12194440e-4f)));
     LLVMValueRef p = vpoly(g, r, P, 6);
     if (!p) return NULL;
-    p = vfadd(g, vmadd(g, vfmul(g, r, r), p, r), vf(g, 1.0f));
-    if (s) p = vfmul(g, p, s);
+    LLVMValueRef q = vmadd(g, vfmul(g, r, r), p, r);
+    if (!s) {
+        p = vfadd(g, q, vf(g, 1.0f));
+    } else {
+        if (m) q = vmadd(g, q, m, vfadd(g, q, m));
+        p = vmadd(g, s, q, s);
+    }
     LLVMValueRef ni = LLVMBuildFPToSI(g->b, n, g->t32, "");
     LLVMValueRef n1 = LLVMBuildAShr(g->b, ni, ci(g->t32, 1), "");
     LLVMValueRef n2 = LLVMBuildSub(g->b, ni, n1, "");
@@ -760,69 +768,40 @@ static LLVMValueRef verf(Cg *g, LLVMValueRef x) {
 
 /* ndtr x, the standard normal CDF: with a = |x|, T(a) = ndtr(-a) = e^(-a^2/2) R(a), and
  * ndtr x = T(a) for x < 0, 1 - T(a) otherwise (T <= 1/2, so no cancellation either side).
- * R(a) = T(a) e^(a^2/2) is smooth and slowly varying (about 1/(a sqrt(2 pi)) for large a), fitted
- * on 16 pieces of a = min(|x|, 14.49) (NaN gives 14.49, restored at the end; T rounds to 0 from
- * a = 14.2 on): four of width 1.8125/4 on [0, 1.8125), then four per octave up to 14.5 (the
- * piece index from the exponent and two mantissa bits of a / 1.8125), t = a - centre[k], Pk(t)
- * of degree 5 with its coefficients looked up per lane like erf's. a^2 is split exactly into
- * h + l (l by a fused multiply-add), e^(-a^2/2) = e^(-h/2) (1 - l/2), and R (1 - l/2) scales
- * the exponential's polynomial before its 2^n, so subnormal results round once. Working from
- * x itself (not x / sqrt 2) means no rounded argument whose error the tail would amplify by
- * a^2. Coefficients: least squares on the relative error, rounded to f32 one at a time. */
-static const float NDTR_TAB[7][16] = {
-    /* centres */
-    {0.2265625f, 0.6796875f, 1.1328125f, 1.5859375f, 2.0390625f, 2.4921875f, 2.9453125f,
-      3.3984375f, 4.078125f, 4.984375f, 5.890625f, 6.796875f, 8.15625f, 9.96875f, 11.78125f,
-      13.59375f},
-    /* c0 */
-    {0.421050906f, 0.312883645f, 0.244374141f, 0.198275134f, 0.165683419f, 0.141688526f,
-      0.123422988f, 0.109127805f, 0.0927742645f, 0.0771440938f, 0.0659215525f, 0.057499148f,
-      0.0482081063f, 0.0396281667f, 0.0336235985f, 0.0291911736f},
-    /* c1 */
-    {-0.303547889f, -0.186279178f, -0.122112192f, -0.0844903141f, -0.0611034483f, -0.0458279103f,
-      -0.0354230069f, -0.0280782674f, -0.0205972381f, -0.0144271934f, -0.0106231589f,
-      -0.00812775083f, -0.00574492756f, -0.00389898638f, -0.00281427545f, -0.00212476007f},
-    /* c2 */
-    {0.176129594f, 0.0931323022f, 0.0530210845f, 0.0321386941f, 0.0205442309f, 0.0137382839f,
-      0.00954565033f, 0.00685254857f, 0.00438792771f, 0.00261671538f, 0.00167216524f,
-      0.00112793525f, 0.00067547441f, 0.0003800657f, 0.000233948405f, 0.0001538582f},
-    /* c3 */
-    {-0.0878821313f, -0.0409920067f, -0.0206830092f, -0.0111731384f, -0.00640354538f,
-      -0.00386298541f, -0.00243616081f, -0.00159641192f, -0.00090069935f, -0.000461387361f,
-      -0.000257486448f, -0.000153817149f, -7.84121294e-05f, -3.67164503e-05f, -1.93196411e-05f,
-      -1.1084695e-05f},
-    /* c4 */
-    {0.0395263694f, 0.0164867099f, 0.00745325861f, 0.00363255385f, 0.00188855233f,
-      0.00103280752f, 0.000593216857f, 0.000361331331f, 0.000180684176f, 7.99549016e-05f,
-      3.93698101e-05f, 2.06415716e-05f, 9.1307129e-06f, 3.54879603e-06f, 1.60323827e-06f,
-      7.97811936e-07f},
-    /* c5 */
-    {-0.0158930589f, -0.00601508049f, -0.0024685259f, -0.00109537423f, -0.00052258221f,
-      -0.000262589601f, -0.000137482071f, -7.84081785e-05f, -3.46561792e-05f, -1.34015909e-05f,
-      -5.86257192e-06f, -2.697328e-06f, -1.0304949e-06f, -3.35519985e-07f, -1.30630482e-07f,
-      -5.67148639e-08f},
-};
+ * R(a) = T(a) e^(a^2/2) is smooth and slowly varying (0.5 at 0, about 1/(a sqrt(2 pi)) for large
+ * a); with k = sqrt(2 pi), 1/R(a) = k (a + G(a)) where G (Mills's ratio's correction, sqrt(2/pi)
+ * at 0, about 1/a for large a) is the rational P(a) / (k Q(a)) of degree 4 over 5, so
+ * R = Q / (k a Q + P): a = min(|x|, 14.49) (NaN gives 14.49, restored at the end; T rounds to 0
+ * from a = 14.2 on), Q and P by Horner (positive coefficients: no cancellation at a >= 0), one
+ * fused multiply-add and one division. An error in P or Q moves R by its share of the
+ * denominator, P / (k a Q + P), which falls as 1/a^2: the last steps' roundings are what is
+ * left. P and Q are scaled by 3/4 (P(0) = 1.5 and Q(0) = 0.75 exactly, R(0) = 1/2): near 0 they
+ * then sit inside their binades rather than just above a power of two, where a rounding is the
+ * largest fraction of the value (unscaled, 3.8 ulp at x = -0.0021 where 3.14 is now the worst
+ * anywhere). No tables, no lookups: the 16-piece polynomial this replaced spent 14 register
+ * permutes and 7 blends per 8 lanes on AVX2 and was slower by half. a^2 is split exactly into h + l
+ * (l by a fused multiply-add), e^(-a^2/2) = e^(-h/2) (1 - l/2), and R and (1 - l/2) scale the
+ * exponential's polynomial before its 2^n (vexp_core_scaled), so subnormal results round once.
+ * Working from x itself (not x / sqrt 2) means no rounded argument whose error the tail would
+ * amplify by a^2. Coefficients: least squares on R's relative error, towards minimax
+ * (iteratively reweighted), rounded to f32 one at a time (each fit after rounding the
+ * previous ones), then scaled; the fit's own error is 3e-9. Errors: docs/cpu.md. */
 static LLVMValueRef vndtr(Cg *g, LLVMValueRef x) {
-    static const char *const names[7] = {"fc_ndtr_c", "fc_ndtr_p0", "fc_ndtr_p1", "fc_ndtr_p2",
-                                         "fc_ndtr_p3", "fc_ndtr_p4", "fc_ndtr_p5"};
+    static const float P[5] = {1.5f, 0.956916988f, 0.318190217f, 0.0576415658f, 0.00486966083f};
+    static const float Q[6] = {0.75f, 0.820030689f, 0.430095941f, 0.130650192f, 0.0230031442f, 0.00194257684f};
     LLVMValueRef a = intr1(g, "llvm.fabs", x);
     LLVMValueRef ac = a ? intr2(g, "llvm.minnum", a, vf(g, 14.49f)) : NULL;
     if (!ac) return NULL;
-    /* k: (int)(4 a / 1.8125) below 1.8125, else 4 + 4 octave + the top two mantissa bits */
-    LLVMValueRef w = vfmul(g, ac, vf(g, 1.0f / 1.8125f));
-    LLVMValueRef wb = LLVMBuildBitCast(g->b, w, g->t32, "");
-    LLVMValueRef ko = LLVMBuildSub(g->b, LLVMBuildLShr(g->b, wb, ci(g->t32, 21), ""), ci(g->t32, (0x3f800000 >> 21) - 4), "");
-    LLVMValueRef kl = LLVMBuildFPToSI(g->b, vfmul(g, w, vf(g, 4.0f)), g->t32, "");
-    LLVMValueRef k = vsel(g, vcmp(g, LLVMRealOLT, w, vf(g, 1.0f)), kl, ko);
-    LLVMValueRef p = vpiece_poly(g, names, NDTR_TAB, k, ac);
-    if (!p) return NULL;
+    LLVMValueRef q = vpoly(g, ac, Q, 6), p = vpoly(g, ac, P, 5);
+    if (!q || !p) return NULL;
+    LLVMValueRef den = vmadd(g, vfmul(g, ac, vf(g, 2.50662827463100050f)), q, p);
+    LLVMValueRef rr = LLVMBuildFDiv(g->b, q, den, "");
     LLVMTypeRef ty = g->tf;
     LLVMValueRef h = vfmul(g, ac, ac);
     LLVMValueRef fa[3] = {ac, ac, LLVMBuildFNeg(g->b, h, "")};
     LLVMValueRef l = call_intr(g, "llvm.fma", &ty, 1, fa, 3); /* a^2 - h exactly */
     if (!l) return NULL;
-    LLVMValueRef ps = vmadd(g, p, vfmul(g, l, vf(g, -0.5f)), p);
-    LLVMValueRef tv = vexp_core_scaled(g, vfmul(g, h, vf(g, -0.5f)), ps);
+    LLVMValueRef tv = vexp_core_scaled(g, vfmul(g, h, vf(g, -0.5f)), rr, vfmul(g, l, vf(g, -0.5f)));
     if (!tv) return NULL;
     LLVMValueRef r = vsel(g, vcmp(g, LLVMRealOLT, x, vf(g, 0.0f)), tv, vfsub(g, vf(g, 1.0f), tv));
     return vkeep_nan(g, x, r);
