@@ -184,6 +184,16 @@ static const char *const helper_ir[] = {
     "  %f = bitcast i32 %r3 to float\n",
     "  ret float %f\n",
     "}\n",
+    /* a * a - fl(a * a), exactly (the low part of a's square; ndtr): one fused multiply-add.
+     * Where the target has no FMA instructions runtime/cpu.c gives it Dekker's split instead
+     * (the fma would be a call to the C library's fmaf for every lane). */
+    "define internal float @fc_sq_lo(float %a) #0 {\n",
+    "  %h = fmul float %a, %a\n",
+    "  %nh = fneg float %h\n",
+    "  %l = call float @llvm.fma.f32(float %a, float %a, float %nh)\n",
+    "  ret float %l\n",
+    "}\n",
+    "declare float @llvm.fma.f32(float, float, float)\n",
     "declare i32 @llvm.umin.i32(i32, i32)\n",
     "declare i32 @llvm.umax.i32(i32, i32)\n",
     "attributes #0 = { alwaysinline nounwind }\n"};
@@ -778,10 +788,10 @@ static LLVMValueRef verf(Cg *g, LLVMValueRef x) {
  * denominator, P / (k a Q + P), which falls as 1/a^2: the last steps' roundings are what is
  * left. P and Q are scaled by 3/4 (P(0) = 1.5 and Q(0) = 0.75 exactly, R(0) = 1/2): near 0 they
  * then sit inside their binades rather than just above a power of two, where a rounding is the
- * largest fraction of the value (unscaled, 3.8 ulp at x = -0.0021 where 3.14 is now the worst
- * anywhere). No tables, no lookups: the 16-piece polynomial this replaced spent 14 register
- * permutes and 7 blends per 8 lanes on AVX2 and was slower by half. a^2 is split exactly into h + l
- * (l by a fused multiply-add), e^(-a^2/2) = e^(-h/2) (1 - l/2), and R and (1 - l/2) scale the
+ * largest fraction of the value (unscaled, the worst error was 3.8 ulp, at x = -0.0021; scaled,
+ * 3.14 at -9.3). No tables, no lookups: the 16-piece polynomial this replaced spent 14 register
+ * permutes and 7 blends per 8 lanes on AVX2 and took 1.4-2x the time. a^2 is split exactly into h + l
+ * (l by a fused multiply-add, fc_sq_lo), e^(-a^2/2) = e^(-h/2) (1 - l/2), and R and (1 - l/2) scale the
  * exponential's polynomial before its 2^n (vexp_core_scaled), so subnormal results round once.
  * Working from x itself (not x / sqrt 2) means no rounded argument whose error the tail would
  * amplify by a^2. Coefficients: least squares on R's relative error, towards minimax
@@ -797,10 +807,7 @@ static LLVMValueRef vndtr(Cg *g, LLVMValueRef x) {
     if (!q || !p) return NULL;
     LLVMValueRef den = vmadd(g, vfmul(g, ac, vf(g, 2.50662827463100050f)), q, p);
     LLVMValueRef rr = LLVMBuildFDiv(g->b, q, den, "");
-    LLVMTypeRef ty = g->tf;
-    LLVMValueRef h = vfmul(g, ac, ac);
-    LLVMValueRef fa[3] = {ac, ac, LLVMBuildFNeg(g->b, h, "")};
-    LLVMValueRef l = call_intr(g, "llvm.fma", &ty, 1, fa, 3); /* a^2 - h exactly */
+    LLVMValueRef h = vfmul(g, ac, ac), l = call_helper(g, "fc_sq_lo", ac); /* a^2 - h exactly */
     if (!l) return NULL;
     LLVMValueRef tv = vexp_core_scaled(g, vfmul(g, h, vf(g, -0.5f)), rr, vfmul(g, l, vf(g, -0.5f)));
     if (!tv) return NULL;
@@ -2321,8 +2328,10 @@ static bool program_needs_helpers(const KirProgram *p) {
         const KirKernel *k = p->kernels.data[i];
         for (int j = 0; j < k->params.len; j++)
             if (dtype_needs_helpers(k->params.data[j].dtype)) return true;
-        for (int j = 0; j < k->exprs.len; j++)
-            if (k->exprs.data[j].kind == KE_ROUND) return true;
+        for (int j = 0; j < k->exprs.len; j++) {
+            const KirExpr *e = &k->exprs.data[j];
+            if (e->kind == KE_ROUND || (e->kind == KE_UNARY && e->op == KU_NDTR)) return true;   /* fc_sq_lo */
+        }
     }
     return false;
 }

@@ -323,6 +323,22 @@ static LLVMValueRef bf16_store_body(LLVMBuilderRef b, LLVMValueRef x, LLVMTypeRe
     return LLVMBuildSelect(b, sub, LLVMBuildSub(b, h, splat(to, 0x80), ""), h, "");
 }
 
+/* fc_sq_lo (codegen/llvm.c: a * a - fl(a * a), exactly) without FMA instructions: Dekker's
+ * split, a = ah + al with ah = c - (c - a), c = a (2^12 + 1), halves of 12 bits whose products
+ * are exact, then l = ((ah ah - h) + 2 ah al) + al al, each step exact (no multiply-add is
+ * fused on such a target). Eleven operations a lane instead of a call to fmaf. Exact while
+ * a * 4097 does not overflow (|a| below 8e34; ndtr passes at most 14.49) and a^2 is normal. */
+static LLVMValueRef sq_lo_soft_body(LLVMBuilderRef b, LLVMValueRef a, LLVMTypeRef to) {
+    LLVMValueRef c = LLVMBuildFMul(b, a, LLVMConstReal(to, 4097.0), "");
+    LLVMValueRef ah = LLVMBuildFSub(b, c, LLVMBuildFSub(b, c, a, ""), "");
+    LLVMValueRef al = LLVMBuildFSub(b, a, ah, "");
+    LLVMValueRef h = LLVMBuildFMul(b, a, a, "");
+    LLVMValueRef m = LLVMBuildFMul(b, ah, al, "");
+    LLVMValueRef l = LLVMBuildFSub(b, LLVMBuildFMul(b, ah, ah, ""), h, "");
+    l = LLVMBuildFAdd(b, l, LLVMBuildFAdd(b, m, m, ""), "");
+    return LLVMBuildFAdd(b, l, LLVMBuildFMul(b, al, al, ""), "");
+}
+
 /* The helpers native_conversions replaces; `vector`: kept out of line, with vector variants
  * NAME_v4, NAME_v8 and NAME_v16 (native_inline inlines them). */
 static const struct {
@@ -344,6 +360,9 @@ static bool native_conversions(LLVMModuleRef mod, const char *features) {
     bool f16c = has_feature(features, "f16c"), wide = has_feature(features, "avx512f");
     bool bf16 = has_feature(features, "avx512bf16") && has_feature(features, "avx512vl");
     bool any = false;
+    LLVMValueRef sq = LLVMGetNamedFunction(mod, "fc_sq_lo");
+    if (sq && LLVMGetFirstBasicBlock(sq) && !has_feature(features, "fma"))
+        native_variant(mod, "fc_sq_lo", tf, tf, 0, sq_lo_soft_body);
     for (int k = 0; k < NATIVE_CONV; k++) {
         if (!(native_conv[k].bf16 ? bf16 : f16c)) continue;
         LLVMValueRef fn = LLVMGetNamedFunction(mod, native_conv[k].name);
