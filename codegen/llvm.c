@@ -794,12 +794,12 @@ static LLVMValueRef verf(Cg *g, LLVMValueRef x) {
  * (l by a fused multiply-add, fc_sq_lo), e^(-a^2/2) = e^(-h/2) (1 - l/2), and R and (1 - l/2) scale the
  * exponential's polynomial before its 2^n (vexp_core_scaled), so subnormal results round once.
  * Working from x itself (not x / sqrt 2) means no rounded argument whose error the tail would
- * amplify by a^2. Coefficients: least squares on R's relative error, towards minimax
- * (iteratively reweighted), rounded to f32 one at a time (each fit after rounding the
- * previous ones), then scaled; the fit's own error is 3e-9. Errors: docs/cpu.md. */
+ * amplify by a^2. Coefficients: tools/fit_ndtr.py (least squares on R's relative error,
+ * towards minimax, iteratively reweighted, rounded to f32 one at a time, each fit after
+ * rounding the previous ones, then scaled); the fit's own error is 3e-9. Errors: docs/cpu.md. */
 static LLVMValueRef vndtr(Cg *g, LLVMValueRef x) {
-    static const float P[5] = {1.5f, 0.956916988f, 0.318190217f, 0.0576415658f, 0.00486966083f};
-    static const float Q[6] = {0.75f, 0.820030689f, 0.430095941f, 0.130650192f, 0.0230031442f, 0.00194257684f};
+    static const float P[5] = {1.5f, 0.956916928f, 0.318190217f, 0.0576415658f, 0.00486966083f};
+    static const float Q[6] = {0.75f, 0.820030689f, 0.430095911f, 0.130650192f, 0.0230031442f, 0.00194257684f};
     LLVMValueRef a = intr1(g, "llvm.fabs", x);
     LLVMValueRef ac = a ? intr2(g, "llvm.minnum", a, vf(g, 14.49f)) : NULL;
     if (!ac) return NULL;
