@@ -1526,6 +1526,13 @@ static void test_invariant_head(void) {
     kir_program_free(g.p);
 }
 
+/* how many times s occurs in text (NULL: none) */
+static int occurrences(const char *text, const char *s) {
+    int n = 0;
+    for (const char *c = text; c && (c = strstr(c, s)) != NULL; c++) n++;
+    return n;
+}
+
 /* A store of a value already rounded to bf16 is the top half of its bits (codegen/llvm.c,
  * exact_bf16): through a variable let to the rounding, and through a shared array whose every
  * store is one (a row kernel's kept row of a rounded sum). Both must give the bits the store's
@@ -1557,8 +1564,7 @@ static void test_exact_bf16_store(void) {
     StrBuf t = {0};
     FcErr err;
     EXPECT(cg_llvm_text(g.p, &t, &err) == FC_OK, "text: %s", err.msg);
-    int helpers = 0;
-    for (const char *c = t.data; c && (c = strstr(c, "call i16 @fc_f32_to_bf16(")) != NULL; c++) helpers++;
+    int helpers = occurrences(t.data, "call i16 @fc_f32_to_bf16(");
     EXPECT(helpers == 1, "one store converts (o2), two take the top half: %d conversions", helpers);
     sb_free(&t);
     uint32_t *xb = xalloc(4 * (size_t)n);
@@ -1622,8 +1628,7 @@ static void test_bf16_pairs(void) {
     StrBuf t = {0};
     FcErr err;
     EXPECT(cg_llvm_text(g.p, &t, &err) == FC_OK, "text: %s", err.msg);
-    int words = 0;
-    for (const char *c = t.data; c && (c = strstr(c, "load i32, ptr")) != NULL; c++) words++;
+    int words = occurrences(t.data, "load i32, ptr");
     EXPECT(words == 2, "the x load paired (one word), once in each body copy: %d i32 loads", words);
     EXPECT(t.data && strstr(t.data, "store i32"), "the stores paired");
     EXPECT(t.data && !strstr(t.data, "llvm.loop.vectorize.width"), "no width asked below AVX-512");
