@@ -260,6 +260,8 @@ static char *target_features(LLVMTargetMachineRef tm) {
  *   whose bf16 spacing, 2^-133, is that of bf16's subnormals: its rounding (to nearest even) is
  *   x's plus 2^-126, whose bits, 0x80, are then taken off the result. A rounding that carries
  *   to 2^-125 gives 2^-126, as it should; a zero stays a zero of its sign.
+ * And the other way round, where the host lacks an instruction: without FMA, fc_sq_lo (ndtr's
+ * exact square split) becomes Dekker's split (sq_lo_soft_body) instead of a call to fmaf.
  * Every value is the integer code's: finite and infinite ones exactly, rounded to nearest even
  * (MXCSR's default, which fusec never changes); a NaN stays a NaN (F16C quiets a signaling
  * one; vcvtneps2bf16 keeps the top bits and sets the quiet bit, as the integer code does).
