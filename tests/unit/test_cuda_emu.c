@@ -15,7 +15,8 @@
  *      dynamic shared memory, launch bounds, and the errors it must report (barrier
  *      divergence, a deadlock, a shared index past the end, a mask without the caller,
  *      a thread's stack overflow, lanes at different shuffles, a reduction over lanes that do
- *      not exist).
+ *      not exist);
+ *   6. the generated fc_ndtr against the CPU device's ndtr and gelu, bit for bit (add_ndtr_bitwise).
  * Building the units, compiling them in batches, running each case in a child process (so a
  * fault on a guard page becomes a message rather than a crash) and comparing is the shared
  * runner's (tests/cuda_emu/emu_runner.c, also used by difftest); this file makes the cases.
@@ -27,6 +28,8 @@
 #include "codegen.h"
 #include "fusec.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,6 +405,91 @@ static void add_dropout_shapes(void) {
     add_block_variants("dropout_random_shapes", src, NULL, 900);
 }
 
+/* 6. the device's ndtr (fc_ndtr, codegen/cuda.c) is the CPU backend's (codegen/llvm.c vndtr),
+ * bit for bit: the same operations in the same order, each rounded as written. The emulated
+ * unit's ndtr(x) and gelu(x) over special values and a sweep of every binade of |x| in
+ * [2^-30, 16) against the CPU device's, where the CPU's multiply-adds are fused (a host with
+ * FMA and no FUSEC_CPU level below x86-64-v3; without FMA its results differ by design). */
+#define NDTR_N 16384
+static const char ndtr_src[] = "block nd(x: f32[16384]) -> f32[16384], f32[16384]\n{\n    return ndtr(x), gelu(x)\n}\n";
+static float *ndtr_cpu[2];   /* the CPU device's outputs, NULL where the comparison is skipped */
+
+static bool cpu_fuses_fma(void) {
+    const char *lvl = getenv("FUSEC_CPU");
+    if (lvl && *lvl && !strstr(lvl, "v3") && !strstr(lvl, "v4") && strcmp(lvl, "native")) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_supports("fma");
+#else
+    return true;
+#endif
+}
+
+static void ndtr_fill(float *x) {
+    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 14.49f, -14.49f, 14.5f, -14.5f,
+                                    -14.2f, -13.2f, -9.3f, -0.0021f, 1e-40f, -1e-40f, 100.0f, -100.0f,
+                                    3.4e38f, -3.4e38f, 1.0f, -1.0f, 0.5f, -0.5f, 2.0f, -2.0f};
+    int ns = (int)(sizeof special / sizeof special[0]);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < NDTR_N; i++) {
+        if (i < ns) { x[i] = special[i]; continue; }
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(r >> 11) * 0x1p-53;       /* |x| = 2^(-30 + 34 u): every binade alike */
+        float v = (float)ldexp(1.0 + u, (int)(-30 + 34 * ((double)(i - ns) / (NDTR_N - ns))));
+        x[i] = (i & 1) ? -v : v;
+    }
+}
+
+static void ndtr_compare(const EmuCase *c, void *const *got, char *why, size_t n) {
+    if (!ndtr_cpu[0]) return;
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; i < NDTR_N; i++) {
+            float g = ((const float *)got[o])[i], w = ndtr_cpu[o][i];
+            uint32_t gb, wb;
+            memcpy(&gb, &g, 4);
+            memcpy(&wb, &w, 4);
+            if (gb != wb && !(g != g && w != w)) {
+                snprintf(why, n, "%s: output %d, x = %a: CUDA %a, CPU %a (bits differ)", c->name, o,
+                         (double)((const float *)c->in[0])[i], (double)g, (double)w);
+                return;
+            }
+        }
+}
+
+static void add_ndtr_bitwise(void) {
+    int ids[EMU_NVARIANTS];
+    char why[1024];
+    if (!emu_add_block_variants(&emu, "ndtr_bitwise", ndtr_src, NULL, 700, 1, 1u << EMU_V_FUSED, ids, why, sizeof why)) {
+        EXPECT(0, "%s", why);
+        return;
+    }
+    EmuCase *c = &emu.cases[ids[EMU_V_FUSED]];
+    ndtr_fill(c->in[0]);
+    c->compare = ndtr_compare;
+    if (!cpu_fuses_fma()) { printf("ndtr_bitwise: the CPU's multiply-adds are not fused here; compared for running only\n"); return; }
+    FcOptions *opt = NULL;
+    FcBlock *b = NULL;
+    FcDevice *d = NULL;
+    FcProgram *p = NULL;
+    FcTensor *t[3] = {0};
+    int64_t dims[1] = {NDTR_N};
+    bool ok = fc_options_new(&opt) == FC_OK && fc_compile_string(ndtr_src, "ndtr.tf", opt, &b) == FC_OK &&
+              fc_device_open(FC_DEVICE_CPU, 0, &d) == FC_OK && fc_program_new(b, d, &p) == FC_OK;
+    for (int i = 0; i < 3 && ok; i++) ok = fc_tensor_new(d, FC_F32, 1, dims, &t[i]) == FC_OK;
+    ok = ok && fc_tensor_copy_from_host(t[0], c->in[0], NDTR_N * sizeof(float)) == FC_OK &&
+         fc_program_run(p, &t[0], &t[1]) == FC_OK;
+    for (int o = 0; o < 2 && ok; o++) {
+        ndtr_cpu[o] = emu_xcalloc(NDTR_N, sizeof(float));
+        ok = fc_tensor_copy_to_host(t[1 + o], ndtr_cpu[o], NDTR_N * sizeof(float)) == FC_OK;
+    }
+    EXPECT(ok, "ndtr_bitwise: the CPU device's run failed");
+    if (!ok) ndtr_cpu[0] = NULL;
+    for (int i = 0; i < 3; i++) fc_tensor_free(t[i]);
+    fc_program_free(p);
+    fc_device_free(d);
+    fc_block_free(b);
+    fc_options_free(opt);
+}
+
 int main(void) {
     emu_precision = getenv("FUSEC_EMU_PRECISION");   /* the units at --precision (ctest *_bf16/_f16) */
     double t0 = emu_now_s();
@@ -434,6 +522,7 @@ int main(void) {
     }
     add_bad_label(tr);
     add_dropout_shapes();
+    if (!emu_precision) add_ndtr_bitwise();
     int first_planted = emu.ncases;
     /* the planted bugs test the harness, on the units as declared: their patterns (a load
      * `= p0[`) are the f32 units' */
