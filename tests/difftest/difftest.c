@@ -44,7 +44,11 @@
  * gradient) before comparing: every graph must then fail and be minimized to a reproducer,
  * proving that the harness can fail; --self-check-emu does the same to the emulated fused unit's
  * result (a training program's backward unit).
- * Exit status: 0 all graphs passed (ill-conditioned ones allowed), 1 a failure, 2 usage.
+ * SIGTERM or SIGINT (a time limit's `timeout`, a ^C) stops the run after the graphs in flight: the
+ * checks the signal reached are dropped, not counted, and the summary covers the graphs finished
+ * (a GPU session's run cut at its limit still says how it stood).
+ * Exit status: 0 all graphs passed (ill-conditioned ones allowed), 1 a failure, 2 usage, 3 stopped
+ * by a signal before the end with no failure among the graphs finished.
  */
 #include "difftest.h"
 #include "emu_runner.h"
@@ -1827,6 +1831,12 @@ static int replay(const Opts *o) {
     return is_failure(r.cls) ? 1 : 0;
 }
 
+/* Set by SIGTERM or SIGINT: the run stops after the graphs in flight (main). A forked check
+ * inherits the handler, so the signal a time limit sends to the whole process group lets it
+ * finish rather than die as a "crash". */
+static volatile sig_atomic_t g_stop;
+static void on_stop(int sig) { g_stop = sig; }
+
 /* The failures counted so far (every class but ok and ill-conditioned). */
 static int failures_of(const int *counts) {
     int n = 0;
@@ -1981,9 +1991,23 @@ int main(int argc, char **argv) {
            o.self_check ? ", SELF-CHECK (fused results corrupted on purpose)" : "",
            o.self_check_emu ? ", SELF-CHECK-EMU (emulated fused results corrupted on purpose)" : "");
     fflush(stdout);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     /* graphs are started in order, up to `jobs` at once, and collected in order */
     int next = 0, done = 0;
     while (done < o.count) {
+        if (g_stop) {   /* the checks still running: stopped and not counted */
+            for (int g = done; g < next && o.fork; g++) {
+                Result drop;
+                if (kids[g % o.jobs].pid > 0) kill(kids[g % o.jobs].pid, SIGKILL);
+                finish_check(kids[g % o.jobs], &drop);
+            }
+            break;
+        }
         while (next < o.count && next - done < o.jobs) {
             int slot = next % o.jobs;
             uint64_t gs = dt_mix(o.seed * 1000003ull + (uint64_t)(o.first + next));
@@ -2051,7 +2075,7 @@ int main(int argc, char **argv) {
     int emu_done = 0, emu_skipped = 0, emu_units = 0, emu_illcond = 0, emu_failed = 0, emu_written = 0;
     DtProg *ep = nemu ? calloc(DT_EMU_CHUNK, sizeof *ep) : NULL;
     if (nemu && !ep) { fprintf(stderr, "difftest: out of memory\n"); return 1; }
-    for (int c0 = 0; c0 < nemu; c0 += DT_EMU_CHUNK) {
+    for (int c0 = 0; c0 < nemu && !g_stop; c0 += DT_EMU_CHUNK) {
         int k = nemu - c0 < DT_EMU_CHUNK ? nemu - c0 : DT_EMU_CHUNK;
         EmuJob jobs[DT_EMU_CHUNK];
         Result er[DT_EMU_CHUNK];
@@ -2067,7 +2091,7 @@ int main(int argc, char **argv) {
         }
         emu_graphs(&o, jobs, k);
         bool chunk_failed = false;
-        for (int i = 0; i < k; i++) {
+        for (int i = 0; i < k && !g_stop; i++) {   /* a chunk the signal reached is not counted */
             Result *r = &er[i];
             int gi = emu_gi[c0 + i];
             if (r->emu == 1) { emu_done++; emu_units += r->emu_units; }
@@ -2092,7 +2116,10 @@ int main(int argc, char **argv) {
     t_emu = emu_now_s() - t_emu;
     double el = emu_now_s() - t0;
     int failures = failures_of(counts);
-    printf("\ndifftest: %d graphs (%d statements) in %.1f s: %d ok, %d ill-conditioned (not counted), %d failed\n", o.count, stmts, el,
+    if (g_stop)
+        printf("\ndifftest: stopped by %s after %d of %d graphs (the checks in flight dropped, not counted)\n", strsignal(g_stop),
+               done, o.count);
+    printf("\ndifftest: %d graphs (%d statements) in %.1f s: %d ok, %d ill-conditioned (not counted), %d failed\n", done, stmts, el,
            counts[DR_OK], counts[DR_ILLCOND], failures);
     for (int c = 2; c < DR_NCLASS; c++) if (counts[c]) printf("  %s: %d\n", cls_name[c], counts[c]);
     printf("  NVRTC: %d graphs compiled for sm_80 and sm_90, %d skipped (NVRTC unavailable)\n", nvrtc_done, nvrtc_skipped);
@@ -2133,5 +2160,5 @@ int main(int argc, char **argv) {
                counts[DR_MISMATCH], o.count, self_written);
         return ok ? 0 : 1;
     }
-    return failures ? 1 : 0;
+    return failures ? 1 : g_stop ? 3 : 0;
 }
