@@ -13,8 +13,8 @@
 #               f64 reference, every kernel checked; with --train every gradient)
 #   3. strict   --strict-rounding: the fused program's outputs byte-identical to eager's at bf16,
 #               f16 and f8 on the GPU
-#   4. tests    test_cuda_device (every kir sample on the GPU against its reference) and the
-#               difftest GPU self-check
+#   4. tests    test_cuda_device (every kir sample on the GPU against its reference), the
+#               difftest GPU self-check, and the device's ndtr byte-identical to the CPU's
 #   5. difftest random graphs on the GPU (difftest --device cuda) at every precision, every 5th a
 #               training program, a fresh seed from the commit
 #   6. bench    fusec bench --device cuda --json of the memory-bound blocks at every precision
@@ -113,9 +113,17 @@ phase_tests() {
   {
     timeout 300 build/tests/test_cuda_device; echo "test_cuda_device rc=$?"
     timeout 300 build/difftest --device $dev --self-check --seed 7 --count 3 --nvrtc-every 0 --out /tmp/gpucheck-sc; echo "difftest_cuda_selfcheck rc=$?"
+    # the device's ndtr (fc_ndtr) is the CPU's bit for bit (docs/cuda.md): a sweep of every
+    # binade of |x| in [2^-30, 16) and special values, on both devices, compared byte for byte
+    printf 'block nd(x: f32[16384]) {\n    return ndtr(x)\n}\n' > /tmp/gpucheck-nd.tf
+    python3 -c "import numpy as n; r=n.random.default_rng(5); m=n.ldexp(1+r.random(16384), r.integers(-30, 4, 16384)); x=n.where(r.random(16384) < .5, -m, m).astype(n.float32); x[:9]=[0,-0.,n.inf,-n.inf,n.nan,14.49,-14.49,-13.2,-9.3]; n.save('/tmp/gpucheck-nd.npy', x)" &&
+    timeout 60 $fusec run /tmp/gpucheck-nd.tf --device $dev --input x=/tmp/gpucheck-nd.npy --out-dir /tmp/gpucheck-nd-dev > /dev/null &&
+    timeout 60 $fusec run /tmp/gpucheck-nd.tf --device cpu --input x=/tmp/gpucheck-nd.npy --out-dir /tmp/gpucheck-nd-cpu > /dev/null &&
+    cmp /tmp/gpucheck-nd-dev/out0.npy /tmp/gpucheck-nd-cpu/out0.npy; echo "ndtr_bitwise rc=$?"
   } > "$out/tests.txt" 2>&1
-  say "tests: $(grep -E '^(test_cuda_device|difftest_cuda_selfcheck) rc=' "$out/tests.txt" | tr '\n' ' ')"
-  grep -qE '^test_cuda_device rc=0' "$out/tests.txt" && grep -qE '^difftest_cuda_selfcheck rc=0' "$out/tests.txt" || fail=1
+  say "tests: $(grep -E '^(test_cuda_device|difftest_cuda_selfcheck|ndtr_bitwise) rc=' "$out/tests.txt" | tr '\n' ' ')"
+  grep -qE '^test_cuda_device rc=0' "$out/tests.txt" && grep -qE '^difftest_cuda_selfcheck rc=0' "$out/tests.txt" &&
+    grep -qE '^ndtr_bitwise rc=0' "$out/tests.txt" || fail=1
 }
 
 phase_difftest() {
