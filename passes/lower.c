@@ -535,11 +535,28 @@ static int emit_unary(Lower *L, IrOp op, int x, KirType t) {
         /* with e = exp(-|x|) <= 1, nothing overflows: sigmoid = 1 / (1 + e) for x >= 0 and
          * e / (1 + e) below, so that e^x keeps its subnormals (1 / (1 + exp(-x)) gave 0 for
          * x < -88.7 in f32, where e^x is still about 3.8e-44 at x = -100: the per-kernel check
-         * found it, difftest seed 20261307 graph 1250); silu = x sigmoid(x) likewise */
-        int e = kir_un(k, KU_EXP, kir_un(k, KU_NEG, kir_un(k, KU_ABS, x)));
-        int num = kir_select(k, kir_bin(k, KB_GE, x, zero_of(L, t)), fconst(L, t, 1.0), e);
-        if (op == IR_OP_SILU) num = kir_bin(k, KB_MUL, x, num);
-        return kir_bin(k, KB_DIV, num, kir_bin(k, KB_ADD, fconst(L, t, 1.0), e));
+         * found it, difftest seed 20261307 graph 1250); silu = x sigmoid(x) likewise.
+         * silu's x e, though, must not hold a subnormal e before its last rounding: e^-100
+         * rounded to the f32 subnormal grid (an absolute 2^-150) and multiplied by x = -100 was
+         * off by 45 units of that grid (-3.7835e-42 for -3.7204e-42; difftest seed 2026112871
+         * graph 220, tests/difftest/found/silu_subnormal_exp.tf). So for x < -B silu takes the
+         * exponential at S - |x| (exact: S an integer on |x|'s grid) and divides x e^(S-|x|)
+         * by e^S instead of 1 + e (1 + e^-|x| is 1 there): one rounding, at the end. B = 87.3,
+         * S = 44 in f32 (e^-87.3 is still normal, so normal results are as before; e^(44-|x|)
+         * stays normal up to |x| = 131, past the 107 where silu rounds to 0); B = 708, S = 400
+         * in f64. sigmoid's e / (1 + e) there is e itself, rounded once already. */
+        int a = kir_un(k, KU_ABS, x);
+        if (op == IR_OP_SIGMOID) {
+            int e = kir_un(k, KU_EXP, kir_un(k, KU_NEG, a));
+            int num = kir_select(k, kir_bin(k, KB_GE, x, zero_of(L, t)), fconst(L, t, 1.0), e);
+            return kir_bin(k, KB_DIV, num, kir_bin(k, KB_ADD, fconst(L, t, 1.0), e));
+        }
+        int neg = kir_bin(k, KB_LT, x, zero_of(L, t));
+        bool d = t == KT_F64;
+        int sh = kir_bin(k, KB_AND, neg, kir_bin(k, KB_GT, a, fconst(L, t, d ? 708.0 : 87.3)));
+        int e = kir_un(k, KU_EXP, kir_select(k, sh, kir_bin(k, KB_SUB, fconst(L, t, d ? 400.0 : 44.0), a), kir_un(k, KU_NEG, a)));
+        int den = kir_select(k, sh, fconst(L, t, d ? exp(400.0) : (double)(float)exp(44.0)), kir_bin(k, KB_ADD, fconst(L, t, 1.0), e));
+        return kir_bin(k, KB_DIV, kir_select(k, neg, kir_bin(k, KB_MUL, x, e), x), den);
     }
     default: break;
     }
