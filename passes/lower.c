@@ -540,11 +540,12 @@ static int emit_unary(Lower *L, IrOp op, int x, KirType t) {
          * rounded to the f32 subnormal grid (an absolute 2^-150) and multiplied by x = -100 was
          * off by 45 units of that grid (-3.7835e-42 for -3.7204e-42; difftest seed 2026112871
          * graph 220, tests/difftest/found/silu_subnormal_exp.tf). So for x < -B silu takes the
-         * exponential at S - |x| (exact: S an integer on |x|'s grid) and divides x e^(S-|x|)
-         * by e^S instead of 1 + e (1 + e^-|x| is 1 there): one rounding, at the end. B = 87.3,
-         * S = 44 in f32 (e^-87.3 is still normal, so normal results are as before; e^(44-|x|)
-         * stays normal up to |x| = 131, past the 107 where silu rounds to 0); B = 708, S = 400
-         * in f64. sigmoid's e / (1 + e) there is e itself, rounded once already. */
+         * exponential at B + x (exact: B an integer on x's grid) and divides x e^(B+x) by e^B
+         * instead of 1 + e (1 + e^x is 1 there): one rounding, at the end. B = 87 in f32
+         * (e^-87 is still normal; e^(87+x) stays normal down to x = -174, past the -107 where
+         * silu rounds to 0; e^87 = 6.1e37 is finite), 708 in f64. One constant, B, is the
+         * threshold and the shift, to keep the loop's vector registers few (an AVX2 loop of
+         * silu spills past 16). sigmoid's e / (1 + e) there is e itself, rounded once already. */
         int a = kir_un(k, KU_ABS, x);
         if (op == IR_OP_SIGMOID) {
             int e = kir_un(k, KU_EXP, kir_un(k, KU_NEG, a));
@@ -552,10 +553,12 @@ static int emit_unary(Lower *L, IrOp op, int x, KirType t) {
             return kir_bin(k, KB_DIV, num, kir_bin(k, KB_ADD, fconst(L, t, 1.0), e));
         }
         int neg = kir_bin(k, KB_LT, x, zero_of(L, t));
-        bool d = t == KT_F64;
-        int sh = kir_bin(k, KB_AND, neg, kir_bin(k, KB_GT, a, fconst(L, t, d ? 708.0 : 87.3)));
-        int e = kir_un(k, KU_EXP, kir_select(k, sh, kir_bin(k, KB_SUB, fconst(L, t, d ? 400.0 : 44.0), a), kir_un(k, KU_NEG, a)));
-        int den = kir_select(k, sh, fconst(L, t, d ? exp(400.0) : (double)(float)exp(44.0)), kir_bin(k, KB_ADD, fconst(L, t, 1.0), e));
+        int mb = fconst(L, t, t == KT_F64 ? -708.0 : -87.0);
+        int sh = kir_bin(k, KB_LT, x, mb);
+        /* -|x| - (-B) where shifted, -|x| - 0 elsewhere: exact either way */
+        int e = kir_un(k, KU_EXP, kir_bin(k, KB_SUB, kir_un(k, KU_NEG, a), kir_select(k, sh, mb, zero_of(L, t))));
+        int den = kir_select(k, sh, fconst(L, t, t == KT_F64 ? exp(708.0) : (double)(float)exp(87.0)),
+                             kir_bin(k, KB_ADD, fconst(L, t, 1.0), e));
         return kir_bin(k, KB_DIV, kir_select(k, neg, kir_bin(k, KB_MUL, x, e), x), den);
     }
     default: break;
