@@ -1,7 +1,7 @@
 # difftest found: silu of x = -100: e^x rounded to the f32 subnormal grid, then multiplied by x, was off by 45 units of that grid (-3.7835e-42 for -3.7204e-42)
 #   fusec run tests/difftest/found/silu_subnormal_exp.tf --device cpu --check --random 12651603371059609360
-# Status: fixed: past |x| = 80 sigmoid and silu take the exponential at 44 - |x| and scale by e^-44
-# after, so e^x never holds a subnormal before its last rounding (passes/lower.c emit_unary);
+# Status: fixed: below x = -87 silu takes the exponential at 87 + x and divides by e^87, so e^x
+# never holds a subnormal before the last rounding (passes/lower.c emit_unary, docs/passes.md);
 # the file stays as a regression test (ctest difftest_found_silu_subnormal_exp).
 # Kept from r220.tf by tests/difftest/keep.sh (difftest --seed 2026112871, graph 220).
 # difftest reproducer (tests/difftest, docs/difftest.md)
