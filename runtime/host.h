@@ -74,10 +74,10 @@ double rt_host_tolerance(FcDtype t, int64_t K);
  * and the total length of the reductions feeding it. */
 FcStatus rt_graph_tolerances(const IrGraph *g, double *tol, FcErr *err);
 /* The --check tolerances of g's outputs for these inputs (host data in the inputs' dtypes):
- * tol[j] = rt_graph_tolerances' + RT_CHECK_SPREAD_FACTOR * spread[j], spread[j] = max |e - f| /
- * max |e| for the reference interpreter's two roundings of 16/8-bit float intermediates
- * (e every op, f at the outputs; 0 without such intermediates, when nothing runs). spread
- * may be NULL. */
+ * tol[j] = rt_graph_tolerances' + RT_CHECK_SPREAD_FACTOR * spread[j], spread[j] = the larger of
+ * max |f - e| / max |e| and max |s - e| / max |e| for the reference interpreter's roundings of
+ * 16/8-bit float intermediates (e every op, f at the outputs, s where stored: interp.h
+ * RtRounding; 0 without such intermediates, when nothing runs). spread may be NULL. */
 FcStatus rt_graph_check_tolerances(const IrGraph *g, const void *const *inputs, double *tol, double *spread,
                                    FcErr *err);
 

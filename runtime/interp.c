@@ -9,8 +9,10 @@
  *   inf); i32/i64 truncate toward zero and saturate, NaN gives 0; bool is (v != 0).
  * rt_interp_run_rounding with RT_ROUND_AT_OUTPUTS is the other legal meaning of 16- and 8-bit
  * float intermediates, a fused kernel's: such results of computing ops stay in f32 and are
- * rounded to their dtype only at block outputs (and by explicit casts and generators); the
- * difference between the two runs is the tolerance's "rounding spread" (docs/tolerances.md).
+ * rounded to their dtype only at block outputs (and by explicit casts and generators);
+ * RT_ROUND_STORED rounds the graph's outputs where they are computed, as a kernel that stores
+ * a 16-bit value and reads it too does; the differences between the runs are the tolerance's
+ * "rounding spread" (docs/tolerances.md).
  * Consequences worth knowing:
  * - integer add/sub/mul/neg/abs/square/pow saturate at the type's range (they never wrap);
  *   an integer div (the frontend never makes one) is true division truncated toward zero,
@@ -1073,7 +1075,7 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
          * ops.def) is kept in f32 instead (a fused kernel's register), while the source's casts
          * and generators still round (every backend rounds them) */
         IrCategory cat = ir_ops[n->op].cat;
-        bool keep_wide = rounding == RT_ROUND_AT_OUTPUTS && (cat != IR_CAT_CAST || n->a.i[0]) &&
+        bool keep_wide = rounding != RT_ROUND_EVERY_OP && (cat != IR_CAT_CAST || n->a.i[0]) &&
                          cat != IR_CAT_GENERATOR;
         bool perturb = noise && rounds(n->op) && !(n->op == IR_OP_FP8_QUANT && (*noise & RT_NOISE_KEEP_QUANTS));
         for (int r = 0; r < n->nout; r++) {
@@ -1088,7 +1090,9 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
                     for (int64_t j = 0; j < m; j++)
                         if (x[j] == 0) d[j] = 1;
             }
-            FcDtype rt = keep_wide && is_narrow_float(v->dtype) ? FC_F32 : v->dtype;
+            /* RT_ROUND_STORED: a graph output (last use nn) is rounded where it is computed */
+            bool wide = keep_wide && !(rounding == RT_ROUND_STORED && last[n->out[r]] == nn);
+            FcDtype rt = wide && is_narrow_float(v->dtype) ? FC_F32 : v->dtype;
             if (rt != FC_F64)
                 for (int64_t j = 0; j < m; j++) d[j] = rnd(rt, d[j]);
         }
@@ -1111,7 +1115,7 @@ static FcStatus run_graph(const IrGraph *g, const void *const *inputs, void *con
         int64_t m = count(&val(g, v)->shape);
         FcDtype t = val(g, v)->dtype;
         /* kept-wide values are rounded here, at the block's output */
-        if (rounding == RT_ROUND_AT_OUTPUTS && is_narrow_float(t))
+        if (rounding != RT_ROUND_EVERY_OP && is_narrow_float(t))
             for (int64_t j = 0; j < m; j++) store_elem(t, outputs[o], j, rnd(t, buf[v][j]));
         else
             for (int64_t j = 0; j < m; j++) store_elem(t, outputs[o], j, buf[v][j]);

@@ -19,9 +19,12 @@ FcStatus rt_interp_run(const IrGraph *g, const void *const *inputs, void *const 
 /* Where 16- and 8-bit float intermediates are rounded to their dtype (docs/tolerances.md):
  * EVERY_OP is eager's meaning (and PyTorch's), rt_interp_run's; AT_OUTPUTS is a fused
  * kernel's: results of computing ops of those dtypes (fp8_quant's too) are kept in f32 and
- * rounded only at block outputs; explicit casts and generators round in both. f32/f64/integer values are
- * rounded after every op in both. */
-typedef enum RtRounding { RT_ROUND_EVERY_OP, RT_ROUND_AT_OUTPUTS } RtRounding;
+ * rounded only at block outputs; explicit casts and generators round in both. STORED is a fused
+ * program's as its kernels compute it: as AT_OUTPUTS, but a 16/8-bit value that is an output of
+ * the graph is rounded where it is computed, so that the ops reading it see its stored bits (the
+ * lowering's rounds_stored: a kernel that stores a 16-bit value and reads it too rounds it
+ * first). f32/f64/integer values are rounded after every op in all three. */
+typedef enum RtRounding { RT_ROUND_EVERY_OP, RT_ROUND_AT_OUTPUTS, RT_ROUND_STORED } RtRounding;
 FcStatus rt_interp_run_rounding(const IrGraph *g, const void *const *inputs, void *const *outputs,
                                 RtRounding rounding, FcErr *err);
 /* rt_interp_run with rounding-level noise: the result of every rounding node (unary, binary,

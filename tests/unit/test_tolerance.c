@@ -28,7 +28,12 @@
  *     graph 87, tests/difftest/found/f8_zero_reference_scales.tf): a layernorm of tanh values
  *     near 1 is 0 in the reference (each rounded to 1.0) and about 0.005 in the fused kernel
  *     (kept in f32); after delayed scaling settles the fused output's scale at 2^16 it is within
- *     the tolerance, where the f64 floor made it 3e305 over.
+ *     the tolerance, where the f64 floor made it 3e305 over;
+ * (h) the third meaning, a 16-bit value rounded where it is stored and read (RT_ROUND_STORED): the
+ *     mean of one f16 element, returned and subtracted from the element (difftest seed
+ *     2026112883 graph 300, tests/difftest/found/stored_mean_residue.tf): the fused kernel
+ *     rounds the stored mean before the subtraction and returns the residue v - round(v), where
+ *     eager and the reference give 0; that is over the rule, within it widened by the spread.
  */
 #include <math.h>
 #include <stdio.h>
@@ -458,6 +463,26 @@ static void test_f8_scaled_floor(void) {
     case_free(&c);
 }
 
+/* (h) */
+static void test_stored_meaning(void) {
+    static const char *const src =
+        "block g(x: f16[1, 1]) {\n"
+        "    v = gelu(x, approx=\"tanh\")\n"
+        "    m = mean(v, axis=1, keepdim=true)\n"
+        "    return v - m, m\n}\n";
+    Case c;
+    case_run(&c, src, 16727204629111172382ull, 0);
+    double fused = rel_of(c.out[0][0], c.out[2][0]), eager = rel_of(c.out[1][0], c.out[2][0]);
+    EXPECT(fused > c.base[0], "the fused residue (rel %g) is over the f16 rule %g, as when difftest found it", fused, c.base[0]);
+    EXPECT(eager == 0, "eager rounds v before its mean: v - m is 0 (rel %g)", eager);
+    EXPECT(c.spread[0] > 0.1 && fabs(c.spread[0] - fused) <= c.base[0], "spread %g: the stored meaning's residue (fused %g)",
+           c.spread[0], fused);
+    EXPECT(fused <= c.tol[0] && c.tol[0] == c.base[0] + 2 * c.spread[0], "fused %g within tol %g = %g + 2 x %g", fused,
+           c.tol[0], c.base[0], c.spread[0]);
+    EXPECT(c.spread[1] == 0, "the mean itself is the same in every meaning (spread %g)", c.spread[1]);
+    case_free(&c);
+}
+
 int main(void) {
     test_no_narrow_intermediates();
     test_gradients();
@@ -467,6 +492,7 @@ int main(void) {
     test_bf16_block_still_fails();
     test_usage();
     test_f8_scaled_floor();
+    test_stored_meaning();
     if (failures) fprintf(stderr, "test_tolerance: %d failure(s)\n", failures);
     return failures != 0;
 }
