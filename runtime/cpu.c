@@ -100,6 +100,17 @@ int rt_cpu_level(const char **name) {
     return -1;
 }
 
+bool rt_cpu_jit_fma(void) {
+    const char *name = NULL;
+    int lv = rt_cpu_level(&name);
+#if defined(__x86_64__)
+    return lv == 0 ? __builtin_cpu_supports("fma") : lv >= 3;
+#else
+    (void)lv;
+    return true;
+#endif
+}
+
 /* Does the comma-separated LLVM feature string enable `name` ("+name" as a whole token)? */
 static bool has_feature(const char *features, const char *name) {
     size_t n = strlen(name);

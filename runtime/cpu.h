@@ -46,6 +46,11 @@ void rt_cpu_host(PassCpu *out);
  * (2-4), 0 for native, -1 for a value that is none of these or a level the host cannot run;
  * *name: the variable's value (NULL when unset). */
 int rt_cpu_level(const char **name);
+/* Whether the kernels are compiled with FMA instructions, so that a multiply-add the code
+ * generator leaves to LLVM (llvm.fmuladd) is fused: x86-64-v3 and v4, a native host with FMA,
+ * any non-x86 host; not x86-64-v2 or a FUSEC_CPU the host cannot run (tests: the bounds and
+ * bit-identities that depend on it). */
+bool rt_cpu_jit_fma(void);
 /* How many stores of cp's module were made non-temporal (KirParam.stream; for tests). */
 int rt_cpu_stream_stores(const RtCpuProgram *cp);
 /* How many of the vector math's table lookups became register permutes (tests). */

@@ -26,6 +26,7 @@
 #include "emu_runner.h"
 #include "kir_samples.h"
 #include "codegen.h"
+#include "cpu.h"
 #include "fusec.h"
 
 #include <math.h>
@@ -414,16 +415,6 @@ static void add_dropout_shapes(void) {
 static const char ndtr_src[] = "block nd(x: f32[16384]) -> f32[16384], f32[16384]\n{\n    return ndtr(x), gelu(x)\n}\n";
 static float *ndtr_cpu[2];   /* the CPU device's outputs, NULL where the comparison is skipped */
 
-static bool cpu_fuses_fma(void) {
-    const char *lvl = getenv("FUSEC_CPU");
-    if (lvl && *lvl && !strstr(lvl, "v3") && !strstr(lvl, "v4") && strcmp(lvl, "native")) return false;
-#if defined(__x86_64__) || defined(__i386__)
-    return __builtin_cpu_supports("fma");
-#else
-    return true;
-#endif
-}
-
 static void ndtr_fill(float *x) {
     static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 14.49f, -14.49f, 14.5f, -14.5f,
                                     -14.2f, -13.2f, -9.3f, -0.0021f, 1e-40f, -1e-40f, 100.0f, -100.0f,
@@ -465,7 +456,7 @@ static void add_ndtr_bitwise(void) {
     EmuCase *c = &emu.cases[ids[EMU_V_FUSED]];
     ndtr_fill(c->in[0]);
     c->compare = ndtr_compare;
-    if (!cpu_fuses_fma()) { printf("ndtr_bitwise: the CPU's multiply-adds are not fused here; compared for running only\n"); return; }
+    if (!rt_cpu_jit_fma()) { printf("ndtr_bitwise: the CPU's multiply-adds are not fused here; compared for running only\n"); return; }
     FcOptions *opt = NULL;
     FcBlock *b = NULL;
     FcDevice *d = NULL;

@@ -114,17 +114,7 @@ fail:
 
 /* whether the JIT's target has FMA instructions (FUSEC_CPU, else the host): without them
  * llvm.fmuladd is a multiply and an add */
-static bool jit_fma(void) {
-    const char *name = NULL;
-    int lv = rt_cpu_level(&name);
-#if defined(__x86_64__)
-    return lv == 0 ? __builtin_cpu_supports("fma") : lv >= 3;
-#else
-    (void)lv;
-    return true;
-#endif
-}
-static double bound_of(const Fn *f) { return jit_fma() ? f->bound : f->bound_nofma; }
+static double bound_of(const Fn *f) { return rt_cpu_jit_fma() ? f->bound : f->bound_nofma; }
 /* the first entry of ndtr's (ndtr, gelu, gelu-sub: the last ones) */
 static int ndtr_first(void) {
     int j = 0;
@@ -273,7 +263,7 @@ int main(void) {
     /* ndtr and gelu again at x86-64-v2 (no FMA: runtime/cpu.c gives fc_sq_lo Dekker's split)
      * over the dense inputs and the special values, where the host runs the default level */
     const char *lv = getenv("FUSEC_CPU");
-    if ((!lv || !*lv || !strcmp(lv, "native")) && jit_fma() && __builtin_cpu_supports("sse4.2") &&
+    if ((!lv || !*lv || !strcmp(lv, "native")) && rt_cpu_jit_fma() && __builtin_cpu_supports("sse4.2") &&
         setenv("FUSEC_CPU", "x86-64-v2", 1) == 0) {
         int first = ndtr_first();
         for (int64_t i = 0; i < nspecials() && i < m; i++) in[m - 1 - i] = specials[i];   /* gelu-sub's among them */
