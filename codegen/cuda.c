@@ -24,6 +24,7 @@
  *     warps' results (missing lanes and warps count as the identity).
  */
 #include "codegen.h"
+#include "vecmath_consts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,40 +346,12 @@ static const char *const helper_text[H_COUNT] = {
         " * h + l, e^(-h/2) by n = rint(-h/2 log2 e), a two-part ln 2 and a degree-4 polynomial whose\n"
         " * 1 + q is scaled by R (1 - l/2) in one fused multiply-add, then by 2^n in two steps (a\n"
         " * subnormal result rounds once). The same operations in the same order as the CPU's, every\n"
-        " * one rounded as written (__fmaf_rn, __fmul_rn; the division correctly rounded): 3.14 ulp\n"
-        " * at most (every f32 with |x| in [2^-30, 16), tests/unit/test_vecmath.c), and about 50\n"
-        " * instructions of sm_90 against about 70 for CUDA's normcdff (5 ulp documented). */\n"
+        " * one rounded as written (__fmaf_rn, __fmul_rn; the division correctly rounded), with the\n"
+        " * same constants (codegen/vecmath_consts.h): 3.14 ulp at most (every f32 with |x| in\n"
+        " * [2^-30, 16), tests/unit/test_vecmath.c), and about 50 instructions of sm_90 against about\n"
+        " * 70 for CUDA's normcdff (5 ulp documented). */\n"
         "static __device__ __forceinline__ float fc_ndtr(float x)\n"
-        "{\n"
-        "    const float a = fminf(fabsf(x), 14.49f); /* NaN: 14.49, the NaN restored at the end */\n"
-        "    float q = 0.00194257684f, p = 0.00486966083f;\n"
-        "    q = __fmaf_rn(q, a, 0.0230031442f);\n"
-        "    q = __fmaf_rn(q, a, 0.130650192f);\n"
-        "    q = __fmaf_rn(q, a, 0.430095911f);\n"
-        "    q = __fmaf_rn(q, a, 0.820030689f);\n"
-        "    q = __fmaf_rn(q, a, 0.75f);\n"
-        "    p = __fmaf_rn(p, a, 0.0576415658f);\n"
-        "    p = __fmaf_rn(p, a, 0.318190217f);\n"
-        "    p = __fmaf_rn(p, a, 0.956916928f);\n"
-        "    p = __fmaf_rn(p, a, 1.5f);\n"
-        "    const float rr = q / __fmaf_rn(__fmul_rn(a, 2.50662827463100050f), q, p);\n"
-        "    const float h = __fmul_rn(a, a), l = __fmaf_rn(a, a, -h);\n"
-        "    const float y = __fmul_rn(h, -0.5f), m = __fmul_rn(l, -0.5f);\n"
-        "    const float n = rintf(__fmul_rn(y, 1.44269504088896341f));\n"
-        "    float r = __fmaf_rn(-n, 0.693359375f, y);\n"
-        "    r = __fmaf_rn(-n, -2.12194440e-4f, r);\n"
-        "    float e = 0.001381458482f;\n"
-        "    e = __fmaf_rn(e, r, 0.008368741721f);\n"
-        "    e = __fmaf_rn(e, r, 0.04166838899f);\n"
-        "    e = __fmaf_rn(e, r, 0.1666652113f);\n"
-        "    e = __fmaf_rn(e, r, 0.4999999404f);\n"
-        "    float t = __fmaf_rn(__fmul_rn(r, r), e, r);\n"
-        "    t = __fmaf_rn(t, m, __fadd_rn(t, m));\n"
-        "    t = __fmaf_rn(rr, t, rr);\n"
-        "    const int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;\n"
-        "    t = __fmul_rn(__fmul_rn(t, __int_as_float((n1 + 127) << 23)), __int_as_float((n2 + 127) << 23));\n"
-        "    return x != x ? x : x < 0.0f ? t : 1.0f - t;\n"
-        "}\n",
+        "{\n",   /* the body: put_ndtr_body */
 };
 
 static const char *const ctype_names[KT_COUNT] = {"bool", "int", "long long", "float", "double"};
@@ -1744,6 +1717,54 @@ done:
     return st;
 }
 
+/* An f32 constant as a C literal that reads back exactly (9 significant digits, a point or an
+ * exponent, the f suffix). */
+static void put_f32(StrBuf *out, float v) {
+    char b[40];
+    snprintf(b, sizeof b, "%.9g", (double)v);
+    sb_printf(out, "%s%sf", b, strpbrk(b, ".en") ? "" : ".0");
+}
+/* c[n-1] a^(n-1) + ... + c[0] by Horner into the variable v (declared) */
+static void put_horner(StrBuf *out, const char *v, const char *a, const float *c, int n) {
+    sb_printf(out, "    float %s = ", v);
+    put_f32(out, c[n - 1]);
+    sb_puts(out, ";\n");
+    for (int i = n - 2; i >= 0; i--) {
+        sb_printf(out, "    %s = __fmaf_rn(%s, %s, ", v, v, a);
+        put_f32(out, c[i]);
+        sb_puts(out, ");\n");
+    }
+}
+/* fc_ndtr's body after helper_text[H_NDTR], its constants vecmath_consts.h's, as vndtr and
+ * vexp_core_scaled use them */
+static void put_ndtr_body(StrBuf *out) {
+    sb_puts(out, "    const float a = fminf(fabsf(x), ");
+    put_f32(out, FC_NDTR_CLAMP);
+    sb_puts(out, "); /* NaN: the clamp, the NaN restored at the end */\n");
+    put_horner(out, "q", "a", fc_ndtr_q, FC_NDTR_NQ);
+    put_horner(out, "p", "a", fc_ndtr_p, FC_NDTR_NP);
+    sb_puts(out, "    const float rr = q / __fmaf_rn(__fmul_rn(a, ");
+    put_f32(out, FC_NDTR_SQRT_2PI);
+    sb_puts(out, "), q, p);\n"
+                 "    const float h = __fmul_rn(a, a), l = __fmaf_rn(a, a, -h);\n"
+                 "    const float y = __fmul_rn(h, -0.5f), m = __fmul_rn(l, -0.5f);\n"
+                 "    const float n = rintf(__fmul_rn(y, ");
+    put_f32(out, FC_EXP_LOG2E);
+    sb_puts(out, "));\n    float r = __fmaf_rn(-n, ");
+    put_f32(out, FC_EXP_LN2_HI);
+    sb_puts(out, ", y);\n    r = __fmaf_rn(-n, ");
+    put_f32(out, FC_EXP_LN2_LO);
+    sb_puts(out, ", r);\n");
+    put_horner(out, "e", "r", fc_exp_p, FC_EXP_NP);
+    sb_puts(out, "    float t = __fmaf_rn(__fmul_rn(r, r), e, r);\n"
+                 "    t = __fmaf_rn(t, m, __fadd_rn(t, m));\n"
+                 "    t = __fmaf_rn(rr, t, rr);\n"
+                 "    const int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;\n"
+                 "    t = __fmul_rn(__fmul_rn(t, __int_as_float((n1 + 127) << 23)), __int_as_float((n2 + 127) << 23));\n"
+                 "    return x != x ? x : x < 0.0f ? t : 1.0f - t;\n"
+                 "}\n");
+}
+
 static void put_preamble(StrBuf *out, const bool *helpers) {
     bool any = false;
     for (int h = 0; h < H_COUNT; h++) any |= helpers[h];
@@ -1759,7 +1780,10 @@ static void put_preamble(StrBuf *out, const bool *helpers) {
         H_F64_TO_I64, H_MAX_F32, H_MIN_F32, H_MAX_F64, H_MIN_F64, H_MAX_I32, H_MIN_I32, H_MAX_I64,
         H_MIN_I64, H_PHILOX, H_AMAX_FLUSH, H_NDTR};
     for (int i = 0; i < H_COUNT; i++)
-        if (helpers[order[i]]) sb_puts(out, helper_text[order[i]]);
+        if (helpers[order[i]]) {
+            sb_puts(out, helper_text[order[i]]);
+            if (order[i] == H_NDTR) put_ndtr_body(out);
+        }
     sb_putc(out, '\n');
 }
 

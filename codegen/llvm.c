@@ -32,6 +32,7 @@
  * nothing is decided here that the kernel IR does not say.
  */
 #include "codegen.h"
+#include "vecmath_consts.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
@@ -603,13 +604,12 @@ static LLVMValueRef vexp_core(Cg *g, LLVMValueRef x) { return vexp_core_scaled(g
  * fused multiply-add) instead of three (1 + q, times 1 + m, times s); the scaling by 2^n comes
  * after, so a subnormal result still rounds once at the end. */
 static LLVMValueRef vexp_core_scaled(Cg *g, LLVMValueRef x, LLVMValueRef s, LLVMValueRef m) {
-    static const float P[5] = {0.4999999404f, 0.1666652113f, 0.04166838899f, 0.008368741721f, 0.001381458482f};
-    LLVMValueRef n = intr1(g, "llvm.rint", vfmul(g, x, vf(g, 1.44269504088896341f)));
+    LLVMValueRef n = intr1(g, "llvm.rint", vfmul(g, x, vf(g, FC_EXP_LOG2E)));
     if (!n) return NULL;
     LLVMValueRef nn = LLVMBuildFNeg(g->b, n, "");
-    LLVMValueRef r = vmadd(g, nn, vf(g, 0.693359375f), x);
-    r = vmadd(g, nn, vf(g, -2.12194440e-4f), r);
-    LLVMValueRef p = vpoly(g, r, P, 5);
+    LLVMValueRef r = vmadd(g, nn, vf(g, FC_EXP_LN2_HI), x);
+    r = vmadd(g, nn, vf(g, FC_EXP_LN2_LO), r);
+    LLVMValueRef p = vpoly(g, r, fc_exp_p, FC_EXP_NP);
     if (!p) return NULL;
     LLVMValueRef q = vmadd(g, vfmul(g, r, r), p, r);
     if (!s) {
@@ -798,14 +798,12 @@ static LLVMValueRef verf(Cg *g, LLVMValueRef x) {
  * towards minimax, iteratively reweighted, rounded to f32 one at a time, each fit after
  * rounding the previous ones, then scaled); the fit's own error is 3e-9. Errors: docs/cpu.md. */
 static LLVMValueRef vndtr(Cg *g, LLVMValueRef x) {
-    static const float P[5] = {1.5f, 0.956916928f, 0.318190217f, 0.0576415658f, 0.00486966083f};
-    static const float Q[6] = {0.75f, 0.820030689f, 0.430095911f, 0.130650192f, 0.0230031442f, 0.00194257684f};
     LLVMValueRef a = intr1(g, "llvm.fabs", x);
-    LLVMValueRef ac = a ? intr2(g, "llvm.minnum", a, vf(g, 14.49f)) : NULL;
+    LLVMValueRef ac = a ? intr2(g, "llvm.minnum", a, vf(g, FC_NDTR_CLAMP)) : NULL;
     if (!ac) return NULL;
-    LLVMValueRef q = vpoly(g, ac, Q, 6), p = vpoly(g, ac, P, 5);
+    LLVMValueRef q = vpoly(g, ac, fc_ndtr_q, FC_NDTR_NQ), p = vpoly(g, ac, fc_ndtr_p, FC_NDTR_NP);
     if (!q || !p) return NULL;
-    LLVMValueRef den = vmadd(g, vfmul(g, ac, vf(g, 2.50662827463100050f)), q, p);
+    LLVMValueRef den = vmadd(g, vfmul(g, ac, vf(g, FC_NDTR_SQRT_2PI)), q, p);
     LLVMValueRef rr = LLVMBuildFDiv(g->b, q, den, "");
     LLVMValueRef h = vfmul(g, ac, ac), l = call_helper(g, "fc_sq_lo", ac); /* a^2 - h exactly */
     if (!l) return NULL;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Refit the coefficients of the CPU backend's f32 ndtr (codegen/llvm.c, vndtr).
+"""Refit the coefficients of fusec's f32 ndtr (codegen/vecmath_consts.h; the CPU's vndtr and CUDA's fc_ndtr).
 
 ndtr(-a) = e^(-a^2/2) R(a) for a >= 0, and R(a) = Q(a) / (k a Q(a) + P(a)) with k = sqrt(2 pi):
 P / Q approximates k G(a), G = 1/(k R) - a (Mills's ratio's correction), P of degree 4 and Q
