@@ -264,7 +264,8 @@ static char *target_features(LLVMTargetMachineRef tm) {
  * applied to codegen/llvm.c's helpers before optimization:
  * - F16C: the f16 store (fc_f32_to_f16: integer code with variable shifts, some thirty
  *   instructions a lane) becomes fptrunc (vcvtps2ph), and the f16 load (fc_f16_to_f32, some
- *   fifteen) fpext (vcvtph2ps);
+ *   fifteen) fpext (vcvtph2ps), and so do the f8 loads after a few 16-bit operations
+ *   (e4m3_load_body below);
  * - AVX-512 BF16 (with VL): the bf16 store becomes vcvtneps2bf16 (fptrunc to bfloat), nine
  *   instructions a lane down to six. That instruction reads a subnormal input as zero, so an x
  *   with |x| < 2^-126 is first moved to x + sign(x) 2^-126, a normal number in [2^-126, 2^-125)
@@ -322,6 +323,42 @@ static LLVMValueRef f16_load_body(LLVMBuilderRef b, LLVMValueRef h, LLVMTypeRef 
     LLVMContextRef ctx = LLVMGetTypeContext(to);
     return LLVMBuildFPExt(b, LLVMBuildBitCast(b, h, same_shape(to, LLVMHalfTypeInContext(ctx)), ""), to, "");
 }
+/* The f8 loads through F16C: an f8 code is moved into the f16 code of the same value (or of
+ * 2^-8 times it) with a few 16-bit integer operations, which vcvtph2ps widens exactly. E5M2 is
+ * f16's upper byte (the same exponent and bias, two of its mantissa bits): the code shifted up
+ * by 8, subnormals, inf and NaN included. E4M3 (bias 7 against f16's 15, no inf): the code
+ * sign-extended to 16 bits and shifted up by 7 puts the sign at bits 15 and 14 and the
+ * exponent and mantissa at bits 13..7; clearing bit 14 leaves the f16 code of the value times
+ * 2^-8, subnormals included (code m * 2^-9 becomes f16's m * 2^-17), so the float is multiplied
+ * by 2^8 (exact). E4M3's NaN (exponent and mantissa all ones: 0x3F80 there, 480 once widened)
+ * is turned into f16's quiet NaN 0x7E00 with its sign (an xor with 0x4180), which widens to
+ * 0x7FC00000 with the sign, the integer helper's NaN. Three 16-bit operations and a widening a
+ * lane for E5M2 against the helper's seventeen 32-bit ones, seven and a multiply for E4M3
+ * against fifteen. */
+static LLVMValueRef e5m2_load_body(LLVMBuilderRef b, LLVMValueRef x, LLVMTypeRef to) {
+    LLVMContextRef ctx = LLVMGetTypeContext(to);
+    LLVMTypeRef t16 = same_shape(to, LLVMInt16TypeInContext(ctx));
+    LLVMValueRef h = LLVMBuildShl(b, LLVMBuildZExt(b, x, t16, ""), splat(t16, 8), "");
+    return LLVMBuildFPExt(b, LLVMBuildBitCast(b, h, same_shape(to, LLVMHalfTypeInContext(ctx)), ""), to, "");
+}
+static LLVMValueRef e4m3_load_body(LLVMBuilderRef b, LLVMValueRef x, LLVMTypeRef to) {
+    LLVMContextRef ctx = LLVMGetTypeContext(to);
+    LLVMTypeRef t16 = same_shape(to, LLVMInt16TypeInContext(ctx));
+    LLVMValueRef h = LLVMBuildShl(b, LLVMBuildSExt(b, x, t16, ""), splat(t16, 7), "");
+    h = LLVMBuildAnd(b, h, splat(t16, 0xBFFF), "");
+    LLVMValueRef nan = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, h, splat(t16, 0x3F80), ""), splat(t16, 0x3F80), "");
+    h = LLVMBuildXor(b, h, LLVMBuildSelect(b, nan, splat(t16, 0x4180), splat(t16, 0), ""), "");
+    LLVMValueRef f = LLVMBuildFPExt(b, LLVMBuildBitCast(b, h, same_shape(to, LLVMHalfTypeInContext(ctx)), ""), to, "");
+    LLVMTypeRef el = LLVMGetTypeKind(to) == LLVMVectorTypeKind ? LLVMGetElementType(to) : to;
+    LLVMValueRef k = LLVMConstReal(el, 256.0);
+    if (el != to) {
+        LLVMValueRef e[16];
+        unsigned n = LLVMGetVectorSize(to);
+        for (unsigned i = 0; i < n && i < 16; i++) e[i] = k;
+        k = LLVMConstVector(e, n);
+    }
+    return LLVMBuildFMul(b, f, k, "");
+}
 static LLVMValueRef bf16_store_body(LLVMBuilderRef b, LLVMValueRef x, LLVMTypeRef to) {
     LLVMContextRef ctx = LLVMGetTypeContext(to);
     LLVMTypeRef ft = LLVMTypeOf(x), it = same_shape(ft, LLVMInt32TypeInContext(ctx));
@@ -356,20 +393,23 @@ static LLVMValueRef sq_lo_soft_body(LLVMBuilderRef b, LLVMValueRef a, LLVMTypeRe
  * NAME_v4, NAME_v8 and NAME_v16 (native_inline inlines them). */
 static const struct {
     const char *name;
-    bool f32_in;   /* f32 -> 16 bits (a store), else 16 bits -> f32 (a load) */
+    bool f32_in;   /* f32 -> narrow (a store), else narrow -> f32 (a load) */
+    unsigned bits; /* the narrow side's: 16 or 8 */
     bool bf16;     /* needs AVX-512 BF16 and VL, else F16C */
     bool vector;
     LLVMValueRef (*body)(LLVMBuilderRef, LLVMValueRef, LLVMTypeRef);
 } native_conv[] = {
-    {"fc_f32_to_f16", true, false, false, f16_store_body},
-    {"fc_f16_to_f32", false, false, true, f16_load_body},
-    {"fc_f32_to_bf16", true, true, true, bf16_store_body},
+    {"fc_f32_to_f16", true, 16, false, false, f16_store_body},
+    {"fc_f16_to_f32", false, 16, false, true, f16_load_body},
+    {"fc_f32_to_bf16", true, 16, true, true, bf16_store_body},
+    {"fc_e4m3_to_f32", false, 8, false, true, e4m3_load_body},
+    {"fc_e5m2_to_f32", false, 8, false, true, e5m2_load_body},
 };
 enum { NATIVE_CONV = sizeof native_conv / sizeof native_conv[0] };
 
 static bool native_conversions(LLVMModuleRef mod, const char *features) {
     LLVMContextRef ctx = LLVMGetModuleContext(mod);
-    LLVMTypeRef tf = LLVMFloatTypeInContext(ctx), t16 = LLVMInt16TypeInContext(ctx);
+    LLVMTypeRef tf = LLVMFloatTypeInContext(ctx);
     bool f16c = has_feature(features, "f16c"), wide = has_feature(features, "avx512f");
     bool bf16 = has_feature(features, "avx512bf16") && has_feature(features, "avx512vl");
     bool any = false;
@@ -380,7 +420,8 @@ static bool native_conversions(LLVMModuleRef mod, const char *features) {
         if (!(native_conv[k].bf16 ? bf16 : f16c)) continue;
         LLVMValueRef fn = LLVMGetNamedFunction(mod, native_conv[k].name);
         if (!fn || !LLVMGetFirstBasicBlock(fn)) continue;
-        LLVMTypeRef from = native_conv[k].f32_in ? tf : t16, to = native_conv[k].f32_in ? t16 : tf;
+        LLVMTypeRef tn = LLVMIntTypeInContext(ctx, native_conv[k].bits);
+        LLVMTypeRef from = native_conv[k].f32_in ? tf : tn, to = native_conv[k].f32_in ? tn : tf;
         native_variant(mod, native_conv[k].name, from, to, 0, native_conv[k].body);
         if (!native_conv[k].vector) continue;
         char abi[512] = "";
