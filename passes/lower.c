@@ -154,6 +154,8 @@ typedef struct Lower {
                               * rows (stage_whole, the CPU), or -1 */
     bool *tail_node;         /* [nodes] runs in the row kernel's tail (row_shape; fuse.c's mark 2) */
     bool *deq_only;          /* [values] read by fp8_dequants alone (fp8_inline) */
+    bool *eager_stored;      /* [values] --strict-rounding: what the eager program stores (a block
+                              * output, or a value read by a node of another source op) */
     int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
     int group_kernel;        /* the kernel lower_group built for the group's nodes (the first of
                               * a library product's, after any scatter_add index kernels) */
@@ -468,10 +470,6 @@ static int emit_reduce_serial(Lower *L, const IrNode *n, int v, const int *idx) 
     return kir_cast(L->k, ctype(val(L, v)->dtype), res);
 }
 
-/* Rounds x (compute type) to the value's storage dtype when strict rounding asks for it. */
-static int strict_round(Lower *L, FcDtype t, int x) {
-    return L->opt->strict_rounding ? kir_round(L->k, t, x) : x;
-}
 
 /* The values of an integer dtype (the bounds a cast to it saturates to); false for the others. */
 static bool int_bounds(FcDtype t, int64_t *lo, int64_t *hi) {
@@ -508,7 +506,7 @@ static int emit_cast(Lower *L, int x, FcDtype from, FcDtype to, bool wide) {
     int y = kir_cast(L->k, tt, x);
     /* a storage cast stays f32 inside the kernel (rounded where stored), as a computing op's
      * narrow result does; the source's casts round here */
-    if (ir_dtype_is_float(to)) y = wide ? strict_round(L, to, y) : kir_round(L->k, to, y);
+    if (ir_dtype_is_float(to) && !wide) y = kir_round(L->k, to, y);
     return y;
 }
 
@@ -706,7 +704,7 @@ static int emit_load(Lower *L, int v, const int *idx) {
     int prm = param_for_buf(L, buf, false);
     const IrShape *s = &val(L, v)->shape;
     int lin = folded_linear(L, s, idx);
-    int e = prm >= 0 && !L->k->params.data[prm].written && vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype))
+    int e = prm >= 0 && !L->k->params.data[prm].written && vec_index(L, lin, (int)fc_dtype_size(L->p->buffers.data[buf].dtype))
                 ? kir_load_vec(L->k, prm, lin)
                 : kir_load(L->k, prm, lin);
     int plain = linearize(L, s, idx);
@@ -821,7 +819,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
     switch (ir_ops[n->op].cat) {
     case IR_CAT_UNARY: {
         bcast_index(L, &o->shape, &val(L, n->in[0])->shape, idx, ii);
-        return strict_round(L, o->dtype, emit_unary(L, n->op, emit(L, n->in[0], ii), t));
+        return emit_unary(L, n->op, emit(L, n->in[0], ii), t);
     }
     case IR_CAT_BINARY:
     case IR_CAT_COMPARE: {
@@ -829,7 +827,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
         bcast_index(L, &o->shape, &val(L, n->in[0])->shape, idx, ii);
         bcast_index(L, &o->shape, &val(L, n->in[1])->shape, idx, jj);
         int a = emit(L, n->in[0], ii), b = emit(L, n->in[1], jj);
-        return strict_round(L, o->dtype, emit_binary(L, n->op, a, b));
+        return emit_binary(L, n->op, a, b);
     }
     case IR_CAT_SELECT: {
         int kk[IR_MAX_RANK];
@@ -925,11 +923,20 @@ static bool read_in_group(Lower *L, int v) {
  * from a saved value departs from the forward that saved it (a recip saved in f16 but read
  * unrounded by the forward's tanh; the backward's recomputed tanh then missed the forward's
  * max, whose gradient went to no element: difftest seed 20261126 graph 264). Values the kernel
- * keeps to itself stay f32; --strict-rounding rounds every op anyway; f8 values are rounded
- * wherever computed (emit_fp8). */
+ * keeps to itself stay f32; f8 values are rounded wherever computed (emit_fp8).
+ * --strict-rounding rounds, wherever it is computed, every 16- or 8-bit value the eager program
+ * stores (eager_stored) and nothing else: eager runs each source op as a kernel of its own,
+ * which keeps the op's own intermediates (a composite's steps, a backward rule's) in f32 and
+ * rounds what it writes, so the fused program then computes eager's bits. (Rounding after every
+ * elementwise op instead, as it did before 2026-11-28, differed from eager wherever one source
+ * op is several: silu's backward rule, a norm: 11 of 60 random graphs at bf16, difftest
+ * --strict.) */
+static bool narrow_float(FcDtype t) { return t == FC_BF16 || t == FC_F16 || t == FC_F8E4M3 || t == FC_F8E5M2; }
 static bool rounds_stored(Lower *L, int v) {
     FcDtype t = val(L, v)->dtype;
-    return !L->opt->strict_rounding && (t == FC_BF16 || t == FC_F16) && L->buf_of_val[v] >= 0 && read_in_group(L, v);
+    if (L->opt->strict_rounding)   /* (an fp8_quant rounds itself: emit_fp8) */
+        return narrow_float(t) && L->eager_stored[v] && !(val(L, v)->node >= 0 && node_of(L, v)->op == IR_OP_FP8_QUANT);
+    return (t == FC_BF16 || t == FC_F16) && L->buf_of_val[v] >= 0 && read_in_group(L, v);
 }
 static int round_stored(Lower *L, int v, int e) {
     return e >= 0 && rounds_stored(L, v) ? kir_round(L->k, val(L, v)->dtype, e) : e;
@@ -2516,7 +2523,8 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     L.tail_node = fc_calloc((size_t)nn + 1, sizeof(bool));
     L.scatter_index = fc_calloc((size_t)nn + 1, sizeof(int));
     L.deq_only = fc_calloc((size_t)nv + 1, sizeof(bool));
-    if (!L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
+    L.eager_stored = fc_calloc((size_t)nv + 1, sizeof(bool));
+    if (!L.eager_stored || !L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
         !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.whole_shared || !L.tail_node || !L.scatter_index ||
         !L.deq_only) {
         fail_oom(&L);
@@ -2528,6 +2536,23 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
     for (int i = 0; i < nn; i++)
         for (int j = 0; j < g->nodes.data[i].nin; j++)
             if (g->nodes.data[i].op != IR_OP_FP8_DEQUANT || j != 0) L.deq_only[g->nodes.data[i].in[j]] = false;
+    if (opt->strict_rounding) {
+        /* eager's kernels: the groups fuse.c makes without fusion (the nodes of one source op,
+         * split where one kernel cannot hold them: an elementwise op and a column reduction of a
+         * backward rule); what crosses between them, or leaves the block, eager stores */
+        PassOptions eo = *opt;
+        eo.fuse = false;
+        int *eg = fc_calloc((size_t)nn + 1, sizeof(int));
+        if (!eg) { fail_oom(&L); goto done; }
+        if ((L.st = pass_fuse(g, &eo, eg, NULL, err)) != FC_OK) { fc_free(eg); goto done; }
+        for (int i = 0; i < g->outputs.len; i++) L.eager_stored[g->outputs.data[i]] = true;
+        for (int i = 0; i < nn; i++)
+            for (int j = 0; j < g->nodes.data[i].nin; j++) {
+                int p = g->values.data[g->nodes.data[i].in[j]].node;
+                if (p >= 0 && eg[p] != eg[i]) L.eager_stored[g->nodes.data[i].in[j]] = true;
+            }
+        fc_free(eg);
+    }
     if ((L.st = plant_target(g, opt, &L.plant, err)) != FC_OK) goto done;
 
     /* 1. groups, numbered in a topological order of the group graph: a group comes after
@@ -2655,8 +2680,13 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
         if (!L.used_outside[v]) continue;
         int b = add_buffer(&L, KIR_BUF_TEMP, -1, v);
         if (b < 0) break;
+        /* --strict-rounding: a 16-bit value that crosses between this program's kernels but not
+         * between eager's (one source op made of several kernels here: a backward rule split by
+         * a reduction) keeps its f32 bits in memory, as eager keeps it in registers */
+        if (opt->strict_rounding && narrow_float(x->dtype) && !L.eager_stored[v])
+            L.p->buffers.data[b].dtype = FC_F32;
         int64_t bytes, aligned;
-        if (!ir_shape_nbytes(&x->shape, x->dtype, &bytes) || !fc_add64(bytes, 255, &aligned) ||
+        if (!ir_shape_nbytes(&x->shape, L.p->buffers.data[b].dtype, &bytes) || !fc_add64(bytes, 255, &aligned) ||
             !fc_add64(ws, aligned / 256 * 256, &ws)) {
             L.st = fc_err_set(err, FC_ERR_INPUT, "the workspace of block '%s' overflows a 64-bit byte count", g->name);
             break;
@@ -2701,6 +2731,7 @@ done:
     fc_free(L.bound);
     fc_free(L.force_load);
     fc_free(L.deq_only);
+    fc_free(L.eager_stored);
     fc_free(L.row_shared);
     fc_free(L.whole_shared);
     fc_free(L.tail_node);

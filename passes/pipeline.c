@@ -1,7 +1,7 @@
 /* pipeline.c: the ordered list of passes, from a source graph to a kernel program.
  *
- *   verify(source) -> decompose -> verify -> dce -> verify -> cse (fused only) -> split_dequant
- *   -> library_products -> fuse (groups) -> lower -> memplan
+ *   verify(source) -> decompose -> verify -> dce -> verify -> cse (fused, not --strict-rounding)
+ *   -> split_dequant -> library_products -> fuse (groups) -> lower -> memplan
  *
  * (dce verifies its result itself; lower builds the schedules and buffers.)
  *
@@ -37,7 +37,10 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
             r.graph = live;
         }
     }
-    if (s == FC_OK && opt->fuse) {   /* what two composites share, computed once */
+    /* what two composites share, computed once; not with --strict-rounding, whose rounding
+     * points are the eager program's, which computes each op's own (a value two source ops
+     * share would cross from one to the other: rounded, where eager keeps each in f32) */
+    if (s == FC_OK && opt->fuse && !opt->strict_rounding) {
         IrGraph *merged = NULL;
         s = pass_cse(r.graph, &merged, err);
         if (s == FC_OK && merged) {

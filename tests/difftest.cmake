@@ -32,6 +32,8 @@
 #   difftest_selfcheck   the harness must fail: a corrupted fused result must be caught and
 #                        minimized to a reproducer, for every graph.
 #   difftest_train_selfcheck  the same for a training check: a corrupted fused gradient (2 graphs).
+#   difftest_strict_selfcheck  the same for --strict: a corrupted --strict-rounding result (3 graphs
+#                        at bf16) must be caught as not the eager program's bits.
 #   difftest_emu_selfcheck  the same for the emulation: one element of each emulated fused
 #                        result corrupted (2 small graphs) must be caught as a CUDA emulation
 #                        mismatch and minimized to a reproducer.
@@ -41,7 +43,8 @@
 #                        the CPU programs' non-temporal stores (docs/cpu.md).
 #   difftest_bf16, difftest_f16, difftest_f8  60 other graphs each (seed 20261127; 20 in a
 #                        sanitizer build) compiled at --precision bf16 / f16 / f8 (docs/precision.md):
-#                        as difftest_cpu, every 20th also emulated
+#                        as difftest_cpu, and --strict (--strict-rounding bit for bit against eager),
+#                        every 20th also emulated
 #                        (none in a sanitizer build).
 #   difftest_cuda        with a GPU: 100 graphs of the commit's fresh seed (every 5th a training
 #                        program, at --precision keep and bf16) also run fused and eager on the
@@ -118,15 +121,19 @@ add_test(NAME difftest_selfcheck
 add_test(NAME difftest_emu_selfcheck
          COMMAND difftest --self-check-emu --seed 7 --count 2 --emu-every 1 --nvrtc-every 0 --max-stmts 6 --jobs 2
                  --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-emu)
+add_test(NAME difftest_strict_selfcheck
+         COMMAND difftest --precision bf16 --strict --self-check --seed 7 --count 3 --nvrtc-every 0
+                 --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-strict)
 add_test(NAME difftest_noisy COMMAND difftest --verify-noisy --seed 20240601 --count ${_dt_noisy})
-set_tests_properties(difftest_cpu difftest_fresh difftest_selfcheck difftest_emu_selfcheck difftest_noisy PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
+set_tests_properties(difftest_cpu difftest_fresh difftest_selfcheck difftest_emu_selfcheck difftest_strict_selfcheck difftest_noisy PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
 # difftest_bf16, difftest_f16: other graphs compiled at --precision bf16 and f16 (pass_precision,
 # docs/precision.md), every 10th a training program, every 10th through NVRTC, every 20th through
 # the CUDA emulation: the lowered program against the reference run of the same lowered block.
 # difftest_f8 likewise at --precision f8; every block calibrates its f8 scales on the graph's
-# inputs first (fc_block_calibrate_fp8).
+# inputs first (fc_block_calibrate_fp8). --strict: each block also compiled with
+# --strict-rounding, whose outputs (and gradients) must be the eager program's bits.
 foreach(_p bf16 f16 f8)
-  add_test(NAME difftest_${_p} COMMAND difftest --precision ${_p} --seed 20261127 --count ${_dt_prec} --nvrtc-every 10
+  add_test(NAME difftest_${_p} COMMAND difftest --precision ${_p} --strict --seed 20261127 --count ${_dt_prec} --nvrtc-every 10
            --emu-every ${_dt_prec_emu} --jobs 2)
   set_tests_properties(difftest_${_p} PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
 endforeach()

@@ -127,11 +127,12 @@ typedef struct Opts {
 
 /* ---- one run: compile, run the programs, compare ---------------------------------------------- */
 enum { DR_OK, DR_ILLCOND, DR_GENBUG, DR_COMPILE, DR_PROGRAM, DR_RUN, DR_MISMATCH, DR_NVRTC, DR_EMU_MISMATCH, DR_EMU_ERROR,
-       DR_BUDGET, DR_CRASH, DR_TIMEOUT, DR_KERNEL, DR_NCLASS };
+       DR_BUDGET, DR_CRASH, DR_TIMEOUT, DR_KERNEL, DR_STRICT, DR_NCLASS };
 static const char *const cls_name[DR_NCLASS] = {"ok", "ill-conditioned", "generator bug (frontend rejected a generated program)",
                                                "compile error", "program (JIT) error", "run error", "mismatch", "NVRTC error",
                                                "CUDA emulation mismatch", "CUDA emulation error", "memory budget error", "crash",
-                                               "timeout", "kernel over its bound (fc_program_check_kernels)"};
+                                               "timeout", "kernel over its bound (fc_program_check_kernels)",
+                                               "--strict-rounding not the eager program's bits (--strict)"};
 
 /* The programs of a check. A forward check runs the first three; a training check (--train) all
  * four, each block compiled with fc_options_set_train: fused with --remat auto, eager (--no-fuse)
@@ -290,6 +291,7 @@ static void out_desc(FcBlock *b, int j, bool grad, Result *r) {
  * compiled at it, and the reference runs the block as the library lowered it (pass_precision) */
 static const char *g_precision;
 static bool g_cuda;   /* --device cuda */
+static bool g_strict; /* --strict: also the fused block with --strict-rounding, bit for bit against eager */
 
 /* Compiles src: fused or eager, for arch (NULL: the default), with training when remat is not
  * NULL (that --remat mode; budget >= 0: that --mem-budget). */
@@ -825,14 +827,13 @@ static FcTensor **copy_tensors(FcDevice *d, FcBlock *b, FcTensor *const *src, bo
 
 /* --self-check: corrupts one element of program k's results (the forward's output 0, or for a
  * training check the first gradient): the harness must see it */
-static void corrupt(Run *u, int k) {
-    FcBlock *b0 = u->blk[P_FUSED];
-    FcTensor *t = u->out[k][0];
+static void corrupt_set(FcBlock *b0, FcTensor **out, FcTensor **gin, bool train, int nin) {
+    FcTensor *t = out[0];
     FcTensorInfo ti;
     fc_block_output_info(b0, 0, &ti);
-    for (int i = 0; u->train && i < u->nin; i++)
-        if (u->gin[k][i]) {
-            t = u->gin[k][i];
+    for (int i = 0; train && i < nin; i++)
+        if (gin[i]) {
+            t = gin[i];
             fc_block_input_info(b0, i, &ti);
             break;
         }
@@ -846,6 +847,7 @@ static void corrupt(Run *u, int k) {
     }
     free(h);
 }
+static void corrupt(Run *u, int k) { corrupt_set(u->blk[P_FUSED], u->out[k], u->gin[k], u->train, u->nin); }
 
 /* --device cuda: the fused and eager programs of the same blocks (so with the same f8 scales) on
  * the GPU, on copies of the same inputs (and outputs' gradients), compared with the reference
@@ -895,6 +897,104 @@ static void cuda_check(Run *u, const Check *c, const char *const *noisy, Result 
 }
 
 /* The whole check of one program; fills *r. */
+/* Whether element i of two tensors of dtype dt (host copies) are the same: the same bits, or both
+ * a NaN (a NaN's payload is not part of the contract, docs/cpu.md). */
+static bool same_element(FcDtype dt, const unsigned char *a, const unsigned char *b, size_t i) {
+    size_t es = fc_dtype_size(dt);
+    if (!memcmp(a + i * es, b + i * es, es)) return true;
+    if (!is_float(dt)) return false;
+    uint64_t x = 0, y = 0;
+    memcpy(&x, a + i * es, es);
+    memcpy(&y, b + i * es, es);
+    switch (dt) {
+    case FC_F64: return (x & 0x7fffffffffffffffull) > 0x7ff0000000000000ull && (y & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+    case FC_F32: return (x & 0x7fffffff) > 0x7f800000 && (y & 0x7fffffff) > 0x7f800000;
+    case FC_F16: return (x & 0x7fff) > 0x7c00 && (y & 0x7fff) > 0x7c00;
+    case FC_BF16: return (x & 0x7fff) > 0x7f80 && (y & 0x7fff) > 0x7f80;
+    case FC_F8E4M3: return (x & 0x7f) == 0x7f && (y & 0x7f) == 0x7f;
+    case FC_F8E5M2: return (x & 0x7f) > 0x7c && (y & 0x7f) > 0x7c;
+    default: return false;
+    }
+}
+
+/* --strict (at a --precision): the fused block compiled with --strict-rounding (with --train:
+ * --remat none, eager's: what a training program saves between its forward and its backward is
+ * stored, so rounded, and the split is the --remat mode's), calibrated and run on the same
+ * inputs (and output gradients), must give the eager program's outputs and gradients bit for
+ * bit (docs/precision.md; NaN for NaN) and, at f8, with the same scales. */
+static void strict_check(Run *u, const Check *c, Result *r) {
+    FcOptions *o = NULL;
+    FcBlock *b = NULL;
+    FcProgram *p = NULL;
+    FcTensor **out = NULL, **gin = NULL;
+    FcStatus s = fc_options_new(&o);
+    if (s == FC_OK) s = fc_options_set_precision(o, g_precision);
+    if (s == FC_OK) s = fc_options_set_strict_rounding(o, 1);
+    if (s == FC_OK && c->train) s = fc_options_set_train(o, 1);
+    if (s == FC_OK && c->train) s = fc_options_set_remat(o, remat_of[P_EAGER]);
+    if (s == FC_OK) s = fc_compile_string(u->src, "difftest.tf", o, &b);
+    fc_options_free(o);
+    const char *what = "compile";
+    if (s == FC_OK && fc_block_num_fp8_slots(b) > 0) {
+        what = "f8 calibration";
+        s = c->train ? fc_block_calibrate_fp8_grads(b, u->in, u->gout) : fc_block_calibrate_fp8(b, u->in);
+    }
+    if (s == FC_OK) { what = "program"; s = fc_program_new(b, u->cpu, &p); }
+    if (s == FC_OK) {
+        what = "run";
+        out = new_tensors(u->cpu, b, true);
+        gin = c->train ? new_tensors(u->cpu, b, false) : NULL;
+        s = out && (!c->train || gin) ? run_prog(u, p, u->in, u->gout, out, gin, c->train) : FC_ERR_NOMEM;
+        /* --strict --self-check: this result, not the fused one, corrupted (the harness must see it) */
+        if (s == FC_OK && c->self_check) corrupt_set(b, out, gin, c->train, u->nin);
+    }
+    if (s != FC_OK) {
+        r->cls = DR_STRICT;
+        r->which = P_FUSED;
+        r->status = s;
+        msgf(r, "the fused block with --strict-rounding: %s: %s: %s", what, fc_status_name(s),
+             p ? fc_program_last_error(p) : b ? fc_block_last_error(b) : "");
+        goto done;
+    }
+    for (int k = 0; k < (c->train ? 2 : 1) && r->cls == DR_OK; k++) {
+        int n = k ? u->nin : u->nout;
+        FcTensor **mine = k ? gin : out, **eager = k ? u->gin[P_EAGER] : u->out[P_EAGER];
+        for (int j = 0; j < n && r->cls == DR_OK; j++) {
+            if (!mine[j] || !eager[j]) continue;
+            FcTensorInfo ti;
+            if (k) fc_block_input_info(b, j, &ti);
+            else fc_block_output_info(b, j, &ti);
+            double sa = 1, sb = 1;
+            fc_tensor_scale(mine[j], &sa);
+            fc_tensor_scale(eager[j], &sb);
+            unsigned char *ha = to_host(mine[j]), *hb = to_host(eager[j]);
+            size_t ne = fc_tensor_nbytes(mine[j]) / fc_dtype_size(ti.dtype), bad = 0, first = 0;
+            for (size_t i = 0; ha && hb && i < ne; i++)
+                if (!same_element(ti.dtype, ha, hb, i) && bad++ == 0) first = i;
+            if (bad || sa != sb || !ha || !hb) {
+                r->cls = DR_STRICT;
+                r->which = P_FUSED;
+                r->output = j;
+                uint64_t x = 0, y = 0;
+                size_t es = fc_dtype_size(ti.dtype);
+                if (ha && hb && bad) { memcpy(&x, ha + first * es, es); memcpy(&y, hb + first * es, es); }
+                msgf(r, "%s%s %s[%zu elements]: %zu element(s) differ, the first [%zu]: 0x%llx with --strict-rounding, "
+                        "0x%llx eager; scales %g and %g",
+                     k ? "gradient of input " : "output ", ti.name ? ti.name : "?", fc_dtype_name(ti.dtype), ne, bad, first,
+                     (unsigned long long)x, (unsigned long long)y, sa, sb);
+                snprintf(r->out_name, sizeof r->out_name, "%s%s", k ? "grad_" : "", ti.name ? ti.name : "?");
+            }
+            free(ha);
+            free(hb);
+        }
+    }
+done:
+    if (out) free_tensors(out, fc_block_num_outputs(b));
+    if (gin) free_tensors(gin, fc_block_num_inputs(b));
+    fc_program_free(p);
+    fc_block_free(b);
+}
+
 static void check_program(const char *src, const char *const *noisy, uint64_t in_seed, const Check *c, Result *r) {
     memset(r, 0, sizeof *r);
     r->train = c->train;
@@ -1017,7 +1117,7 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
         }
     }
     /* --self-check: the fused result corrupted (with --device cuda the GPU's, below) */
-    if (c->self_check && !g_cuda) corrupt(&u, P_FUSED);
+    if (c->self_check && !g_cuda && !g_strict) corrupt(&u, P_FUSED);
     /* the tolerances for these inputs, widened by the rounding spread of 16/8-bit
      * intermediates (both legal meanings; docs/tolerances.md) */
     if ((s = fc_block_check_tolerances(b0, u.in, u.tol, u.spread)) != FC_OK ||
@@ -1036,6 +1136,7 @@ static void check_program(const char *src, const char *const *noisy, uint64_t in
     else compare_pairs(&u, fwd_pairs, (int)(sizeof fwd_pairs / sizeof fwd_pairs[0]), noisy, r);
     if (c->train && c->sweep && r->cls == DR_OK) budget_sweep(src, &u, noisy, r);
     if (!c->self_check && r->cls == DR_OK) check_kernels(&u, P_FUSED, u.in, u.gout, c->train, r);
+    if (g_strict && r->cls == DR_OK) strict_check(&u, c, r);
     if (g_cuda && r->cls == DR_OK) cuda_check(&u, c, noisy, r);
     if (c->nvrtc && r->cls == DR_OK) {
         static const char *arch[2] = {"sm_80", "sm_90"};
@@ -1623,7 +1724,13 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
                  (emu && (ev == EMU_V_EAGER || ev == EMU_V_EAGER_GPU));
     bool gpu = failed >= NPROG;
     char how[900];
-    if (r->train && !emu) {
+    if (r->cls == DR_STRICT) {
+        snprintf(how, sizeof how, "difftest --replay FILE --input-seed %llu\n"
+                 "#  or: fusec run FILE%s --strict-rounding --random %llu --out-dir s; fusec run FILE%s --no-fuse --random %llu "
+                 "--out-dir e; cmp each s/NAME.npy e/NAME.npy",
+                 (unsigned long long)gseed, r->train ? " --train --remat none" : "", (unsigned long long)gseed,
+                 r->train ? " --train --remat none" : "", (unsigned long long)gseed);
+    } else if (r->train && !emu) {
         /* the two programs of a mismatch (one for another failure), as `fusec run --train` runs them */
         int ks[2] = {r->which, -1}, nk = 1;
         if (r->cls == DR_MISMATCH) { ks[0] = pairs[r->which].a; ks[1] = pairs[r->which].b; nk = 2; }
@@ -1658,13 +1765,14 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
              "# difftest reproducer (tests/difftest, docs/difftest.md)\n"
              "# graph %d of --seed %llu; %d statements minimized to %d%s\n"
              "# %s\n"
-             "# input-seed=%llu\n%s%s%s%s"
+             "# input-seed=%llu\n%s%s%s%s%s"
              "# reproduce: %s\n",
              gi, (unsigned long long)o->seed, orig_stmts, p->ns,
-             o->self_check && !emu ? " (--self-check: the fused result was corrupted on purpose)"
+             o->self_check && !emu ? (g_strict ? " (--self-check: the --strict-rounding result was corrupted on purpose)" : " (--self-check: the fused result was corrupted on purpose)")
              : o->self_check_emu && emu ? " (--self-check-emu: the emulated fused result was corrupted on purpose)" : "",
              cm, (unsigned long long)gseed, r->train ? "# mode=train (a training check: fusec --train, docs/difftest.md)\n" : "",
-             g_precision ? "# precision=" : "", g_precision ? g_precision : "", g_precision ? " (add --precision to every command below; a replay reads it here)\n" : "", how);
+             g_precision ? "# precision=" : "", g_precision ? g_precision : "", g_precision ? " (add --precision to every command below; a replay reads it here)\n" : "",
+             g_strict ? "# strict=1 (--strict: also --strict-rounding against eager, bit for bit; a replay reads it here)\n" : "", how);
     char *src = dt_render(p, hdr);
     FILE *f = src ? fopen(path, "w") : NULL;
     if (!f) { free(src); fprintf(stderr, "difftest: cannot write %s\n", path); return NULL; }
@@ -1756,7 +1864,7 @@ static int usage(void) {
             "usage: difftest [--seed S | --seed-from STRING] [--count N] [--first G] [--nvrtc-every K] [--emu-every K] [--out DIR] [--jobs J]\n"
             "                [--exclude OP,OP...] [--min-stmts N] [--max-stmts N] [--timeout S]\n"
             "                [--no-minimize] [--max-minimize N] [--emu-min-checks N] [--emu-contract] [--no-fork]\n"
-            "                [--self-check] [--self-check-emu] [--verbose] [--precision bf16|f16|f8]\n"
+            "                [--self-check] [--self-check-emu] [--verbose] [--precision bf16|f16|f8 [--strict]]\n"
             "                [--train | --train-every K] [--budget-every K]\n"
             "                [--device cpu|cuda] [--print] [--replay FILE.tf [--input-seed S]]\n"
             "ops for --exclude:");
@@ -1807,6 +1915,8 @@ static int replay(const Opts *o) {
     if (hp && !g_precision)
         g_precision = emu_precision = !strncmp(hp + 12, "bf16", 4) ? "bf16" : !strncmp(hp + 12, "f16", 3) ? "f16"
                                     : !strncmp(hp + 12, "f8", 2) ? "f8" : NULL;
+    if (strstr(src, "# strict=1")) g_strict = true;
+    if (g_strict && !g_precision) { fprintf(stderr, "difftest: --strict needs --precision\n"); free(src); return 2; }
     Check ck = {train, o->nvrtc_every > 0, train && o->budget_every > 0, o->self_check, 0};
     Result r;
     run_check(src, NULL, seed, &ck, o, &r);
@@ -1917,6 +2027,7 @@ int main(int argc, char **argv) {
             if (strcmp(v, "cpu") && strcmp(v, "cuda")) return usage();
             g_cuda = !strcmp(v, "cuda");
         }
+        else if (!strcmp(a, "--strict")) g_strict = true;
         else if (!strcmp(a, "--self-check")) o.self_check = true;
         else if (!strcmp(a, "--self-check-emu")) o.self_check_emu = true;
         else if (!strcmp(a, "--verbose")) o.verbose = true;
@@ -1927,6 +2038,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--budget-every")) { NEEDV(); if (!parse_u64(v, &x) || x > 1000000) return usage(); o.budget_every = (int)x; }
         else return usage();
 #undef NEEDV
+    }
+    if (g_strict && !g_precision && !o.replay) {
+        fprintf(stderr, "difftest: --strict needs --precision bf16, f16 or f8 (at keep there is nothing to round)\n");
+        return 2;
     }
     if (o.gen.max_stmts < o.gen.min_stmts) o.gen.max_stmts = o.gen.min_stmts;
     if (!o.fork) o.jobs = 1;
@@ -1984,11 +2099,11 @@ int main(int argc, char **argv) {
     if (o.train) snprintf(trainw, sizeof trainw, ", TRAINING programs (--mem-budget sweep every %d)", o.budget_every);
     else if (o.train_every) snprintf(trainw, sizeof trainw, ", every %d a training program (--mem-budget sweep every %d)", o.train_every,
                                      o.budget_every);
-    printf("difftest: seed %llu, %d graphs%s%s%s%s, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
+    printf("difftest: seed %llu, %d graphs%s%s%s%s%s, nvrtc every %d, CUDA emulation every %d, %d job(s), out %s%s%s\n",
            (unsigned long long)o.seed, o.count, trainw, g_precision ? ", --precision " : "", g_precision ? g_precision : "",
-           g_cuda ? ", every graph also on the GPU (fused and eager)" : "",
+           g_strict ? " (--strict: and --strict-rounding bit for bit against eager)" : "", g_cuda ? ", every graph also on the GPU (fused and eager)" : "",
            o.nvrtc_every, o.emu_every, o.jobs, o.out,
-           o.self_check ? ", SELF-CHECK (fused results corrupted on purpose)" : "",
+           o.self_check ? (g_strict ? ", SELF-CHECK (--strict-rounding results corrupted on purpose)" : ", SELF-CHECK (fused results corrupted on purpose)") : "",
            o.self_check_emu ? ", SELF-CHECK-EMU (emulated fused results corrupted on purpose)" : "");
     fflush(stdout);
     struct sigaction sa;
@@ -2155,9 +2270,10 @@ int main(int argc, char **argv) {
     }
     if (o.self_check) {
         /* every graph must have been caught, and reproducers written */
-        bool ok = counts[DR_MISMATCH] == o.count && self_written == o.count;
+        int want = g_strict ? DR_STRICT : DR_MISMATCH;   /* --strict: the --strict-rounding result was corrupted */
+        bool ok = counts[want] == o.count && self_written == o.count;
         printf("difftest self-check: %s (%d of %d corrupted results caught, %d reproducers written)\n", ok ? "PASS" : "FAIL",
-               counts[DR_MISMATCH], o.count, self_written);
+               counts[want], o.count, self_written);
         return ok ? 0 : 1;
     }
     return failures ? 1 : g_stop ? 3 : 0;
