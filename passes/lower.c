@@ -1044,10 +1044,11 @@ static void store_value(Lower *L, int v, int lin, const int *idx) {
      * than round it, widen it and convert it again (pass_precision puts such a cast at every
      * lowered kernel output) */
     int src = v, e = -1;
+    FcDtype bt = L->p->buffers.data[L->buf_of_val[v]].dtype;   /* v's, or f32 (--strict-rounding) */
     if (in_group(L, v) && !L->force_load[v] && L->bound[v] < 0 && L->row_shared[v] < 0) {
         const IrNode *n = node_of(L, v);
         FcDtype to = val(L, v)->dtype;
-        if (n->op == IR_OP_CAST && to != FC_F32 && to != FC_F64 && ir_dtype_is_float(to) &&
+        if (n->op == IR_OP_CAST && to == bt && to != FC_F32 && to != FC_F64 && ir_dtype_is_float(to) &&
             ctype(val(L, n->in[0])->dtype) == KT_F32 && ir_dtype_is_float(val(L, n->in[0])->dtype))
             src = n->in[0];
         /* likewise an f8 value: the store rounds x * s as the quant would (one conversion to
@@ -1056,7 +1057,7 @@ static void store_value(Lower *L, int v, int lin, const int *idx) {
     }
     if (e < 0) e = emit(L, src, idx);
     int prm = param_for_buf(L, L->buf_of_val[v], true);
-    if (vec_index(L, lin, (int)fc_dtype_size(val(L, v)->dtype))) kir_store_vec(L->k, prm, lin, e);
+    if (vec_index(L, lin, (int)fc_dtype_size(bt))) kir_store_vec(L->k, prm, lin, e);
     else kir_store(L->k, prm, lin, e);
 }
 
@@ -2680,10 +2681,11 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
         if (!L.used_outside[v]) continue;
         int b = add_buffer(&L, KIR_BUF_TEMP, -1, v);
         if (b < 0) break;
-        /* --strict-rounding: a 16-bit value that crosses between this program's kernels but not
-         * between eager's (one source op made of several kernels here: a backward rule split by
-         * a reduction) keeps its f32 bits in memory, as eager keeps it in registers */
-        if (opt->strict_rounding && narrow_float(x->dtype) && !L.eager_stored[v])
+        /* --strict-rounding: a 16- or 8-bit value that crosses between this program's kernels
+         * but not between eager's (one source op made of several kernels here: a backward rule
+         * split by a reduction) keeps its f32 bits in memory, as eager keeps it in registers;
+         * not an fp8_quant, which is its rounding (a store of it rounds: emit_fp8) */
+        if (opt->strict_rounding && narrow_float(x->dtype) && !L.eager_stored[v] && g->nodes.data[x->node].op != IR_OP_FP8_QUANT)
             L.p->buffers.data[b].dtype = FC_F32;
         int64_t bytes, aligned;
         if (!ir_shape_nbytes(&x->shape, L.p->buffers.data[b].dtype, &bytes) || !fc_add64(bytes, 255, &aligned) ||
