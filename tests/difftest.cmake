@@ -33,7 +33,9 @@
 #                        minimized to a reproducer, for every graph.
 #   difftest_train_selfcheck  the same for a training check: a corrupted fused gradient (2 graphs).
 #   difftest_strict_selfcheck  the same for --strict: a corrupted --strict-rounding result (3 graphs
-#                        at bf16) must be caught as not the eager program's bits.
+#                        at bf16) must be caught as not the eager program's bits;
+#                        difftest_strict_emu_selfcheck likewise for the emulated --strict-rounding
+#                        unit against the emulated eager one (2 small graphs).
 #   difftest_emu_selfcheck  the same for the emulation: one element of each emulated fused
 #                        result corrupted (2 small graphs) must be caught as a CUDA emulation
 #                        mismatch and minimized to a reproducer.
@@ -124,8 +126,11 @@ add_test(NAME difftest_emu_selfcheck
 add_test(NAME difftest_strict_selfcheck
          COMMAND difftest --precision bf16 --strict --self-check --seed 7 --count 3 --nvrtc-every 0
                  --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-strict)
+add_test(NAME difftest_strict_emu_selfcheck
+         COMMAND difftest --precision bf16 --strict --self-check-emu --seed 7 --count 2 --emu-every 1 --nvrtc-every 0
+                 --max-stmts 6 --jobs 2 --out ${PROJECT_BINARY_DIR}/difftest-selfcheck-strict-emu)
 add_test(NAME difftest_noisy COMMAND difftest --verify-noisy --seed 20240601 --count ${_dt_noisy})
-set_tests_properties(difftest_cpu difftest_fresh difftest_selfcheck difftest_emu_selfcheck difftest_strict_selfcheck difftest_noisy PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
+set_tests_properties(difftest_cpu difftest_fresh difftest_selfcheck difftest_emu_selfcheck difftest_strict_selfcheck difftest_strict_emu_selfcheck difftest_noisy PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
 # difftest_bf16, difftest_f16: other graphs compiled at --precision bf16 and f16 (pass_precision,
 # docs/precision.md), every 10th a training program, every 10th through NVRTC, every 20th through
 # the CUDA emulation: the lowered program against the reference run of the same lowered block.

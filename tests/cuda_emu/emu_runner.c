@@ -36,7 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const emu_variant_names[EMU_NVARIANTS] = {"fused", "fused GPU-shaped", "eager", "eager GPU-shaped"};
+const char *const emu_variant_names[EMU_NVARIANTS] = {"fused", "fused GPU-shaped", "eager", "eager GPU-shaped",
+                                                     "fused --strict-rounding"};
 
 const EmuExample emu_examples[] = {
     {"gpt2_attn", {{"B", 1}, {"T", 7}, {"C", 40}, {"H", 4}}},
@@ -414,11 +415,13 @@ const char *emu_ctype(FcDtype t) {
 const char *emu_precision;
 
 /* An options object as every unit is compiled: dims, fused or eager, entry "emu", emu_precision. */
-static FcOptions *unit_options(const EmuDim *dims, bool fuse) {
+/* fuse: 0 eager, 1 fused, 2 fused with --strict-rounding */
+static FcOptions *unit_options(const EmuDim *dims, int fuse) {
     FcOptions *opt = NULL;
     if (fc_options_new(&opt) != FC_OK) return NULL;
     for (int d = 0; dims && dims[d].name; d++) fc_options_set_dim(opt, dims[d].name, dims[d].v);
-    fc_options_set_fuse(opt, fuse);
+    fc_options_set_fuse(opt, fuse != 0);
+    if (fuse == 2) fc_options_set_strict_rounding(opt, 1);
     fc_options_set_entry(opt, "emu");
     if (emu_precision) fc_options_set_precision(opt, emu_precision);
     return opt;
@@ -436,7 +439,7 @@ FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, 
     *g = low;
     return st;
 }
-char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, FcBlock **blk_out, char *why, size_t n) {
+static char *block_unit(const char *src, const char *file, const EmuDim *dims, int fuse, FcBlock **blk_out, char *why, size_t n) {
     FcOptions *opt = NULL;
     FcBlock *blk = NULL;
     char *data = NULL;
@@ -457,6 +460,64 @@ char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool
     fc_buffer_free(data);
     *blk_out = blk;
     return out;
+}
+char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, FcBlock **blk_out, char *why, size_t n) {
+    return block_unit(src, file, dims, fuse ? 1 : 0, blk_out, why, n);
+}
+
+bool emu_same_element(FcDtype t, const void *pa, const void *pb, size_t i) {
+    size_t es = fc_dtype_size(t);
+    const unsigned char *a = pa, *b = pb;
+    if (!memcmp(a + i * es, b + i * es, es)) return true;
+    uint64_t x = 0, y = 0;
+    memcpy(&x, a + i * es, es);
+    memcpy(&y, b + i * es, es);
+    switch (t) {
+    case FC_F64: return (x & 0x7fffffffffffffffull) > 0x7ff0000000000000ull && (y & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
+    case FC_F32: return (x & 0x7fffffff) > 0x7f800000 && (y & 0x7fffffff) > 0x7f800000;
+    case FC_F16: return (x & 0x7fff) > 0x7c00 && (y & 0x7fff) > 0x7c00;
+    case FC_BF16: return (x & 0x7fff) > 0x7f80 && (y & 0x7fff) > 0x7f80;
+    case FC_F8E4M3: return (x & 0x7f) == 0x7f && (y & 0x7f) == 0x7f;
+    case FC_F8E5M2: return (x & 0x7f) > 0x7c && (y & 0x7f) > 0x7c;
+    default: return false;
+    }
+}
+
+/* emu_add_strict_variant's comparison: the eager case's kept outputs, bit for bit */
+typedef struct StrictRef { const EmuRunner *r; int eager_id; } StrictRef;
+static void compare_strict(const EmuCase *c, void *const *got, char *why, size_t n) {
+    const StrictRef *sr = c->user;
+    const EmuCase *e = &sr->r->cases[sr->eager_id];
+    if (!e->kept) {
+        snprintf(why, n, "the eager unit's outputs are not there to compare with (it failed or did not run)");
+        return;
+    }
+    for (int i = 0; i < c->nout; i++)
+        for (int64_t j = 0; j < c->out_n[i]; j++)
+            if (!emu_same_element(c->out_dt[i], got[i], e->kept[i], (size_t)j)) {
+                snprintf(why, n, "output %d: not the eager unit's bits, first at element %lld (%.9g, eager %.9g)", i, (long long)j,
+                         rt_host_load(c->out_dt[i], got[i], j), rt_host_load(c->out_dt[i], e->kept[i], j));
+                return;
+            }
+}
+
+EmuCase *emu_add_strict_variant(EmuRunner *r, int eager_id, const char *src, const char *file, const EmuDim *dims, char *why,
+                                size_t n) {
+    FcBlock *blk = NULL;
+    char *cu = block_unit(src, file, dims, 2, &blk, why, n);
+    fc_block_free(blk);
+    if (!cu) return NULL;
+    char name[160];
+    snprintf(name, sizeof name, "%s_strict", r->cases[eager_id].name);
+    r->cases[eager_id].keep_outputs = true;
+    EmuCase *c = emu_clone_case(r, eager_id, name, cu);
+    StrictRef *sr = emu_xcalloc(1, sizeof *sr);
+    *sr = (StrictRef){r, eager_id};
+    c->user = sr;
+    c->compare = compare_strict;
+    c->keep_outputs = false;
+    c->kept = NULL;
+    return c;
 }
 
 /* The AOT unit (cg_cuda_aot, entry "emu") of the program res made from graph g: its buffers
@@ -1418,6 +1479,11 @@ EmuVerdict emu_check(EmuRunner *r, int id, EmuReport *rep) {
                 v = EMU_MISMATCH;
                 break;
             }
+    if (c->keep_outputs && outs[0]) {
+        free_outs(c, c->kept);
+        c->kept = outs[0];
+        outs[0] = NULL;
+    }
     free_outs(c, outs[0]);
     free_outs(c, outs[1]);
     return rep->verdict = v;
@@ -1438,6 +1504,8 @@ void emu_free(EmuRunner *r, bool keep) {
         EmuCase *c = &r->cases[i];
         free(c->cu);
         free(c->build_err);
+        free_outs(c, c->kept);
+        if (c->compare == compare_strict) free(c->user);
         if (c->shares) continue;   /* the rest belongs to its original */
         for (int k = 0; c->in && k < c->nin; k++) free(c->in[k]);
         for (int k = 0; c->want && k < c->nout; k++) free(c->want[k]);

@@ -74,6 +74,10 @@ struct EmuCase {
      * sets the inputs' with the unit's fusec_emu_fp8_set_input_scale (their slots start at 0)
      * and checks the outputs' with fusec_emu_fp8_output_scale (status 3 when one differs) */
     int *in_slot, *out_slot;
+    /* keep_outputs: emu_check keeps the forward-order run's outputs in kept (owned), for a
+     * later case to compare with (emu_add_strict_variant) */
+    bool keep_outputs;
+    void **kept;
 };
 
 typedef struct EmuRunner {
@@ -125,8 +129,9 @@ extern const int emu_nexamples;
 /* The text of SOURCE_DIR/examples/<emu_examples[e].file>.tf (free it), NULL if unreadable. */
 char *emu_example_source(const char *source_dir, int e);
 
-/* Which variants emu_add_block_variants makes (ids[] index = bit). */
-enum { EMU_V_FUSED, EMU_V_FUSED_GPU, EMU_V_EAGER, EMU_V_EAGER_GPU, EMU_NVARIANTS };
+/* Which variants emu_add_block_variants makes (ids[] index = bit); EMU_V_STRICT is made by
+ * emu_add_strict_variant, not by it. */
+enum { EMU_V_FUSED, EMU_V_FUSED_GPU, EMU_V_EAGER, EMU_V_EAGER_GPU, EMU_V_STRICT, EMU_NVARIANTS };
 #define EMU_ALL_VARIANTS 0xFu
 extern const char *const emu_variant_names[EMU_NVARIANTS];
 
@@ -166,6 +171,14 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
  * something could not be made; the cases that could are kept. */
 bool emu_add_block_variants(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, uint64_t seed,
                             uint64_t seed_step, unsigned mask, int ids[EMU_NVARIANTS], char *why, size_t n);
+
+/* The fused unit of src compiled with --strict-rounding, run on the inputs of eager case
+ * eager_id (a clone of it) after it: its outputs must be the eager unit's bits (NaN for NaN;
+ * emu_same_element), which that case keeps (keep_outputs is set here). NULL with why. */
+EmuCase *emu_add_strict_variant(EmuRunner *r, int eager_id, const char *src, const char *file, const EmuDim *dims, char *why,
+                                size_t n);
+/* Whether element i of two arrays of dtype t holds the same bits, or a NaN in both. */
+bool emu_same_element(FcDtype t, const void *a, const void *b, size_t i);
 
 extern const char *const emu_train_part_names[2];   /* "forward", "backward" */
 /* The kernels (cg_cuda_kernels: what NVRTC compiles) of a training block's forward (part 0) or

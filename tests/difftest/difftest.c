@@ -292,6 +292,8 @@ static void out_desc(FcBlock *b, int j, bool grad, Result *r) {
 static const char *g_precision;
 static bool g_cuda;   /* --device cuda */
 static bool g_strict; /* --strict: also the fused block with --strict-rounding, bit for bit against eager */
+/* the emulated units of a graph: with --strict the fused unit with --strict-rounding too */
+static unsigned emu_all_variants(void) { return EMU_ALL_VARIANTS | (g_strict ? 1u << EMU_V_STRICT : 0); }
 
 /* Compiles src: fused or eager, for arch (NULL: the default), with training when remat is not
  * NULL (that --remat mode; budget >= 0: that --mem-budget). */
@@ -897,26 +899,6 @@ static void cuda_check(Run *u, const Check *c, const char *const *noisy, Result 
 }
 
 /* The whole check of one program; fills *r. */
-/* Whether element i of two tensors of dtype dt (host copies) are the same: the same bits, or both
- * a NaN (a NaN's payload is not part of the contract, docs/cpu.md). */
-static bool same_element(FcDtype dt, const unsigned char *a, const unsigned char *b, size_t i) {
-    size_t es = fc_dtype_size(dt);
-    if (!memcmp(a + i * es, b + i * es, es)) return true;
-    if (!is_float(dt)) return false;
-    uint64_t x = 0, y = 0;
-    memcpy(&x, a + i * es, es);
-    memcpy(&y, b + i * es, es);
-    switch (dt) {
-    case FC_F64: return (x & 0x7fffffffffffffffull) > 0x7ff0000000000000ull && (y & 0x7fffffffffffffffull) > 0x7ff0000000000000ull;
-    case FC_F32: return (x & 0x7fffffff) > 0x7f800000 && (y & 0x7fffffff) > 0x7f800000;
-    case FC_F16: return (x & 0x7fff) > 0x7c00 && (y & 0x7fff) > 0x7c00;
-    case FC_BF16: return (x & 0x7fff) > 0x7f80 && (y & 0x7fff) > 0x7f80;
-    case FC_F8E4M3: return (x & 0x7f) == 0x7f && (y & 0x7f) == 0x7f;
-    case FC_F8E5M2: return (x & 0x7f) > 0x7c && (y & 0x7f) > 0x7c;
-    default: return false;
-    }
-}
-
 /* --strict (at a --precision): the fused block compiled with --strict-rounding (with --train:
  * --remat none, eager's: what a training program saves between its forward and its backward is
  * stored, so rounded, and the split is the --remat mode's), calibrated and run on the same
@@ -970,7 +952,7 @@ static void strict_check(Run *u, const Check *c, Result *r) {
             unsigned char *ha = to_host(mine[j]), *hb = to_host(eager[j]);
             size_t ne = fc_tensor_nbytes(mine[j]) / fc_dtype_size(ti.dtype), bad = 0, first = 0;
             for (size_t i = 0; ha && hb && i < ne; i++)
-                if (!same_element(ti.dtype, ha, hb, i) && bad++ == 0) first = i;
+                if (!emu_same_element(ti.dtype, ha, hb, i) && bad++ == 0) first = i;
             if (bad || sa != sb || !ha || !hb) {
                 r->cls = DR_STRICT;
                 r->which = P_FUSED;
@@ -1442,14 +1424,20 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
         } else {
             made = emu_add_block_variants(&g_emu, name, jobs[k].src, NULL, jobs[k].in_seed, 0, jobs[k].mask, jobs[k].ids, why,
                                           sizeof why);
+            /* --strict: the fused unit with --strict-rounding, bit for bit against the eager one */
+            if (made && g_strict && (jobs[k].mask & (1u << EMU_V_STRICT)) && jobs[k].ids[EMU_V_EAGER] >= 0) {
+                EmuCase *c = emu_add_strict_variant(&g_emu, jobs[k].ids[EMU_V_EAGER], jobs[k].src, "difftest.tf", NULL, why, sizeof why);
+                if (c) jobs[k].ids[EMU_V_STRICT] = c->id;
+                else made = false;
+            }
         }
         if (!made) {
             r->cls = DR_EMU_ERROR;
             r->which = -1;
             msgf(r, "making the CUDA units%s: %.2900s", jobs[k].train ? " (training)" : "", why);
         }
-        /* self-check: the fused unit */
-        int sc = jobs[k].ids[EMU_V_FUSED];
+        /* self-check: the fused unit (--strict: the --strict-rounding one) */
+        int sc = jobs[k].ids[g_strict && jobs[k].ids[EMU_V_STRICT] >= 0 ? EMU_V_STRICT : EMU_V_FUSED];
         if (o->self_check_emu && sc >= 0) g_emu.cases[sc].corrupt = true;
     }
     if (g_emu_state == 1) emu_build(&g_emu, DT_EMU_PER_BATCH, o->jobs < 2 ? 2 : o->jobs);
@@ -1754,7 +1742,8 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
         snprintf(how, sizeof how, "difftest --replay FILE --emu-every 1%s --input-seed %llu\n"
                  "#  the unit: fusec FILE --emit cuda%s%s (docs/cuda_emu.md)",
                  g_emu_contract ? " --emu-contract" : "", (unsigned long long)gseed, eager ? " --no-fuse" : "",
-                 r->which == EMU_V_FUSED_GPU || r->which == EMU_V_EAGER_GPU ? "; GPU-shaped: matrix products as generated kernels" : "");
+                 r->which == EMU_V_FUSED_GPU || r->which == EMU_V_EAGER_GPU ? "; GPU-shaped: matrix products as generated kernels"
+                 : r->which == EMU_V_STRICT ? " --strict-rounding, whose outputs must be the eager unit's (--no-fuse) bits" : "");
     else
         snprintf(how, sizeof how, "%s%llu%s\n#        or: difftest --replay FILE%s --input-seed %llu",
                  r->cls == DR_NVRTC ? "fusec FILE --emit ptx --arch sm_80 (and sm_90) -o /dev/null  # inputs unused; seed "
@@ -1798,7 +1787,8 @@ static bool report_failure(const Opts *o, const DtProg *p, const char *src, cons
         ck.nvrtc = r->cls == DR_NVRTC;
         ck.sweep = r->train && (r->cls == DR_BUDGET || r->budget >= 0);
         Min m = {o, r, gs, ck, 0, emu ? o->emu_min_checks : 250, *r, false, emu,
-                 emu && r->which >= 0 ? 1u << r->which : EMU_ALL_VARIANTS};
+                 emu && r->which == EMU_V_STRICT ? 1u << EMU_V_STRICT | 1u << EMU_V_EAGER
+                 : emu && r->which >= 0 ? 1u << r->which : emu_all_variants()};
         double tm = emu_now_s();
         minimize(mp, &m);
         fin = m.last;
@@ -1926,7 +1916,7 @@ static int replay(const Opts *o) {
     if (o->emu_every > 0 && r.cls == DR_OK) {
         Result er;
         memset(&er, 0, sizeof er);
-        EmuJob j = {src, NULL, seed, EMU_ALL_VARIANTS, train, {0}, &er};
+        EmuJob j = {src, NULL, seed, emu_all_variants(), train, {0}, &er};
         emu_graphs(o, &j, 1);
         if (er.emu == 2) printf("%s: CUDA emulation skipped: %s\n", o->replay, g_emu_why);
         else printf("%s: CUDA emulation of %d unit(s): %s\n", o->replay, er.emu_units, cls_name[er.cls]);
@@ -2202,7 +2192,7 @@ int main(int argc, char **argv) {
             esrc[i] = dt_render(&ep[i], NULL);
             make_noisy(&ep[i], gs, &enoisy[2 * i]);
             memset(&er[i], 0, sizeof er[i]);
-            jobs[i] = (EmuJob){esrc[i], (const char *const *)&enoisy[2 * i], gs, EMU_ALL_VARIANTS, is_train(&o, emu_gi[c0 + i]), {0}, &er[i]};
+            jobs[i] = (EmuJob){esrc[i], (const char *const *)&enoisy[2 * i], gs, emu_all_variants(), is_train(&o, emu_gi[c0 + i]), {0}, &er[i]};
         }
         emu_graphs(&o, jobs, k);
         bool chunk_failed = false;
