@@ -766,7 +766,11 @@ static int emit_scatter_add(Lower *L, const IrNode *n, int v, const int *idx) {
  * forward's values in other kernels and programs, and the forward's unrounded values mixed
  * with rounded ones (3 bits: 6 % apart) made examples/keywords.tf's fused step 116 % off. */
 static bool fp8_wide(const Lower *L, int q) {
-    return !L->opt->strict_rounding && !L->opt->train && L->buf_of_val[q] < 0;
+    if (L->opt->train) return false;
+    /* --strict-rounding: wide where the eager program keeps it (eager's own kernels: wide where
+     * they do not store it) */
+    if (L->opt->strict_rounding) return !L->eager_stored[q];
+    return L->buf_of_val[q] < 0;
 }
 
 /* A wide q the kernel computes (never loaded: it has no buffer) that only fp8_dequants read (not
@@ -798,7 +802,9 @@ static int emit_fp8(Lower *L, const IrNode *n, const int *idx, bool round) {
         return kir_bin(L->k, KB_MUL, x, kir_un(L->k, KU_RECIP, emit(L, n->in[1], none)));
     }
     LCHECK(L, L->state_buf >= 0 && !L->k->in_tail && n->a.i[0] < L->g->fp8.len);
-    bool wide = round && fp8_wide(L, n->out[0]);
+    /* (a store, round false, rounds q itself; a wide q is stored only under --strict-rounding,
+     * into an f32 temporary: unrounded, as eager keeps it) */
+    bool wide = fp8_wide(L, n->out[0]);
     /* a 16-bit x (a value the graph stores in bf16 or f16 before E4M3) is rounded to its type
      * first, here as in every program: eager's kernel, which computes x and quantizes it in
      * registers, then gives the bits --strict-rounding gives (a wide q keeps x as it is, as
@@ -807,7 +813,7 @@ static int emit_fp8(Lower *L, const IrNode *n, const int *idx, bool round) {
     if (xt != FC_F32 && !wide) x = kir_round(L->k, xt, x);
     if (!L->g->fp8.data[n->a.i[0]].read_only)
         kir_amax(L->k, param_for_buf(L, L->state_buf, true), ci(L, n->a.i[0] * KIR_FP8_STRIDE + 1), x);
-    if (wide && fp8_inline(L, n->out[0])) return x;
+    if (wide && round && fp8_inline(L, n->out[0])) return x;
     int q = kir_bin(L->k, KB_MUL, x, emit(L, n->in[1], none));
     return round && !wide ? kir_round(L->k, val(L, n->out[0])->dtype, q) : q;
 }
@@ -2684,8 +2690,9 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
         /* --strict-rounding: a 16- or 8-bit value that crosses between this program's kernels
          * but not between eager's (one source op made of several kernels here: a backward rule
          * split by a reduction) keeps its f32 bits in memory, as eager keeps it in registers;
-         * not an fp8_quant, which is its rounding (a store of it rounds: emit_fp8) */
-        if (opt->strict_rounding && narrow_float(x->dtype) && !L.eager_stored[v] && g->nodes.data[x->node].op != IR_OP_FP8_QUANT)
+         * not a rounded fp8_quant, whose store is its rounding (emit_fp8; a wide one is x * s) */
+        if (opt->strict_rounding && narrow_float(x->dtype) && !L.eager_stored[v] &&
+            (g->nodes.data[x->node].op != IR_OP_FP8_QUANT || fp8_wide(&L, v)))
             L.p->buffers.data[b].dtype = FC_F32;
         int64_t bytes, aligned;
         if (!ir_shape_nbytes(&x->shape, L.p->buffers.data[b].dtype, &bytes) || !fc_add64(bytes, 255, &aligned) ||
