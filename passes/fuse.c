@@ -377,10 +377,34 @@ static void merge(Fuse *f, int a, int b) {
 
 #define EAGER_REASON "eager (--no-fuse): one kernel per source op"
 
+/* --strict-rounding: a kernel with a reduction holds the nodes of one source op only, as eager's
+ * does, since a reduction's order of summation is its kernel's (the block size, a tail, a serial
+ * loop: docs/cpu.md, "Reduction order"), and the fused program must give eager's bits; kernels
+ * without one fuse as usual. (A cross_entropy's mean of the row losses ran in the row kernel's
+ * tail, 32 threads, where eager's kernel of its own had 96: other bits on the GPU.) */
+#define STRICT_REASON "--strict-rounding: a reduction runs in a kernel of its source op's alone, as eager's"
+static const char *strict_split(const Fuse *f, int a, int b) {
+    if (!f->opt->strict_rounding || f->eager) return NULL;
+    const IrGraph *g = f->g;
+    bool red = false, multi = false;
+    int origin = -1;
+    for (int i = 0; i < f->n; i++) {
+        if (!in_cand(f, i, a, b)) continue;
+        const IrNode *n = &g->nodes.data[i];
+        if (ir_ops[n->op].cat == IR_CAT_GENERATOR) continue;   /* inlined wherever read */
+        red |= ir_ops[n->op].cat == IR_CAT_REDUCE;
+        if (origin < 0) origin = n->origin;
+        else multi |= n->origin != origin;
+    }
+    return red && multi ? STRICT_REASON : NULL;
+}
+
 static const char *try_merge(Fuse *f, int a, int b) {
     if (a == b) return NULL;
     if (f->eager && f->g->nodes.data[a].origin != f->g->nodes.data[b].origin) return EAGER_REASON;
-    const char *why = schedulable(f, a, b);
+    const char *why = strict_split(f, a, b);
+    if (why) return why;
+    why = schedulable(f, a, b);
     if (why) return why;
     if (makes_cycle(f, a, b)) return "fusing would make a cycle between kernels";
     merge(f, a, b);
@@ -463,7 +487,8 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
                 int p = ir_cval(g, n->in[j])->node;
                 if (p < 0 || f.grp[p] == f.grp[i] || generated(&f, n->in[j])) continue;
                 const char *why = f.eager && g->nodes.data[p].origin != n->origin ? EAGER_REASON
-                                                                                 : schedulable(&f, f.grp[p], f.grp[i]);
+                                  : strict_split(&f, f.grp[p], f.grp[i]) ? STRICT_REASON
+                                                                         : schedulable(&f, f.grp[p], f.grp[i]);
                 if (!why && makes_cycle(&f, f.grp[p], f.grp[i])) why = "fusing would make a cycle between kernels";
                 if (!why) why = "not merged by the greedy order";
                 FuseEdge e = {n->in[j], i, why};
