@@ -504,7 +504,24 @@ static void compare_strict(const EmuCase *c, void *const *got, char *why, size_t
 EmuCase *emu_add_strict_variant(EmuRunner *r, int eager_id, const char *src, const char *file, const EmuDim *dims, char *why,
                                 size_t n) {
     FcBlock *blk = NULL;
-    char *cu = block_unit(src, file, dims, 2, &blk, why, n);
+    char *cu = NULL;
+    if (r->cases[eager_id].train) {   /* the training unit, --remat as the eager one's (the default) */
+        FcOptions *opt = unit_options(dims, 2);
+        char *data = NULL;
+        size_t len = 0;
+        FcStatus st = opt ? fc_options_set_train(opt, 1) : FC_ERR_NOMEM;
+        if (st == FC_OK) st = fc_compile_string(src, file, opt, &blk);
+        if (st == FC_OK) st = fc_block_emit(blk, FC_EMIT_CUDA, &data, &len);
+        if (st != FC_OK) snprintf(why, n, "%s: the --strict-rounding training unit: %s", file, blk ? fc_block_last_error(blk) : "out of memory");
+        else {
+            cu = emu_xcalloc(len + 1, 1);
+            memcpy(cu, data, len);
+        }
+        fc_buffer_free(data);
+        fc_options_free(opt);
+    } else {
+        cu = block_unit(src, file, dims, 2, &blk, why, n);
+    }
     fc_block_free(blk);
     if (!cu) return NULL;
     char name[160];

@@ -172,9 +172,10 @@ EmuCase *emu_add_block(EmuRunner *r, const char *name, char *cu, FcBlock *blk, u
 bool emu_add_block_variants(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, uint64_t seed,
                             uint64_t seed_step, unsigned mask, int ids[EMU_NVARIANTS], char *why, size_t n);
 
-/* The fused unit of src compiled with --strict-rounding, run on the inputs of eager case
- * eager_id (a clone of it) after it: its outputs must be the eager unit's bits (NaN for NaN;
- * emu_same_element), which that case keeps (keep_outputs is set here). NULL with why. */
+/* The fused unit of src compiled with --strict-rounding (a training unit where eager_id is
+ * one: emu_add_train_block's, at the same --remat), run on the inputs of eager case eager_id (a
+ * clone of it) after it: its outputs (and gradients) must be the eager unit's bits (NaN for
+ * NaN; emu_same_element), which that case keeps (keep_outputs is set here). NULL with why. */
 EmuCase *emu_add_strict_variant(EmuRunner *r, int eager_id, const char *src, const char *file, const EmuDim *dims, char *why,
                                 size_t n);
 /* Whether element i of two arrays of dtype t holds the same bits, or a NaN in both. */

@@ -1421,6 +1421,11 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
                 if (c) jobs[k].ids[tv[t]] = c->id;
                 else made = false;
             }
+            if (made && g_strict && (jobs[k].mask & (1u << EMU_V_STRICT)) && jobs[k].ids[EMU_V_EAGER] >= 0) {
+                EmuCase *c = emu_add_strict_variant(&g_emu, jobs[k].ids[EMU_V_EAGER], jobs[k].src, "difftest.tf", NULL, why, sizeof why);
+                if (c) jobs[k].ids[EMU_V_STRICT] = c->id;
+                else made = false;
+            }
         } else {
             made = emu_add_block_variants(&g_emu, name, jobs[k].src, NULL, jobs[k].in_seed, 0, jobs[k].mask, jobs[k].ids, why,
                                           sizeof why);
