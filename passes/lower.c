@@ -155,7 +155,7 @@ typedef struct Lower {
     bool *tail_node;         /* [nodes] runs in the row kernel's tail (row_shape; fuse.c's mark 2) */
     bool *deq_only;          /* [values] read by fp8_dequants alone (fp8_inline) */
     bool *eager_stored;      /* [values] --strict-rounding: what the eager program stores (a block
-                              * output, or a value read by a node of another source op) */
+                              * output, or a value read by a node of another of eager's groups) */
     int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
     int group_kernel;        /* the kernel lower_group built for the group's nodes (the first of
                               * a library product's, after any scatter_add index kernels) */
@@ -469,7 +469,6 @@ static int emit_reduce_serial(Lower *L, const IrNode *n, int v, const int *idx) 
     (void)v;
     return kir_cast(L->k, ctype(val(L, v)->dtype), res);
 }
-
 
 /* The values of an integer dtype (the bounds a cast to it saturates to); false for the others. */
 static bool int_bounds(FcDtype t, int64_t *lo, int64_t *hi) {
