@@ -898,7 +898,6 @@ static void cuda_check(Run *u, const Check *c, const char *const *noisy, Result 
     if (!c->self_check && r->cls == DR_OK) check_kernels(u, P_GFUSED, u->gpu_in, u->gpu_gout, c->train, r);
 }
 
-/* The whole check of one program; fills *r. */
 /* --strict (at a --precision): the fused block compiled with --strict-rounding (with --train:
  * --remat none, eager's: what a training program saves between its forward and its backward is
  * stored, so rounded, and the split is the --remat mode's), calibrated and run on the same
@@ -977,6 +976,7 @@ done:
     fc_block_free(b);
 }
 
+/* The whole check of one program; fills *r. */
 static void check_program(const char *src, const char *const *noisy, uint64_t in_seed, const Check *c, Result *r) {
     memset(r, 0, sizeof *r);
     r->train = c->train;
@@ -1421,20 +1421,16 @@ static void emu_graphs(const Opts *o, EmuJob *jobs, int n) {
                 if (c) jobs[k].ids[tv[t]] = c->id;
                 else made = false;
             }
-            if (made && g_strict && (jobs[k].mask & (1u << EMU_V_STRICT)) && jobs[k].ids[EMU_V_EAGER] >= 0) {
-                EmuCase *c = emu_add_strict_variant(&g_emu, jobs[k].ids[EMU_V_EAGER], jobs[k].src, "difftest.tf", NULL, why, sizeof why);
-                if (c) jobs[k].ids[EMU_V_STRICT] = c->id;
-                else made = false;
-            }
         } else {
             made = emu_add_block_variants(&g_emu, name, jobs[k].src, NULL, jobs[k].in_seed, 0, jobs[k].mask, jobs[k].ids, why,
                                           sizeof why);
-            /* --strict: the fused unit with --strict-rounding, bit for bit against the eager one */
-            if (made && g_strict && (jobs[k].mask & (1u << EMU_V_STRICT)) && jobs[k].ids[EMU_V_EAGER] >= 0) {
-                EmuCase *c = emu_add_strict_variant(&g_emu, jobs[k].ids[EMU_V_EAGER], jobs[k].src, "difftest.tf", NULL, why, sizeof why);
-                if (c) jobs[k].ids[EMU_V_STRICT] = c->id;
-                else made = false;
-            }
+        }
+        /* --strict: the fused unit with --strict-rounding (a training one for a training graph),
+         * bit for bit against the eager one */
+        if (made && g_strict && (jobs[k].mask & (1u << EMU_V_STRICT)) && jobs[k].ids[EMU_V_EAGER] >= 0) {
+            EmuCase *c = emu_add_strict_variant(&g_emu, jobs[k].ids[EMU_V_EAGER], jobs[k].src, "difftest.tf", NULL, why, sizeof why);
+            if (c) jobs[k].ids[EMU_V_STRICT] = c->id;
+            else made = false;
         }
         if (!made) {
             r->cls = DR_EMU_ERROR;
@@ -1763,7 +1759,8 @@ static const char *write_repro(const Opts *o, const DtProg *p, const Result *r, 
              "# reproduce: %s\n",
              gi, (unsigned long long)o->seed, orig_stmts, p->ns,
              o->self_check && !emu ? (g_strict ? " (--self-check: the --strict-rounding result was corrupted on purpose)" : " (--self-check: the fused result was corrupted on purpose)")
-             : o->self_check_emu && emu ? " (--self-check-emu: the emulated fused result was corrupted on purpose)" : "",
+             : o->self_check_emu && emu ? (g_strict ? " (--self-check-emu: the emulated --strict-rounding result was corrupted on purpose)"
+                                                    : " (--self-check-emu: the emulated fused result was corrupted on purpose)") : "",
              cm, (unsigned long long)gseed, r->train ? "# mode=train (a training check: fusec --train, docs/difftest.md)\n" : "",
              g_precision ? "# precision=" : "", g_precision ? g_precision : "", g_precision ? " (add --precision to every command below; a replay reads it here)\n" : "",
              g_strict ? "# strict=1 (--strict: also --strict-rounding against eager, bit for bit; a replay reads it here)\n" : "", how);
