@@ -11,8 +11,8 @@
 #               bf16, f16 and f8, fused and eager (--no-fuse), forward and --train, each
 #               `fusec run --device cuda --check` (the outputs within their documented bound of the
 #               f64 reference, every kernel checked; with --train every gradient)
-#   3. strict   --strict-rounding: the fused program's outputs byte-identical to eager's at bf16,
-#               f16 and f8 on the GPU
+#   3. strict   --strict-rounding: the fused program's outputs (and with --train its gradients)
+#               byte-identical to eager's at bf16, f16 and f8 on the GPU
 #   4. tests    test_cuda_device (every kir sample on the GPU against its reference), the
 #               difftest GPU self-check, and the device's ndtr byte-identical to the CPU's
 #   5. difftest random graphs on the GPU (difftest --device cuda) at every precision, every 5th a
@@ -92,19 +92,21 @@ phase_strict() {
   ns=0; nbad=0
   for e in "${examples[@]}"; do
     f=${e%%|*}; d=${e#*|}
-    for p in bf16 f16 f8; do
+    # forward, and a training step (outputs and gradients; both at the default --remat, the
+    # contract being eager's bits at the same --remat)
+    for p in bf16 f16 f8; do for t in "" --train; do
       a=/tmp/gpucheck-strict-a; b=/tmp/gpucheck-strict-b
       rm -rf $a $b; mkdir -p $a $b
-      timeout 120 $fusec run $f $d --device $dev --random 3 --precision $p --strict-rounding --out-dir $a >> "$out/strict.txt" 2>&1 &&
-      timeout 120 $fusec run $f $d --device $dev --random 3 --precision $p --no-fuse --out-dir $b >> "$out/strict.txt" 2>&1
+      timeout 120 $fusec run $f $d $t --device $dev --random 3 --precision $p --strict-rounding --out-dir $a >> "$out/strict.txt" 2>&1 &&
+      timeout 120 $fusec run $f $d $t --device $dev --random 3 --precision $p --no-fuse --out-dir $b >> "$out/strict.txt" 2>&1
       rc=$?
       ns=$((ns + 1))
       same=yes
       for o in $a/*.npy; do [ -e "$o" ] && cmp -s "$o" "$b/$(basename "$o")" || same=no; done
-      if [ $rc -ne 0 ] || [ $same = no ]; then nbad=$((nbad + 1)); echo "DIFFERENT (rc $rc): $f $d --precision $p" >> "$out/strict.txt"; fi
-    done
+      if [ $rc -ne 0 ] || [ $same = no ]; then nbad=$((nbad + 1)); echo "DIFFERENT (rc $rc): $f $d $t --precision $p" >> "$out/strict.txt"; fi
+    done; done
   done
-  say "strict rounding: $((ns - nbad)) of $ns example/precision pairs byte-identical to eager on the GPU"
+  say "strict rounding: $((ns - nbad)) of $ns example/precision/mode runs byte-identical to eager on the GPU"
   [ $nbad -eq 0 ] || { fail=1; grep DIFFERENT "$out/strict.txt" | tee -a "$summary"; }
 }
 
