@@ -41,8 +41,9 @@
  * train, each such slot gets a second, E5M2 one for the tensor's gradient (IrFp8Slot.grad):
  * pass_autodiff rounds q's adjoint to E5M2 with it, so the backward's gradients are f8 where the
  * forward's values are.
- * attention's operands are then not of type p: the composite stays whole (its scores are not
- * stored in f8).
+ * attention(q, k, v) becomes its steps as at bf16, its operands read back as bf16, its scores
+ * (softmax's logits) bf16 and its probabilities E4M3 (attention_steps), as the attention
+ * written out op by op stores them.
  * f8 without train (Px.io): the interface is f8 too. Each float input the pass lowers (but a
  * param of rank < 2 and the softmax's logits) becomes an E4M3 input with a slot of its own,
  * IrFp8Slot.input, the first slots in input order: its caller sets the scale at each run, and
@@ -97,44 +98,6 @@ static FcStatus cast_to(Px *x, int v, FcDtype t, int *out) {
     }
     IrAttrs a = ir_storage_cast(ir_cval(x->g, v)->dtype, t);
     return emit(x, IR_OP_CAST, &v, 1, &a, out);
-}
-
-/* attention(q, k, v) with q, k, v lowered: its steps as ops of their own, each with a fresh
- * origin (as pass_decompose's), every step's result stored in p: the scores q @ kT, scaled (in
- * f32, then p), masked, their softmax (the composite computes in f32 and rounds once) and the
- * product with v. The composite would keep the scores and probabilities f32 from end to end, and
- * a [.., T, T] tensor is the largest an attention block stores between kernels (and saves for
- * the backward); the math attention of mixed-precision training stores them narrow too. */
-static FcStatus attention_steps(Px *x, const IrNode *n, int *out) {
-    int q = x->map[n->in[0]], k = x->map[n->in[1]], v = x->map[n->in[2]];
-    int r = ir_cval(x->g, k)->shape.rank;
-    int64_t perm[IR_MAX_RANK];
-    for (int i = 0; i < r; i++) perm[i] = i;
-    perm[r - 2] = r - 1;
-    perm[r - 1] = r - 2;
-    IrAttrs pa = {.nlist = r, .list = perm}, ca = {.f = n->a.f, .dtype = FC_F32}, wa = {.dtype = FC_F32},
-            na = ir_storage_cast(FC_F32, x->p), ma = {.f = -INFINITY}, sa = {.i = {r - 1}};
-    int kt, s, c, sw, p;
-    x->origin = x->g->next_origin++, x->origin_op = IR_OP_TRANSPOSE;
-    FC_TRY(emit(x, IR_OP_TRANSPOSE, &k, 1, &pa, &kt));
-    x->origin = x->g->next_origin++, x->origin_op = IR_OP_MATMUL;
-    int qk[2] = {q, kt};
-    FC_TRY(emit(x, IR_OP_MATMUL, qk, 2, NULL, &s));
-    x->origin = x->g->next_origin++, x->origin_op = IR_OP_MUL;
-    FC_TRY(emit(x, IR_OP_FULL, NULL, 0, &ca, &c));
-    FC_TRY(emit(x, IR_OP_CAST, &s, 1, &wa, &sw));
-    int sc[2] = {sw, c};
-    FC_TRY(emit(x, IR_OP_MUL, sc, 2, NULL, &sw));
-    FC_TRY(emit(x, IR_OP_CAST, &sw, 1, &na, &s));
-    if (n->a.i[0]) {
-        x->origin = x->g->next_origin++, x->origin_op = IR_OP_CAUSAL_MASK;
-        FC_TRY(emit(x, IR_OP_CAUSAL_MASK, &s, 1, &ma, &s));
-    }
-    x->origin = x->g->next_origin++, x->origin_op = IR_OP_SOFTMAX;
-    FC_TRY(emit(x, IR_OP_SOFTMAX, &s, 1, &sa, &p));
-    x->origin = x->g->next_origin++, x->origin_op = IR_OP_MATMUL;
-    int pv[2] = {p, v};
-    return emit(x, IR_OP_MATMUL, pv, 2, NULL, out);
 }
 
 /* f8: value v of g is f8 with scale sc (an fp8_scale value) */
@@ -193,17 +156,95 @@ static bool narrowable(const Px *x, FcDtype t) {
     return t == FC_F32 || (x->f8 && (t == FC_BF16 || t == FC_F16));
 }
 
+/* Operand v as its reader reads it: an f8 value dequantized (under the reader's origin, so that
+ * fusion keeps the conversion with its reader) to the 16-bit type it would have had; else v. */
+static FcStatus read_value(Px *x, int v, int *out) {
+    int sc = scale_of(x, v);
+    *out = v;
+    if (sc == -1) return FC_OK;
+    IrAttrs da = {.dtype = x->deq_dt[v]};
+    FC_TRY(read_scale(x, v, &sc));
+    return emit(x, IR_OP_FP8_DEQUANT, (int[]){v, sc}, 2, &da, out);
+}
+
+/* Source value sv, computed as v of g by an op (wide: a wide_op), as the graph stores it: an
+ * f32 result in p, but a wide op's; at f8 (which takes 16-bit values too) in E4M3, but a block
+ * output's, a softmax's logits and a wide op's, which keep p or the 16-bit type the source
+ * declared. */
+static FcStatus store_result(Px *x, int sv, bool wide, int v, int *out) {
+    FcDtype sd = ir_cval(x->src, sv)->dtype, t = sd == FC_F32 ? x->p : sd;
+    *out = v;
+    if (!narrowable(x, sd)) return FC_OK;
+    if (wide) return sd != FC_F32 ? cast_to(x, v, sd, out) : FC_OK;
+    if (x->f8 && (!x->is_output[sv] || x->io) && !x->keep_bf16[sv]) return quantize(x, v, t, out);
+    return cast_to(x, v, t, out);
+}
+
+/* attention(q, k, v) with q, k, v lowered (of type p, or at f8 E4M3 values read back as p): its
+ * steps as ops of their own, each with a fresh origin (as pass_decompose's), every step's result
+ * stored in p: the scores q @ kT, scaled (in f32, then p), masked, their softmax (the composite
+ * computes in f32 and rounds once) and the product with v. The composite would keep the scores
+ * and probabilities f32 from end to end, and a [.., T, T] tensor is the largest an attention block
+ * stores between kernels (and saves for the backward); the math attention of mixed-precision
+ * training stores them narrow too. At f8 the steps are those of the attention written out: the
+ * scores (softmax's logits) stay p, the probabilities are stored in E4M3 with a slot of their own
+ * (and, with train, an E5M2 one for their gradient), and each step reads an f8 operand back as
+ * p under its own origin. The result is p; run_node stores it as any op's. */
+static FcStatus attention_steps(Px *x, const IrNode *n, int *out) {
+    int q = x->map[n->in[0]], k = x->map[n->in[1]], v = x->map[n->in[2]];
+    int r = ir_cval(x->g, k)->shape.rank;
+    int64_t perm[IR_MAX_RANK];
+    for (int i = 0; i < r; i++) perm[i] = i;
+    perm[r - 2] = r - 1;
+    perm[r - 1] = r - 2;
+    IrAttrs pa = {.nlist = r, .list = perm}, ca = {.f = n->a.f, .dtype = FC_F32}, wa = {.dtype = FC_F32},
+            na = ir_storage_cast(FC_F32, x->p), ma = {.f = -INFINITY}, sa = {.i = {r - 1}};
+    int kt, s, c, sw, p;
+    x->origin = x->g->next_origin++, x->origin_op = IR_OP_TRANSPOSE;
+    FC_TRY(read_value(x, k, &k));
+    FC_TRY(emit(x, IR_OP_TRANSPOSE, &k, 1, &pa, &kt));
+    x->origin = x->g->next_origin++, x->origin_op = IR_OP_MATMUL;
+    FC_TRY(read_value(x, q, &q));
+    int qk[2] = {q, kt};
+    FC_TRY(emit(x, IR_OP_MATMUL, qk, 2, NULL, &s));
+    x->origin = x->g->next_origin++, x->origin_op = IR_OP_MUL;
+    FC_TRY(emit(x, IR_OP_FULL, NULL, 0, &ca, &c));
+    FC_TRY(emit(x, IR_OP_CAST, &s, 1, &wa, &sw));
+    int sc[2] = {sw, c};
+    FC_TRY(emit(x, IR_OP_MUL, sc, 2, NULL, &sw));
+    FC_TRY(emit(x, IR_OP_CAST, &sw, 1, &na, &s));
+    if (n->a.i[0]) {
+        x->origin = x->g->next_origin++, x->origin_op = IR_OP_CAUSAL_MASK;
+        FC_TRY(emit(x, IR_OP_CAUSAL_MASK, &s, 1, &ma, &s));
+    }
+    x->origin = x->g->next_origin++, x->origin_op = IR_OP_SOFTMAX;
+    FC_TRY(emit(x, IR_OP_SOFTMAX, &s, 1, &sa, &p));
+    if (x->f8) FC_TRY(quantize(x, p, x->p, &p));
+    x->origin = x->g->next_origin++, x->origin_op = IR_OP_MATMUL;
+    FC_TRY(read_value(x, p, &p));
+    FC_TRY(read_value(x, v, &v));
+    int pv[2] = {p, v};
+    return emit(x, IR_OP_MATMUL, pv, 2, NULL, out);
+}
+
+
 static FcStatus run_node(Px *x, const IrNode *n) {
     x->n = n;
     x->loc = n->loc;
     x->origin = n->origin;
     x->origin_op = n->origin_op;
     if (n->op == IR_OP_ATTENTION) {
+        /* its operands lowered to p (at f8: E4M3 values read back as p) */
         bool low = true;
-        for (int k = 0; k < 3; k++) low = low && x->map[n->in[k]] >= 0 && ir_cval(x->g, x->map[n->in[k]])->dtype == x->p;
+        for (int k = 0; k < 3; k++) {
+            int m = x->map[n->in[k]];
+            low = low && m >= 0 && (scale_of(x, m) != -1 ? x->deq_dt[m] : ir_cval(x->g, m)->dtype) == x->p;
+        }
         if (low) {
             int o = -1;
             FC_TRY(attention_steps(x, n, &o));
+            /* (stored under the last step's origin, its producer's) */
+            FC_TRY(store_result(x, n->out[0], false, o, &o));
             x->map[n->out[0]] = o;
             const char *nm = ir_cval(x->src, n->out[0])->name;
             if (nm && !(ir_val(x->g, o)->name = arena_strdup(&x->g->arena, nm))) return FC_OOM(x->err);
@@ -241,15 +282,10 @@ static FcStatus run_node(Px *x, const IrNode *n) {
         ins[k] = x->map[n->in[k]];
         /* an f32 operand that stayed f32 (a wide value): the lowered ones meet it in f32 */
         if (ir_cval(x->src, n->in[k])->dtype == FC_F32 && ir_cval(x->g, ins[k])->dtype == FC_F32) widen = true;
-        int sc = scale_of(x, ins[k]);
-        for (int j = 0; j < k && sc != -1; j++)   /* read twice (x * x): one dequant */
-            if (n->in[j] == n->in[k]) {
-                ins[k] = ins[j];
-                sc = -1;
-            }
-        IrAttrs da = {.dtype = sc != -1 ? x->deq_dt[ins[k]] : FC_F32};
-        if (sc != -1 && (s = read_scale(x, ins[k], &sc)) == FC_OK)
-            s = emit(x, IR_OP_FP8_DEQUANT, (int[]){ins[k], sc}, 2, &da, &ins[k]);
+        bool again = false;
+        for (int j = 0; j < k && !again; j++)   /* read twice (x * x): one dequant */
+            if (n->in[j] == n->in[k]) ins[k] = ins[j], again = true;
+        if (!again) s = read_value(x, ins[k], &ins[k]);
     }
     for (int k = 0; k < n->nin && s == FC_OK && widen; k++)
         if (narrowable(x, ir_cval(x->src, n->in[k])->dtype)) s = cast_to(x, ins[k], FC_F32, &ins[k]);
@@ -262,19 +298,7 @@ static FcStatus run_node(Px *x, const IrNode *n) {
     FC_CHECK(x->err, x->g->nodes.data[x->g->nodes.len - 1].nout == n->nout);
     for (int k = 0; k < n->nout; k++) {
         int v = first + k;
-        /* an f32 result is stored in p, but a wide op's; at f8 (which takes 16-bit values too) in
-         * E4M3, but a block output's, a softmax's logits and a wide op's, which keep p or the
-         * 16-bit type the source declared */
-        FcDtype sd = ir_cval(x->src, n->out[k])->dtype;
-        if (narrowable(x, sd)) {
-            if (wide_op(n->op)) {
-                if (sd != FC_F32) FC_TRY(cast_to(x, v, sd, &v));
-            } else if (x->f8 && (!x->is_output[n->out[k]] || x->io) && !x->keep_bf16[n->out[k]]) {
-                FC_TRY(quantize(x, v, sd == FC_F32 ? x->p : sd, &v));
-            } else {
-                FC_TRY(cast_to(x, v, sd == FC_F32 ? x->p : sd, &v));
-            }
-        }
+        FC_TRY(store_result(x, n->out[k], wide_op(n->op), v, &v));
         x->map[n->out[k]] = v;
         const char *nm = ir_cval(x->src, n->out[k])->name;
         if (nm && !(ir_val(x->g, v)->name = arena_strdup(&x->g->arena, nm))) return FC_OOM(x->err);

@@ -439,14 +439,18 @@ FcStatus emu_unit_graph(const char *src, const char *file, const FeOptions *fo, 
     *g = low;
     return st;
 }
-static char *block_unit(const char *src, const char *file, const EmuDim *dims, int fuse, FcBlock **blk_out, char *why, size_t n) {
+/* The CUDA unit of src as unit_options compiles it (train: the training unit, its forward and
+ * backward), its block in *blk_out; NULL (why set) on failure. */
+static char *block_unit(const char *src, const char *file, const EmuDim *dims, int fuse, bool train, FcBlock **blk_out,
+                        char *why, size_t n) {
     FcOptions *opt = NULL;
     FcBlock *blk = NULL;
     char *data = NULL;
     size_t len = 0;
     *blk_out = NULL;
     if (!(opt = unit_options(dims, fuse))) { snprintf(why, n, "%s: out of memory", file); return NULL; }
-    FcStatus st = fc_compile_string(src, file, opt, &blk);
+    FcStatus st = train ? fc_options_set_train(opt, 1) : FC_OK;
+    if (st == FC_OK) st = fc_compile_string(src, file, opt, &blk);
     if (st != FC_OK)
         snprintf(why, n, "%s: compile: %s %s", file, blk ? fc_block_last_error(blk) : "", blk ? fc_block_diagnostics(blk) : "");
     if (st == FC_OK) {
@@ -462,7 +466,7 @@ static char *block_unit(const char *src, const char *file, const EmuDim *dims, i
     return out;
 }
 char *emu_block_unit(const char *src, const char *file, const EmuDim *dims, bool fuse, FcBlock **blk_out, char *why, size_t n) {
-    return block_unit(src, file, dims, fuse ? 1 : 0, blk_out, why, n);
+    return block_unit(src, file, dims, fuse ? 1 : 0, false, blk_out, why, n);
 }
 
 bool emu_same_element(FcDtype t, const void *pa, const void *pb, size_t i) {
@@ -504,24 +508,8 @@ static void compare_strict(const EmuCase *c, void *const *got, char *why, size_t
 EmuCase *emu_add_strict_variant(EmuRunner *r, int eager_id, const char *src, const char *file, const EmuDim *dims, char *why,
                                 size_t n) {
     FcBlock *blk = NULL;
-    char *cu = NULL;
-    if (r->cases[eager_id].train) {   /* the training unit, --remat as the eager one's (the default) */
-        FcOptions *opt = unit_options(dims, 2);
-        char *data = NULL;
-        size_t len = 0;
-        FcStatus st = opt ? fc_options_set_train(opt, 1) : FC_ERR_NOMEM;
-        if (st == FC_OK) st = fc_compile_string(src, file, opt, &blk);
-        if (st == FC_OK) st = fc_block_emit(blk, FC_EMIT_CUDA, &data, &len);
-        if (st != FC_OK) snprintf(why, n, "%s: the --strict-rounding training unit: %s", file, blk ? fc_block_last_error(blk) : "out of memory");
-        else {
-            cu = emu_xcalloc(len + 1, 1);
-            memcpy(cu, data, len);
-        }
-        fc_buffer_free(data);
-        fc_options_free(opt);
-    } else {
-        cu = block_unit(src, file, dims, 2, &blk, why, n);
-    }
+    /* (a training unit: --remat as the eager one's, the default) */
+    char *cu = block_unit(src, file, dims, 2, r->cases[eager_id].train, &blk, why, n);
     fc_block_free(blk);
     if (!cu) return NULL;
     char name[160];
@@ -749,30 +737,22 @@ char *emu_train_kernels(const char *src, const char *file, bool fuse, const char
 /* A training case (emu_runner.h): the AOT training unit run as its forward then its backward. */
 EmuCase *emu_add_train_block(EmuRunner *r, const char *name, const char *src, const EmuDim *dims, bool fuse, uint64_t seed,
                              uint64_t seed_step, char *why, size_t n) {
-    FcOptions *opt = NULL;
     FcBlock *blk = NULL;
-    char *data = NULL;
-    size_t len = 0;
     why[0] = 0;
-    if (!(opt = unit_options(dims, fuse))) { snprintf(why, n, "%s: out of memory", name); return NULL; }
-    fc_options_set_train(opt, 1);
-    FcStatus st = fc_compile_string(src, name, opt, &blk);
-    fc_options_free(opt);
-    if (st != FC_OK)
-        snprintf(why, n, "%s: compile: %s %s", name, blk ? fc_block_last_error(blk) : "", blk ? fc_block_diagnostics(blk) : "");
-    if (st == FC_OK && (st = fc_block_emit(blk, FC_EMIT_CUDA, &data, &len)) != FC_OK)
-        snprintf(why, n, "%s: emit cuda: %s", name, fc_block_last_error(blk));
-    if (st == FC_OK && !r->cpu && (st = fc_device_open(FC_DEVICE_CPU, 0, &r->cpu)) != FC_OK)
+    char *cu = block_unit(src, name, dims, fuse ? 1 : 0, true, &blk, why, n);
+    if (!cu) return NULL;
+    if (!r->cpu && fc_device_open(FC_DEVICE_CPU, 0, &r->cpu) != FC_OK) {
         snprintf(why, n, "%s: no CPU device", name);
-    if (st != FC_OK) { fc_block_free(blk); return NULL; }
+        free(cu);
+        fc_block_free(blk);
+        return NULL;
+    }
     int nin = fc_block_num_inputs(blk), nout = fc_block_num_outputs(blk), nfi = 0, nfo = 0;
     FcTensorInfo *ii = emu_xcalloc((size_t)nin + 1, sizeof *ii), *oi = emu_xcalloc((size_t)nout + 1, sizeof *oi);
     for (int i = 0; i < nin; i++) fc_block_input_info(blk, i, &ii[i]), nfi += ir_dtype_is_float(ii[i].dtype);
     for (int j = 0; j < nout; j++) fc_block_output_info(blk, j, &oi[j]), nfo += ir_dtype_is_float(oi[j].dtype);
     EmuCase *c = emu_new_case(r, name);
-    c->cu = emu_xcalloc(len + 1, 1);
-    memcpy(c->cu, data, len);
-    fc_buffer_free(data);
+    c->cu = cu;
     c->train = true;
     c->train_nin = nin;
     c->train_nout = nout;

@@ -295,12 +295,14 @@ static bool g_strict; /* --strict: also the fused block with --strict-rounding, 
 /* the emulated units of a graph: with --strict the fused unit with --strict-rounding too */
 static unsigned emu_all_variants(void) { return EMU_ALL_VARIANTS | (g_strict ? 1u << EMU_V_STRICT : 0); }
 
-/* Compiles src: fused or eager, for arch (NULL: the default), with training when remat is not
- * NULL (that --remat mode; budget >= 0: that --mem-budget). */
+/* Compiles src: fused (fuse 1; 2: fused with --strict-rounding) or eager (0), for arch (NULL:
+ * the default), with training when remat is not NULL (that --remat mode; budget >= 0: that
+ * --mem-budget). */
 static FcStatus compile_opts(const char *src, int fuse, const char *arch, const char *remat, long long budget, FcBlock **b) {
     FcOptions *o = NULL;
     FcStatus s = fc_options_new(&o);
-    if (s == FC_OK) s = fc_options_set_fuse(o, fuse);
+    if (s == FC_OK) s = fc_options_set_fuse(o, fuse != 0);
+    if (s == FC_OK && fuse == 2) s = fc_options_set_strict_rounding(o, 1);
     if (s == FC_OK && g_precision) s = fc_options_set_precision(o, g_precision);
     if (s == FC_OK && arch) s = fc_options_set_arch(o, arch);
     if (s == FC_OK && remat) s = fc_options_set_train(o, 1);
@@ -904,17 +906,10 @@ static void cuda_check(Run *u, const Check *c, const char *const *noisy, Result 
  * inputs (and output gradients), must give the eager program's outputs and gradients bit for
  * bit (docs/precision.md; NaN for NaN) and, at f8, with the same scales. */
 static void strict_check(Run *u, const Check *c, Result *r) {
-    FcOptions *o = NULL;
     FcBlock *b = NULL;
     FcProgram *p = NULL;
     FcTensor **out = NULL, **gin = NULL;
-    FcStatus s = fc_options_new(&o);
-    if (s == FC_OK) s = fc_options_set_precision(o, g_precision);
-    if (s == FC_OK) s = fc_options_set_strict_rounding(o, 1);
-    if (s == FC_OK && c->train) s = fc_options_set_train(o, 1);
-    if (s == FC_OK && c->train) s = fc_options_set_remat(o, remat_of[P_EAGER]);
-    if (s == FC_OK) s = fc_compile_string(u->src, "difftest.tf", o, &b);
-    fc_options_free(o);
+    FcStatus s = compile_opts(u->src, 2, NULL, c->train ? remat_of[P_EAGER] : NULL, -1, &b);
     const char *what = "compile";
     if (s == FC_OK && fc_block_num_fp8_slots(b) > 0) {
         what = "f8 calibration";
