@@ -227,7 +227,6 @@ static FcStatus attention_steps(Px *x, const IrNode *n, int *out) {
     return emit(x, IR_OP_MATMUL, pv, 2, NULL, out);
 }
 
-
 static FcStatus run_node(Px *x, const IrNode *n) {
     x->n = n;
     x->loc = n->loc;
