@@ -399,16 +399,21 @@ static const char *strict_split(const Fuse *f, int a, int b) {
     return red && multi ? STRICT_REASON : NULL;
 }
 
-static const char *try_merge(Fuse *f, int a, int b) {
-    if (a == b) return NULL;
+/* Why groups a and b cannot be one kernel (NULL: they can). An eager group holds one origin, so
+ * its first node's is the group's. */
+static const char *why_apart(Fuse *f, int a, int b) {
     if (f->eager && f->g->nodes.data[a].origin != f->g->nodes.data[b].origin) return EAGER_REASON;
     const char *why = strict_split(f, a, b);
-    if (why) return why;
-    why = schedulable(f, a, b);
-    if (why) return why;
-    if (makes_cycle(f, a, b)) return "fusing would make a cycle between kernels";
-    merge(f, a, b);
-    return NULL;
+    if (!why) why = schedulable(f, a, b);
+    if (!why && makes_cycle(f, a, b)) why = "fusing would make a cycle between kernels";
+    return why;
+}
+
+static const char *try_merge(Fuse *f, int a, int b) {
+    if (a == b) return NULL;
+    const char *why = why_apart(f, a, b);
+    if (!why) merge(f, a, b);
+    return why;
 }
 
 FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node, FuseEdges *edges, FcErr *err) {
@@ -486,10 +491,7 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
             for (int j = 0; j < n->nin; j++) {
                 int p = ir_cval(g, n->in[j])->node;
                 if (p < 0 || f.grp[p] == f.grp[i] || generated(&f, n->in[j])) continue;
-                const char *why = f.eager && g->nodes.data[p].origin != n->origin ? EAGER_REASON
-                                  : strict_split(&f, f.grp[p], f.grp[i]) ? STRICT_REASON
-                                                                         : schedulable(&f, f.grp[p], f.grp[i]);
-                if (!why && makes_cycle(&f, f.grp[p], f.grp[i])) why = "fusing would make a cycle between kernels";
+                const char *why = why_apart(&f, f.grp[p], f.grp[i]);
                 if (!why) why = "not merged by the greedy order";
                 FuseEdge e = {n->in[j], i, why};
                 if (!FC_VEC_PUSH(edges, e)) { s = FC_OOM(err); break; }
