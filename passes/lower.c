@@ -93,7 +93,14 @@ static int row_block(const PassOptions *o, int64_t N) {
     int max = o->cpu ? 4 * lanes : 256;
     return N >= max ? max : (int)((N + 31) / 32 * 32);
 }
-/* Bytes written by one launch above which its written-only params are `stream` (0: never).
+/* Whether a launch's written-only params are `stream`: on the CPU, when the launch writes more
+ * than half the last-level cache, or reads and writes more than all of it. Past the cache's
+ * size, of the W bytes a launch writes about W * LLC / (R + W) are still in the cache when it
+ * ends (its last LLC bytes of traffic), so non-temporal stores save the W bytes of reads for
+ * ownership and cost the next kernel at most that fraction of W: a gain whenever R + W > LLC.
+ * Before, only the bytes written counted, so an eager bf16 `x + y` [8192, 1024] (32 MiB read,
+ * 16 MiB written, a 32 MiB L3) paid the reads for ownership that its f32 twin did not (2-core
+ * Zen 3, 2 threads: 1.9-2.5 ms against 1.4-1.8 streaming, docs/cpu.md).
  * Not a param the kernel stores a vector of less than a cache line to (the host's f32 lanes
  * times the param's element size: a loop vectorized at f32 width stores that much a step) when
  * the kernel computes a transcendental (kernel_transcendental): a non-temporal store fills a
@@ -104,8 +111,10 @@ static int row_block(const PassOptions *o, int64_t N) {
  * 24.8-26.7 against 13.2-14.5; at AVX-512 an f32 vector is a whole line and the same kernel
  * streams (6.0-7.3 ms to 3.8-4.0 on a Zen 4, docs/cpu.md); cheap kernels stream at any width
  * (`x*2+1*0.5` at f32 on the Zen 3: 6.8-9.6 ms against 9.9-12.8 without). */
-static int64_t stream_threshold(const PassOptions *o) {
-    return o->cpu && o->host.llc_bytes > 0 ? o->host.llc_bytes / 2 : 0;
+static bool launch_streams(const PassOptions *o, const KirKernel *k) {
+    int64_t llc = o->host.llc_bytes;
+    if (!o->cpu || llc <= 0) return false;
+    return k->bytes_written > llc / 2 || k->bytes_read > llc - k->bytes_written;
 }
 static bool kernel_transcendental(const KirKernel *k) {
     for (int e = 0; e < k->exprs.len; e++) {
@@ -1007,8 +1016,7 @@ static void kernel_end(Lower *L, const char *ops) {
         else k->bytes_read += bytes;
     }
     if (!FC_VEC_PUSH(&L->p->launches, la)) { fail_oom(L); return; }
-    int64_t thr = stream_threshold(L->opt);
-    if (thr > 0 && k->bytes_written > thr) {
+    if (launch_streams(L->opt, k)) {
         bool heavy = kernel_transcendental(k);
         int lanes = (L->opt->host.vector_bytes > 0 ? L->opt->host.vector_bytes : 16) / 4;   /* f32 lanes */
         for (int prm = 0; prm < k->params.len; prm++)

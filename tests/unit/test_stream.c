@@ -2,8 +2,8 @@
  * docs/cpu.md "Non-temporal stores").
  *
  * The lowering marks the written-only params of a CPU kernel `stream` when the kernel writes
- * more than half the last-level cache (PassOptions.host.llc_bytes). Here the cache is set to
- * 4 KiB so that small blocks stream. For each block the test checks:
+ * more than half the last-level cache (PassOptions.host.llc_bytes) or reads and writes more
+ * than all of it. Here the cache is set to 4 KiB so that small blocks stream. For each block the test checks:
  *  - the kernel IR marks exactly the written-only params of the kernels over the threshold,
  *    and none with the cache unknown (llc_bytes = 0) or in the GPU-shaped program;
  *  - the JIT made some stores non-temporal (x86-64; where rows are 64-byte multiples) and none
@@ -66,7 +66,7 @@ static int count_stream(const KirProgram *p, bool *bad) {
     int n = 0;
     for (int i = 0; i < p->kernels.len; i++) {
         const KirKernel *k = p->kernels.data[i];
-        bool big = k->bytes_written > 2048;
+        bool big = k->bytes_written > 2048 || k->bytes_read + k->bytes_written > 4096;
         for (int j = 0; j < k->params.len; j++) {
             const KirParam *q = &k->params.data[j];
             bool read = false;
@@ -143,7 +143,7 @@ static void test_block(const char *text) {
     sb_free(&diags);
     if (!src) return;
     PassResult rs, rp, rg;
-    KirProgram *ps = lower(src, 4096, true, &rs);      /* streams: threshold 2 KiB */
+    KirProgram *ps = lower(src, 4096, true, &rs);      /* streams: over 2 KiB written or 4 KiB in all */
     KirProgram *pp = lower(src, 0, true, &rp);         /* cache unknown: never */
     KirProgram *pg = lower(src, 4096, false, &rg);     /* GPU-shaped: never */
     EXPECT(ps && pp && pg, "block %d", cur);
@@ -193,9 +193,10 @@ static void test_block(const char *text) {
 
 /* The acceptance block at full size on a 32 MiB LLC (this machine's): the fused kernel writes
  * 64 MiB and streams both outputs; eager, each of the four kernels writes 32 MiB and streams.
- * (At bf16 with a 16 MiB LLC, the same bytes over the threshold.) Not where a vector store is
- * less than a line and the kernel computes a transcendental (stream_threshold in
- * passes/lower.c): with 32-byte vectors (AVX2) at f32, or at bf16 with 64-byte ones, the fused
+ * (At bf16 with a 16 MiB LLC, the same bytes over the threshold; on a 32 MiB LLC each eager
+ * kernel writes 16 MiB, half the cache, but reads and writes 48 MiB or 32 MiB and a bit.) Not
+ * where a vector store is less than a line and the kernel computes a transcendental
+ * (launch_streams in passes/lower.c): with 32-byte vectors (AVX2) at f32, or at bf16, the fused
  * kernel (exact GELU) and the eager gelu stream nothing, the eager add, layernorm and add still
  * do. */
 static void test_full_size(int vector_bytes, FcDtype prec, int64_t llc, int want_fused, int want_eager) {
@@ -251,6 +252,7 @@ int main(void) {
     test_full_size(64, FC_F32, 32 << 20, 2, 4);
     test_full_size(32, FC_F32, 32 << 20, 0, 3);
     test_full_size(64, FC_BF16, 16 << 20, 0, 3);   /* an eager kernel writes 16 MiB at bf16 */
+    test_full_size(32, FC_BF16, 32 << 20, 0, 3);   /* ... and reads 16 or 32 MiB: over 32 in all */
     test_harness_fails();
     if (failures) fprintf(stderr, "test_stream: %d failures\n", failures);
     return failures != 0;
