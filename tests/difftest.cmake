@@ -143,7 +143,8 @@ foreach(_p bf16 f16 f8)
   set_tests_properties(difftest_${_p} PROPERTIES LABELS difftest TIMEOUT 600 ENVIRONMENT "${_dt_env}")
 endforeach()
 # difftest_stream: other graphs with a 4 KiB last-level cache (FUSEC_CPU_LLC_BYTES), so that every
-# CPU kernel writing more than 2 KiB uses non-temporal stores (docs/cpu.md).
+# CPU kernel writing more than 2 KiB, or reading and writing more than 4 KiB, uses non-temporal
+# stores (docs/cpu.md).
 add_test(NAME difftest_stream COMMAND difftest --seed 20261121 --count ${_dt_stream} --nvrtc-every 0 --jobs 2)
 set_tests_properties(difftest_stream PROPERTIES LABELS difftest TIMEOUT 600
                      ENVIRONMENT "${_dt_env};FUSEC_CPU_LLC_BYTES=4096;FUSEC_CPU_L2_BYTES=4096")

@@ -791,7 +791,39 @@ static bool g_causal(Gen *g) {
     return true;
 }
 
-/* attention: k and v from the pool where shapes allow, else q itself */
+static bool allowed(const Gen *g, int op) { return !g->cfg->exclude[op]; }
+
+/* A value for attention's k or v made from x (q for k, k for v) when the pool has none of the
+ * shape: x with the axis `from_end` from the last sliced (k: a key length of its own, v: a head
+ * size of its own) or tanh of it (other values of the same shape); -1 where neither op may be
+ * generated or the program is full. Without it most attentions were attention(q, q, q). */
+static int att_derive(Gen *g, int x, int from_end) {
+    DtProg *p = g->p;
+    if (p->ns + 1 >= DT_MAXS || p->nv + 1 >= DT_MAXV - DT_MAXRES - 1) return -1;
+    const DtVal X = p->v[x];
+    int ax = X.rank - from_end;
+    int64_t len = X.d[ax], d[DT_MAXRANK];
+    memcpy(d, X.d, sizeof d);
+    char t[DT_TMPL];
+    bool slice = allowed(g, DT_OP_SLICE) && len > 1 && (chance(g, 0.6) || !allowed(g, DT_OP_TANH));
+    if (!slice && !allowed(g, DT_OP_TANH)) return -1;
+    if (slice) {
+        int64_t st = ri(g, 0, len - 1), en = ri(g, st + 1, len);
+        snprintf(t, sizeof t, "slice({0}, %d, %lld, %lld)", -from_end, (long long)st, (long long)en);
+        d[ax] = en - st;
+    } else {
+        snprintf(t, sizeof t, "tanh({0})");
+    }
+    int y = new_val(g, X.dt, X.rank, d);
+    DtVal *Y = &p->v[y];
+    Y->mag = slice ? X.mag : fmin(X.mag, 1.0);
+    Y->exact = slice && X.exact;
+    Y->constax = X.constax;
+    add_stmt(g, slice ? DT_OP_SLICE : DT_OP_TANH, t, &x, 1, &y, 1);
+    return y;
+}
+
+/* attention: k and v from the pool where shapes allow, else made from q (att_derive), else q */
 typedef struct AttCtx { const DtVal *q; int which; int64_t tk; } AttCtx;
 static bool p_att(const DtVal *v, const void *c) {
     const AttCtx *a = c;
@@ -808,12 +840,15 @@ static bool g_attention(Gen *g) {
     const DtVal Q = g->p->v[q];
     if (Q.mag > 4) return false;
     AttCtx ac = {&Q, 1, 0};
-    int k = chance(g, 0.7) ? pick(g, p_att, &ac) : -1;
+    int ns0 = g->p->ns;   /* a failure drops the statements att_derive made (the caller their values) */
+    int k = chance(g, 0.5) ? pick(g, p_att, &ac) : -1;
+    if (k < 0 && chance(g, 0.7)) k = att_derive(g, q, 2);
     if (k < 0) k = q;
     const DtVal K = g->p->v[k];
     ac.which = 2;
     ac.tk = K.d[K.rank - 2];
-    int v = chance(g, 0.7) ? pick(g, p_att, &ac) : -1;
+    int v = chance(g, 0.5) ? pick(g, p_att, &ac) : -1;
+    if (v < 0 && chance(g, 0.7)) v = att_derive(g, k, 1);
     if (v < 0) v = k;
     const DtVal V = g->p->v[v];
     int r = Q.rank;
@@ -822,14 +857,20 @@ static bool g_attention(Gen *g) {
         int64_t m = Q.d[i];
         if (K.d[i] > m) m = K.d[i];
         if (V.d[i] > m) m = V.d[i];
-        if ((Q.d[i] != m && Q.d[i] != 1) || (K.d[i] != m && K.d[i] != 1) || (V.d[i] != m && V.d[i] != 1)) return false;
+        if ((Q.d[i] != m && Q.d[i] != 1) || (K.d[i] != m && K.d[i] != 1) || (V.d[i] != m && V.d[i] != 1)) {
+            g->p->ns = ns0;
+            return false;
+        }
         o.d[i] = m;
     }
     o.d[r - 2] = Q.d[r - 2];
     o.d[r - 1] = V.d[r - 1];
     DtVal sc = o;
     sc.d[r - 1] = K.d[r - 2];
-    if (too_big(&o) || too_big(&sc)) return false;
+    if (too_big(&o) || too_big(&sc)) {
+        g->p->ns = ns0;
+        return false;
+    }
     bool causal = chance(g, 0.5) && Q.d[r - 2] <= K.d[r - 2];
     char t[DT_TMPL];
     const char *scale = chance(g, 0.3) ? ", scale=0.5" : "";
@@ -1421,7 +1462,6 @@ static bool g_matmul(Gen *g) {
 }
 
 /* ---- the row-kernel pattern ------------------------------------------------------------------ */
-static bool allowed(const Gen *g, int op) { return !g->cfg->exclude[op]; }
 
 /* a float value whose last two dims are equal (a transpose keeps its shape) */
 static bool p_float_square(const DtVal *v, const void *c) {
@@ -1821,7 +1861,7 @@ void dt_generate(DtProg *p, uint64_t seed, const DtGenConfig *cfg) {
         {DT_OP_SUB, 5}, {DT_OP_MUL, 7}, {DT_OP_DIV, 3}, {DT_OP_POW, 2}, {DT_OP_MAXIMUM, 2}, {DT_OP_MINIMUM, 2},
         {DT_OP_CMP, 4}, {DT_OP_WHERE, 4}, {DT_OP_CAST, 4}, {DT_OP_SUM, 4}, {DT_OP_MEAN, 3}, {DT_OP_MAX, 3},
         {DT_OP_MIN, 2}, {DT_OP_SOFTMAX, 3}, {DT_OP_LOG_SOFTMAX, 2}, {DT_OP_LAYERNORM, 3}, {DT_OP_RMSNORM, 3},
-        {DT_OP_CAUSAL_MASK, 2}, {DT_OP_ATTENTION, 2}, {DT_OP_RESHAPE, 4}, {DT_OP_TRANSPOSE, 4},
+        {DT_OP_CAUSAL_MASK, 2}, {DT_OP_ATTENTION, 3}, {DT_OP_RESHAPE, 4}, {DT_OP_TRANSPOSE, 4},
         {DT_OP_BROADCAST, 3}, {DT_OP_CONCAT, 3}, {DT_OP_SPLIT, 3}, {DT_OP_SLICE, 4}, {DT_OP_IOTA, 2},
         {DT_OP_FULL, 1}, {DT_OP_GATHER, 3}, {DT_OP_SCATTER_ADD, 2}, {DT_OP_MATMUL, 5}, {DT_OP_DROPOUT, 2}, {DT_OP_DROPOUT_MASK, 1},
         {DT_OP_CROSS_ENTROPY, 2},
