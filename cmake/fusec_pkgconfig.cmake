@@ -3,8 +3,8 @@
 #
 #   pkg-config --cflags --libs fusec            the shared library
 #   pkg-config --static --libs fusec            ... plus what libfusec.a needs (Libs.private:
-#                                               LLVM 19's shared library, OpenBLAS, pthread,
-#                                               dl, m: the static library's link interface)
+#                                               LLVM 19's shared library, pthread, dl, m:
+#                                               the static library's link interface)
 #   pkg-config --cflags --libs fusec-static     libfusec.a by its path, plus the same libraries
 #                                               (a plain -lfusec would pick the .so)
 # The files are relocatable: the prefix is found from the .pc file's own directory

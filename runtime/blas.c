@@ -1,24 +1,171 @@
-/* blas.c: KirGemm on the CPU through CBLAS (OpenBLAS from Debian's libopenblas-dev).
+/* blas.c: KirGemm on the CPU through CBLAS (OpenBLAS from Debian's libopenblas0).
  *
  * Row-major throughout: C[m, n] = A[m, k] @ B[k, n] per product, A or B read transposed when
  * the kernel says so, products `stride` elements apart (0: shared). OpenBLAS runs its own
  * threads spin for a while after each call, which slows the kernels fusec runs next; so
  * OpenBLAS runs single-threaded and the CPU device splits each product's rows over its own
  * thread pool (rt_blas_gemm_part).
- */
+ *
+ * OpenBLAS is loaded on first use (dlopen), not linked, and under OPENBLAS_NUM_THREADS=1 when
+ * fusec is the one loading it: linked, its constructor starts a thread per core before main,
+ * each of which allocates a buffer of 128 MiB at start, and OpenBLAS 0.3.21 (Debian 12) retries
+ * a failed allocation forever (fixed upstream in 0.3.30): under `ulimit -v` fusec printed its
+ * out-of-memory error and then never exited, exit() waiting for that thread. Each call takes
+ * such a buffer too (one per call in flight, kept for later calls), so under an address-space
+ * or data limit, or strict overcommit, a product first checks that the buffers its threads
+ * will take can be mapped (rt_blas_ready): a clear out-of-memory error instead of a spin. */
 #include "blas.h"
 
+#include "dl.h"
+
 #include <cblas.h>
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
-/* OpenBLAS's thread control (not part of CBLAS proper). */
-void openblas_set_num_threads(int num_threads);
-char *openblas_get_config(void);
+typedef void (*SgemmFn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
+                        const float *, blasint, const float *, blasint, float, float *, blasint);
+typedef void (*DgemmFn)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint, blasint, double,
+                        const double *, blasint, const double *, blasint, double, double *, blasint);
 
-const char *rt_blas_name(void) { return openblas_get_config(); }
+/* What one call in flight maps: OpenBLAS's buffer (BUFFER_SIZE, 32 << 22 bytes on x86-64 and
+ * arm64, plus a page); and once, the 64 MiB heap glibc's malloc reserves for a thread's first
+ * allocation when it makes the thread an arena. */
+#define BLAS_CALL_BYTES (((size_t)128 << 20) + 65536)
+#define BLAS_ARENA_BYTES ((size_t)64 << 20)
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static void single_threaded(void) { openblas_set_num_threads(1); }
+static struct {
+    pthread_mutex_t load_mu;   /* loading (again after a failure: memory may be there later) */
+    atomic_bool loaded;
+    void *lib;
+    SgemmFn sgemm;
+    DgemmFn dgemm;
+    char *(*config)(void);
+    pthread_mutex_t mu;        /* the check of rt_blas_ready */
+    atomic_int in_flight;      /* calls now */
+    atomic_int most;           /* the most calls ever in flight at once: buffers OpenBLAS keeps */
+} blas = {.load_mu = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *const blas_names[] = {"libopenblas.so.0", "libopenblas.so"};
+
+/* dlopen of the first name that loads; else NULL with why[] the first failure other than a
+ * missing file (a failure to map it: out of memory), or the first's. */
+static void *open_first(int flags, char *why, size_t cap, bool *missing) {
+    int n = (int)(sizeof blas_names / sizeof blas_names[0]);
+    why[0] = 0;
+    *missing = true;
+    for (int i = 0; i < n; i++) {
+        void *lib = dlopen(blas_names[i], flags);
+        if (lib) return lib;
+        const char *e = dlerror();
+        if (!e) e = "unknown error";
+        bool absent = strstr(e, "No such file") != NULL;
+        if (!why[0] || (*missing && !absent)) snprintf(why, cap, "%s", e);
+        *missing = *missing && absent;
+    }
+    return NULL;
+}
+
+/* Loads the BLAS if it is not loaded yet; FC_OK, or FC_ERR_UNAVAILABLE (not installed) or
+ * FC_ERR_NOMEM (it could not be mapped) with the reason in why. */
+static FcStatus blas_load(char *why, size_t cap) {
+    if (atomic_load(&blas.loaded)) return FC_OK;
+    pthread_mutex_lock(&blas.load_mu);
+    FcStatus st = FC_OK;
+    bool missing = false;
+    void *lib = blas.lib ? blas.lib : NULL;
+    if (!lib) lib = dlopen(blas_names[0], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!lib) lib = dlopen(blas_names[1], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!lib) {   /* not in the process yet: it reads the variable while it loads */
+        const char *old = getenv("OPENBLAS_NUM_THREADS");
+        char *saved = old ? strdup(old) : NULL;
+        bool restore = !old || saved;
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        lib = open_first(RTLD_NOW | RTLD_LOCAL, why, cap, &missing);
+        if (restore && saved) setenv("OPENBLAS_NUM_THREADS", saved, 1);
+        else if (restore) unsetenv("OPENBLAS_NUM_THREADS");
+        free(saved);
+        if (!lib) st = missing ? FC_ERR_UNAVAILABLE : FC_ERR_NOMEM;
+    }
+    if (lib && !atomic_load(&blas.loaded)) {
+        void (*set_threads)(int) = NULL;
+        if (!rt_dl_fn(lib, "cblas_sgemm", &blas.sgemm, sizeof blas.sgemm) ||
+            !rt_dl_fn(lib, "cblas_dgemm", &blas.dgemm, sizeof blas.dgemm)) {
+            snprintf(why, cap, "%s has no cblas_sgemm or cblas_dgemm", blas_names[0]);
+            st = FC_ERR_UNAVAILABLE;
+        } else {
+            if (rt_dl_fn(lib, "openblas_set_num_threads", &set_threads, sizeof set_threads)) set_threads(1);
+            if (!rt_dl_fn(lib, "openblas_get_config", &blas.config, sizeof blas.config)) blas.config = NULL;
+            blas.lib = lib;
+            atomic_store(&blas.loaded, true);
+        }
+    }
+    pthread_mutex_unlock(&blas.load_mu);
+    return st;
+}
+
+const char *rt_blas_name(void) {
+    char why[256];
+    if (blas_load(why, sizeof why) != FC_OK) return "no BLAS";
+    return blas.config ? blas.config() : "a CBLAS";
+}
+
+/* Whether a mapping can fail for want of address space while memory is there: a limit on
+ * the address space or the data segment, or overcommit mode 2 (every private writable page
+ * counted at mmap). */
+static bool mapping_limited(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) return true;
+    if (getrlimit(RLIMIT_DATA, &r) == 0 && r.rlim_cur != RLIM_INFINITY) return true;
+    static atomic_int strict = -1;   /* /proc/sys/vm/overcommit_memory is 2: read once */
+    int s = atomic_load(&strict);
+    if (s < 0) {
+        FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+        int c = f ? fgetc(f) : EOF;
+        if (f) fclose(f);
+        s = c == '2';
+        atomic_store(&strict, s);
+    }
+    return s == 1;
+}
+
+FcStatus rt_blas_ready(int calls, const char *kernel, FcErr *err) {
+    char why[256];
+    FcStatus st = blas_load(why, sizeof why);
+    if (st == FC_ERR_NOMEM)
+        return fc_err_set(err, st, "out of memory: cpu: kernel %s: the BLAS (OpenBLAS) cannot be loaded: %s", kernel, why);
+    if (st != FC_OK)
+        return fc_err_set(err, st, "cpu: kernel %s: the BLAS cannot be loaded (%s); install OpenBLAS (apt-get install libopenblas0)",
+                          kernel, why);
+    if (calls <= atomic_load(&blas.most) || !mapping_limited()) return FC_OK;
+    pthread_mutex_lock(&blas.mu);
+    int missing = calls - atomic_load(&blas.most);
+    size_t bytes = missing > 0 ? (size_t)missing * BLAS_CALL_BYTES + BLAS_ARENA_BYTES : 0;
+    void *p = bytes ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : NULL;
+    pthread_mutex_unlock(&blas.mu);
+    if (p == MAP_FAILED)
+        return fc_err_set(err, FC_ERR_NOMEM,
+                          "out of memory: cpu: kernel %s: the BLAS takes a buffer of 128 MiB for each of the %d "
+                          "threads that run its product, and %zu MiB more cannot be mapped under this process's "
+                          "limits (ulimit -v or -d, or strict overcommit); FUSEC_NUM_THREADS=1 takes one",
+                          kernel, calls, bytes >> 20);
+    if (p) munmap(p, bytes);
+    return FC_OK;
+}
+
+/* Count the calls in flight (around each call): the most ever at once is how many buffers
+ * OpenBLAS holds at least (it frees none), which rt_blas_ready need not find room for again. */
+static void call_begin(void) {
+    int now = atomic_fetch_add(&blas.in_flight, 1) + 1;
+    int most = atomic_load(&blas.most);
+    while (now > most && !atomic_compare_exchange_weak(&blas.most, &most, now)) {}
+}
+static void call_end(void) { atomic_fetch_sub(&blas.in_flight, 1); }
 
 /* rows [r0, r1) of product i, over columns [k0, k0 + kc) of A and rows [k0, k0 + kc) of B (b
  * holding those rows alone when `panel`), added to C when k0 > 0 */
@@ -35,16 +182,16 @@ static void gemm_rows(const KirGemm *g, const void *a, const void *b, void *c, i
     if (g->dtype == FC_F64) {
         const double *pa = (const double *)a + i * g->stride_a + aoff, *pb = (const double *)b + i * g->stride_b + boff;
         double *pc = (double *)c + i * g->stride_c + r0 * ldc;
-        cblas_dgemm(CblasRowMajor, ta, tb, rows, (int)g->n, (int)kc, 1.0, pa, lda, pb, ldb, k0 > 0 ? 1.0 : 0.0, pc, ldc);
+        blas.dgemm(CblasRowMajor, ta, tb, rows, (int)g->n, (int)kc, 1.0, pa, lda, pb, ldb, k0 > 0 ? 1.0 : 0.0, pc, ldc);
     } else {
         const float *pa = (const float *)a + i * g->stride_a + aoff, *pb = (const float *)b + i * g->stride_b + boff;
         float *pc = (float *)c + i * g->stride_c + r0 * ldc;
-        cblas_sgemm(CblasRowMajor, ta, tb, rows, (int)g->n, (int)kc, 1.0f, pa, lda, pb, ldb, k0 > 0 ? 1.0f : 0.0f, pc, ldc);
+        blas.sgemm(CblasRowMajor, ta, tb, rows, (int)g->n, (int)kc, 1.0f, pa, lda, pb, ldb, k0 > 0 ? 1.0f : 0.0f, pc, ldc);
     }
 }
 
 void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, int64_t part, int64_t nparts) {
-    pthread_once(&once, single_threaded);
+    call_begin();
     /* the batch x rows, cut into nparts contiguous ranges of whole rows */
     int64_t total = g->batch * g->m;
     int64_t lo = total * part / nparts, hi = total * (part + 1) / nparts;
@@ -54,10 +201,12 @@ void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, 
         gemm_rows(g, a, b, c, i, r0, r1, 0, g->k, false);
         lo += r1 - r0;
     }
+    call_end();
 }
 void rt_blas_gemm_panel(const KirGemm *g, const void *a, const void *panel, void *c, int64_t k0, int64_t kc, int64_t part,
                         int64_t nparts) {
-    pthread_once(&once, single_threaded);
     int64_t lo = g->m * part / nparts, hi = g->m * (part + 1) / nparts;
+    call_begin();
     if (lo < hi) gemm_rows(g, a, panel, c, 0, lo, hi, k0, kc, true);
+    call_end();
 }

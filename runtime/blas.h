@@ -1,4 +1,5 @@
-/* blas.h: library matrix products (KirGemm) on the CPU through a CBLAS (OpenBLAS). */
+/* blas.h: library matrix products (KirGemm) on the CPU through a CBLAS (OpenBLAS, loaded on
+ * first use). */
 #ifndef FUSEC_BLAS_H
 #define FUSEC_BLAS_H
 
@@ -14,6 +15,12 @@ void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, 
  * the first panel (k0 = 0) and added to by the others. */
 void rt_blas_gemm_panel(const KirGemm *g, const void *a, const void *panel, void *c, int64_t k0, int64_t kc, int64_t part,
                         int64_t nparts);
+/* Before a product of `calls` parts run at once (on as many threads): loads the BLAS (first
+ * time; FC_ERR_UNAVAILABLE where it cannot be loaded) and, where the process's mappings are
+ * limited (ulimit -v or -d, strict overcommit), checks that the buffers the BLAS will take for
+ * calls it has not yet run at once can be mapped (FC_ERR_NOMEM naming `kernel` otherwise):
+ * OpenBLAS retries a failed allocation forever. */
+FcStatus rt_blas_ready(int calls, const char *kernel, FcErr *err);
 /* "OpenBLAS 0.3.21 ..." or another description of the BLAS in use. */
 const char *rt_blas_name(void);
 

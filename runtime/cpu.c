@@ -966,6 +966,7 @@ static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *
         if (opk->params.data[a].written) wp = a;
     size_t es = fc_dtype_size(g->dtype);
     PanelCtx pc = {{g, gargs[0], gargs[1], gargs[2], gemm_parts(cp, g->m)}, 0, 0};
+    FC_TRY(rt_blas_ready((int)pc.gc.nparts, k->name, err));
     for (int64_t k0 = 0, blk = 0; k0 < g->k; k0 += g->panel_k, blk += g->panel_blocks) {
         /* the kernel stores element i of B at param + i: based k0 rows before the panel */
         oargs[wp] = (char *)gargs[1] - (ptrdiff_t)((size_t)k0 * (size_t)g->n * es);
@@ -987,6 +988,7 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
     FC_TRY(bind_args(cp, li, inputs, outputs, cp->args, err));
     if (k->library) {   /* a matrix product through the BLAS, its rows split over the pool */
         GemmCtx gc = {&k->gemm, cp->args[0], cp->args[1], cp->args[2], gemm_parts(cp, k->gemm.batch * k->gemm.m)};
+        FC_TRY(rt_blas_ready((int)gc.nparts, k->name, err));
         rt_pool_parallel_for(cp->pool, gc.nparts, run_gemm_part, &gc);
         return FC_OK;
     }

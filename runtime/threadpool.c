@@ -7,6 +7,7 @@
  */
 #include "threadpool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -81,8 +82,14 @@ FcStatus rt_pool_new(int nthreads, size_t stack_bytes, RtPool **out, FcErr *err)
         int rc = pthread_create(&p->threads[i], &attr, worker, p);
         if (rc != 0) {
             pthread_attr_destroy(&attr);
-            FcStatus s = fc_err_set(err, FC_ERR_DEVICE, "thread pool: cannot start thread %d of %d: %s",
-                                    i + 2, nthreads, strerror(rc));
+            /* EAGAIN: no room for its stack (ulimit -v) or a limit on threads */
+            FcStatus s = rc == EAGAIN || rc == ENOMEM
+                             ? fc_err_set(err, FC_ERR_NOMEM,
+                                          "out of memory: thread pool: cannot start thread %d of %d (%s); "
+                                          "FUSEC_NUM_THREADS=1 runs without one",
+                                          i + 2, nthreads, strerror(rc))
+                             : fc_err_set(err, FC_ERR_DEVICE, "thread pool: cannot start thread %d of %d: %s", i + 2,
+                                          nthreads, strerror(rc));
             rt_pool_free(p);
             return s;
         }

@@ -9,7 +9,7 @@ set(_cli_env "FUSEC_CACHE_DIR=${FUSEC_TEST_CACHE_DIR};FUSEC_NUM_THREADS=2")
 if(FUSEC_SANITIZE)
   string(APPEND _cli_env ";FUSEC_TEST_SANITIZED=1")
 endif()
-foreach(t usage compile run device bench report train mem bisect)
+foreach(t usage compile run device bench report train mem bisect limits)
   add_test(NAME cli_${t} COMMAND sh ${FUSEC_CLI_TEST_DIR}/${t}.sh $<TARGET_FILE:fusec>
            ${FUSEC_CLI_TEST_DIR})
   set_tests_properties(cli_${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS cli

@@ -18,6 +18,7 @@
  */
 #include "fusec.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -723,6 +724,52 @@ static void install_signal_handlers(void) {
         sa.sa_handler = on_fatal_signal;
         sigemptyset(&sa.sa_mask);
         sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* Out of memory inside LLVM (C++, the CPU code generator): its operator new throws
+ * std::bad_alloc, which nothing catches, and its own allocators write "LLVM ERROR: out of
+ * memory" and abort(): either way the driver died by SIGABRT (exit 134) where it should report
+ * and exit 1 (`fusec run` under `ulimit -v`, tests/cli/limits.sh). The driver, which owns its
+ * process, installs both handlers, found at run time (it is C; libstdc++ and LLVM are loaded
+ * with the library): std::set_new_handler and llvm::install_bad_alloc_error_handler. They
+ * report and _exit: nothing can be freed or unwound from inside an allocation that failed, and
+ * no output file is being written then (outputs are written whole from memory, after the run;
+ * a temporary in flight is removed all the same). A host program of libfusec owns its own
+ * process's handlers. */
+static void oom_exit(const char *reason) {
+    static const char head[] = "fusec: error: out of memory: the CPU code generator (LLVM) could not allocate";
+    if (g_tmp_active) unlink(g_tmp_path);
+    fflush(stdout);
+    (void)!write(2, head, sizeof head - 1);
+    if (reason && *reason) {
+        (void)!write(2, " (", 2);
+        (void)!write(2, reason, strlen(reason));
+        (void)!write(2, ")", 1);
+    }
+    (void)!write(2, "\n", 1);
+    _exit(EX_INPUT);
+}
+static void on_new_failure(void) { oom_exit(NULL); }
+static void on_llvm_bad_alloc(void *data, const char *reason, bool gen_crash_diag) {
+    (void)data;
+    (void)gen_crash_diag;
+    oom_exit(reason);
+}
+static void install_oom_handlers(void) {
+    typedef void (*NewHandler)(void);
+    typedef void (*BadAllocHandler)(void *, const char *, bool);
+    NewHandler (*set_new)(NewHandler) = NULL;
+    void (*set_bad_alloc)(BadAllocHandler, void *) = NULL;
+    void *a = dlsym(RTLD_DEFAULT, "_ZSt15set_new_handlerPFvvE");
+    void *b = dlsym(RTLD_DEFAULT, "_ZN4llvm31install_bad_alloc_error_handlerEPFvPvPKcbES0_");
+    if (a) {
+        memcpy(&set_new, &a, sizeof set_new);
+        set_new(on_new_failure);
+    }
+    if (b) {
+        memcpy(&set_bad_alloc, &b, sizeof set_bad_alloc);
+        set_bad_alloc(on_llvm_bad_alloc, NULL);
     }
 }
 
@@ -2397,6 +2444,7 @@ int main(int argc, char **argv) {
         if (a.remat && !a.train)
             warn_line("--remat has no effect without --train");
         install_signal_handlers();
+        install_oom_handlers();
         switch (a.mode) {
         case MODE_COMPILE: rc = cmd_compile(&a); break;
         case MODE_RUN: rc = cmd_run(&a); break;

@@ -1,0 +1,66 @@
+# limits.sh: fusec under memory pressure fails fast. Under an address-space limit (`ulimit -v`)
+# from too small to start to large enough to run, each command either succeeds or exits 1 with a
+# `fusec: error: ` line (out of memory, a thread it cannot start) within the time limit, leaves
+# no output file behind, and never hangs; below some limit the dynamic loader itself cannot map
+# the libraries (exit 127, its own message). Until OpenBLAS was loaded on first use with one
+# thread (runtime/blas.c), fusec hung here: OpenBLAS 0.3.21 retries a failed allocation of its
+# 128 MiB buffer forever, in its own thread (started before main; exit() then waited for it)
+# and in every product's call. Skipped in a sanitizer build (ASan's shadow memory needs more
+# address space than any such limit leaves) and where `ulimit -v` cannot be set.
+# Run as `sh limits.sh FUSEC SRCDIR`.
+. "$2/lib.sh"
+
+if [ "${FUSEC_TEST_SANITIZED:-0}" = 1 ]; then
+    echo "skip: a sanitizer build cannot run under ulimit -v"
+    exit 77
+fi
+if ! (ulimit -v 4000000) 2>/dev/null || ! command -v timeout >/dev/null 2>&1; then
+    echo "skip: ulimit -v or timeout(1) is not available"
+    exit 77
+fi
+
+EX=$SRC/../../examples
+cat >mlp.tf <<'EOF'
+dim B = 2, T = 16, C = 64
+block mlp(x: f32[B, T, C], param g: f32[C], param b: f32[C], param w: f32[C, 4*C], param w2: f32[4*C, C]) -> f32[B, T, C]
+{
+    return x + gelu(layernorm(x, g, b, eps=1e-5) @ w) @ w2
+}
+EOF
+
+ok=0
+loader=0
+oom=0
+# limited KIB ARGS...: fusec ARGS under `ulimit -v KIB` and a 60 s limit; checks the outcome
+limited() {
+    kib=$1
+    shift
+    rm -rf out && mkdir out
+    (ulimit -v "$kib" && exec timeout 60 "$FUSEC" "$@") >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    case $rc in
+    0) ok=$((ok + 1)) ;;
+    1)
+        oom=$((oom + 1))
+        grep -q '^fusec: error: ' "$T/stderr" || { fail "ulimit -v $kib, fusec $*: exit 1 without an error line"; show_stderr; }
+        [ -z "$(ls out)" ] || fail "ulimit -v $kib, fusec $*: exit 1 left $(ls out) behind"
+        ;;
+    127) loader=$((loader + 1)); grep -q 'error while loading shared libraries' "$T/stderr" ||
+             { fail "ulimit -v $kib, fusec $*: exit 127 not from the loader"; show_stderr; } ;;
+    124) fail "ulimit -v $kib, fusec $*: still running after 60 s (a hang under memory pressure)" ;;
+    *) fail "ulimit -v $kib, fusec $*: exit status $rc"; show_stderr ;;
+    esac
+}
+
+for kib in 150000 200000 250000 300000 350000 400000 450000 500000 600000 800000 1200000; do
+    limited $kib run mlp.tf --random 1 --out-dir out
+    limited $kib run mlp.tf --train --precision bf16 --random 2 --out-dir out
+    limited $kib run "$EX/gpt2_block.tf" -D T=32 --precision f8 --random 3 --out-dir out
+    limited $kib mem "$EX/gpt2_block.tf" --precision f8
+    limited $kib mlp.tf --emit llvm -o out/mlp.ll
+done
+# the sweep reaches both ends: some runs fail for want of memory, some succeed
+echo "limits: $ok ran, $oom failed for want of memory, $loader not started"
+[ "$oom" -gt 0 ] || fail "no command failed for want of memory: the limits do not test anything"
+[ "$ok" -gt 0 ] || fail "no command succeeded under the largest limits"
+finish
