@@ -85,8 +85,8 @@ FcStatus rt_pool_new(int nthreads, size_t stack_bytes, RtPool **out, FcErr *err)
             /* EAGAIN: no room for its stack (ulimit -v) or a limit on threads */
             FcStatus s = rc == EAGAIN || rc == ENOMEM
                              ? fc_err_set(err, FC_ERR_NOMEM,
-                                          "out of memory: thread pool: cannot start thread %d of %d (%s); "
-                                          "FUSEC_NUM_THREADS=1 runs without one",
+                                          "out of memory: thread pool: cannot start thread %d of %d (%s: no room "
+                                          "for its stack, or a limit on threads); FUSEC_NUM_THREADS=1 runs without one",
                                           i + 2, nthreads, strerror(rc))
                              : fc_err_set(err, FC_ERR_DEVICE, "thread pool: cannot start thread %d of %d: %s", i + 2,
                                           nthreads, strerror(rc));
