@@ -53,31 +53,31 @@ static struct {
 
 static const char *const blas_names[] = {"libopenblas.so.0", "libopenblas.so"};
 
-/* dlopen of the first name that loads; else NULL with why[] the first failure other than a
- * missing file (a failure to map it: out of memory), or the first's. */
-static void *open_first(int flags, char *why, size_t cap, bool *missing) {
+/* dlopen of the first name that loads; else NULL with why[] the first failure that wanted
+ * memory (rt_dl_no_room: *no_room set), or the first's. */
+static void *open_first(int flags, char *why, size_t cap, bool *no_room) {
     int n = (int)(sizeof blas_names / sizeof blas_names[0]);
     why[0] = 0;
-    *missing = true;
+    *no_room = false;
     for (int i = 0; i < n; i++) {
         void *lib = dlopen(blas_names[i], flags);
         if (lib) return lib;
         const char *e = dlerror();
         if (!e) e = "unknown error";
-        bool absent = strstr(e, "No such file") != NULL;
-        if (!why[0] || (*missing && !absent)) snprintf(why, cap, "%s", e);
-        *missing = *missing && absent;
+        bool room = rt_dl_no_room(e);
+        if (!why[0] || (room && !*no_room)) snprintf(why, cap, "%s", e);
+        *no_room = *no_room || room;
     }
     return NULL;
 }
 
-/* Loads the BLAS if it is not loaded yet; FC_OK, or FC_ERR_UNAVAILABLE (not installed) or
- * FC_ERR_NOMEM (it could not be mapped) with the reason in why. */
+/* Loads the BLAS if it is not loaded yet; FC_OK, or FC_ERR_NOMEM (it could not be mapped) or
+ * FC_ERR_UNAVAILABLE (not installed, or not a CBLAS) with the reason in why. */
 static FcStatus blas_load(char *why, size_t cap) {
     if (atomic_load(&blas.loaded)) return FC_OK;
     pthread_mutex_lock(&blas.load_mu);
     FcStatus st = FC_OK;
-    bool missing = false;
+    bool no_room = false;
     void *lib = blas.lib ? blas.lib : NULL;
     if (!lib) lib = dlopen(blas_names[0], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (!lib) lib = dlopen(blas_names[1], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
@@ -86,11 +86,11 @@ static FcStatus blas_load(char *why, size_t cap) {
         char *saved = old ? strdup(old) : NULL;
         bool restore = !old || saved;
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
-        lib = open_first(RTLD_NOW | RTLD_LOCAL, why, cap, &missing);
+        lib = open_first(RTLD_NOW | RTLD_LOCAL, why, cap, &no_room);
         if (restore && saved) setenv("OPENBLAS_NUM_THREADS", saved, 1);
         else if (restore) unsetenv("OPENBLAS_NUM_THREADS");
         free(saved);
-        if (!lib) st = missing ? FC_ERR_UNAVAILABLE : FC_ERR_NOMEM;
+        if (!lib) st = no_room ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE;
     }
     if (lib && !atomic_load(&blas.loaded)) {
         void (*set_threads)(int) = NULL;

@@ -10,3 +10,7 @@ bool rt_dl_fn(void *lib, const char *name, void *fnptr, size_t fnsize) {
     memcpy(fnptr, &sym, fnsize);
     return true;
 }
+
+bool rt_dl_no_room(const char *e) {
+    return e && (strstr(e, "failed to map segment") || strcasestr(e, "cannot allocate memory"));
+}

@@ -2,7 +2,9 @@
  * CUDA toolkit is absent (entry points: rt_nvrtc_available, rt_nvrtc_compile,
  * rt_nvrtc_version; see nvrtc.h and docs/cuda.md).
  *
- * Loading happens once per process (pthread_once) and the library stays loaded. The search:
+ * Loading happens once per process and the library stays loaded; a load that failed for want
+ * of memory (the file there but not mappable: rt_dl_no_room) is FC_ERR_NOMEM, not "no
+ * NVRTC", and is tried again by the next call. The search:
  *   1. $FUSEC_NVRTC_LIBRARY, when set: exactly that file and nothing else (tests, pinning);
  *   2. $CUDA_HOME/lib64/libnvrtc.so*, then $CUDA_HOME/lib/libnvrtc.so* (pip's
  *      nvidia-cuda-nvrtc-cu12 wheel has lib/; point CUDA_HOME at .../nvidia/cuda_nvrtc);
@@ -40,7 +42,9 @@ typedef struct NvrtcApi {
     const char *(*error_string)(nvrtcResult r);
 } NvrtcApi;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool tried;     /* load() ran (again only after a want of memory) */
+static bool no_room;   /* the last load() failed for want of memory somewhere */
 static NvrtcApi api;
 static bool loaded;
 static char load_error[1024];
@@ -56,6 +60,8 @@ static bool try_open(const char *path, char *why, size_t whylen) {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
+        if (rt_dl_no_room(e)) no_room = true;
+        else if (no_room) return false;   /* keep the message of the want of memory */
         snprintf(why, whylen, "%s", e ? e : path);
         return false;
     }
@@ -115,10 +121,14 @@ static bool try_folder(const char *dir, char *why, size_t whylen) {
 
 static void load(void) {
     char why[512] = "not found";
+    no_room = false;
     const char *pin = getenv("FUSEC_NVRTC_LIBRARY");
     if (pin && pin[0]) {
         loaded = try_open(pin, why, sizeof why);
-        if (!loaded)
+        if (!loaded && no_room)
+            snprintf(load_error, sizeof load_error, "out of memory: NVRTC (FUSEC_NVRTC_LIBRARY=%s) cannot be mapped (%s)",
+                     pin, why);
+        else if (!loaded)
             snprintf(load_error, sizeof load_error,
                      "NVRTC is unavailable: FUSEC_NVRTC_LIBRARY=%s cannot be loaded (%s); " HOW_TO_GET, pin, why);
         return;
@@ -135,20 +145,32 @@ static void load(void) {
     static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((loaded = try_open(names[i], why, sizeof why))) return;
-    snprintf(load_error, sizeof load_error,
-             "NVRTC is unavailable: no libnvrtc.so in $CUDA_HOME/lib64, /usr/local/cuda/lib64 or the "
-             "loader path (last error: %s); " HOW_TO_GET, why);
+    if (no_room)
+        snprintf(load_error, sizeof load_error, "out of memory: NVRTC cannot be mapped (%s)", why);
+    else
+        snprintf(load_error, sizeof load_error,
+                 "NVRTC is unavailable: no libnvrtc.so in $CUDA_HOME/lib64, /usr/local/cuda/lib64 or the "
+                 "loader path (last error: %s); " HOW_TO_GET, why);
 }
 
-FcStatus rt_nvrtc_available(FcErr *err) {
-    pthread_once(&load_once, load);
-    if (!loaded) return fc_err_set(err, FC_ERR_UNAVAILABLE, "%s", load_error);
-    return FC_OK;
+/* Loads NVRTC unless it is loaded or failed for a reason other than a want of memory; FC_OK or
+ * why not (read under the lock: another thread may be loading again). */
+static FcStatus ensure_loaded(FcErr *err) {
+    pthread_mutex_lock(&load_mu);
+    if (!loaded && (!tried || no_room)) {
+        load();
+        tried = true;
+    }
+    FcStatus st = loaded ? FC_OK : fc_err_set(err, no_room ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE, "%s", load_error);
+    pthread_mutex_unlock(&load_mu);
+    return st;
 }
+
+FcStatus rt_nvrtc_available(FcErr *err) { return ensure_loaded(err); }
 
 const char *rt_nvrtc_version(void) {
-    pthread_once(&load_once, load);
-    return loaded ? version_text : NULL;
+    FcErr e = {0};
+    return ensure_loaded(&e) == FC_OK ? version_text : NULL;
 }
 
 /* "sm_80", "sm_90a", ...: two or three digits, optionally one lowercase letter. */

@@ -5,8 +5,10 @@
 # the libraries (exit 127, its own message). Until OpenBLAS was loaded on first use with one
 # thread (runtime/blas.c), fusec hung here: OpenBLAS 0.3.21 retries a failed allocation of its
 # 128 MiB buffer forever, in its own thread (started before main; exit() then waited for it)
-# and in every product's call. Skipped in a sanitizer build (ASan's shadow memory needs more
-# address space than any such limit leaves) and where `ulimit -v` cannot be set.
+# and in every product's call; LLVM's std::bad_alloc aborted it (exit 134); and NVRTC that could
+# not be mapped was "unavailable" (exit 3): `--emit ptx` is in the sweep where NVRTC loads.
+# Skipped in a sanitizer build (ASan's shadow memory needs more address space than any such
+# limit leaves) and where `ulimit -v` cannot be set.
 # Run as `sh limits.sh FUSEC SRCDIR`.
 . "$2/lib.sh"
 
@@ -52,7 +54,11 @@ limited() {
     esac
 }
 
+# NVRTC (--emit ptx) where it loads without a limit: under one it is out of memory (exit 1),
+# not "unavailable" (exit 3)
+if "$FUSEC" mlp.tf --emit ptx -o mlp.ptx >/dev/null 2>&1; then PTX=1; else PTX=0; fi
 for kib in 150000 200000 250000 300000 350000 400000 450000 500000 600000 800000 1200000; do
+    [ "$PTX" = 1 ] && limited $kib mlp.tf --emit ptx -o out/mlp.ptx
     limited $kib run mlp.tf --random 1 --out-dir out
     limited $kib run mlp.tf --train --precision bf16 --random 2 --out-dir out
     limited $kib run "$EX/gpt2_block.tf" -D T=32 --precision f8 --random 3 --out-dir out
