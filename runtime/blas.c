@@ -76,10 +76,13 @@ static void *open_first(int flags, char *why, size_t cap, bool *no_room) {
 static FcStatus blas_load(char *why, size_t cap) {
     if (atomic_load(&blas.loaded)) return FC_OK;
     pthread_mutex_lock(&blas.load_mu);
+    if (atomic_load(&blas.loaded)) {   /* another thread loaded it meanwhile */
+        pthread_mutex_unlock(&blas.load_mu);
+        return FC_OK;
+    }
     FcStatus st = FC_OK;
     bool no_room = false;
-    void *lib = blas.lib ? blas.lib : NULL;
-    if (!lib) lib = dlopen(blas_names[0], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    void *lib = dlopen(blas_names[0], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (!lib) lib = dlopen(blas_names[1], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (!lib) {   /* not in the process yet: it reads the variable while it loads */
         const char *old = getenv("OPENBLAS_NUM_THREADS");
@@ -92,7 +95,7 @@ static FcStatus blas_load(char *why, size_t cap) {
         free(saved);
         if (!lib) st = no_room ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE;
     }
-    if (lib && !atomic_load(&blas.loaded)) {
+    if (lib) {
         void (*set_threads)(int) = NULL;
         if (!rt_dl_fn(lib, "cblas_sgemm", &blas.sgemm, sizeof blas.sgemm) ||
             !rt_dl_fn(lib, "cblas_dgemm", &blas.dgemm, sizeof blas.dgemm)) {

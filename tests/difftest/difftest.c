@@ -848,11 +848,15 @@ static void corrupt_set(FcBlock *b0, FcTensor **out, FcTensor **gin, bool train,
     void *h = to_host(t);
     int64_t n = (int64_t)(fc_tensor_nbytes(t) / fc_dtype_size(ti.dtype));
     if (h && n > 0) {
-        bool fl = ti.dtype != FC_BOOL && ti.dtype != FC_I8 && ti.dtype != FC_I32 && ti.dtype != FC_I64;
+        bool fl = is_float(ti.dtype);
         int64_t i = n / 2;
+        double best = fabs(rt_host_load(ti.dtype, h, i));
         for (int64_t e = 0; fl && e < n; e++) {
-            double a = fabs(rt_host_load(ti.dtype, h, e)), b = fabs(rt_host_load(ti.dtype, h, i));
-            if (isfinite(a) && (!isfinite(b) || a > b)) i = e;
+            double a = fabs(rt_host_load(ti.dtype, h, e));
+            if (isfinite(a) && (!isfinite(best) || a > best)) {
+                i = e;
+                best = a;
+            }
         }
         double v = rt_host_load(ti.dtype, h, i);
         rt_host_store(ti.dtype, h, i, ti.dtype == FC_BOOL ? (v == 0) : !fl ? -v - 1 : isfinite(v) && v != 0 ? -v : 1.0);
