@@ -966,11 +966,15 @@ static void put_reduce(Cg *c, const KirStmt *st, int d) {
     ind(c, d); sb_printf(o, "{ /* v%d = reduce_%s over v%d in threads */\n", st->var, kir_redop_name(st->redop), st->loop_var);
     ind(c, d + 1); sb_printf(o, "%s fc_acc = ", ct); put_red_identity(c, st->redop, t); sb_puts(o, ";\n");
     ind(c, d + 1);
+    /* threads from `lanes` on (KirStmt.lanes) keep the identity */
+    int stride = st->lanes > 0 && st->lanes < k->block ? st->lanes : k->block;
     sb_printf(o, "for (%s v%d = ", ctype_names[lt], st->loop_var);
     put_typed(c, st->a, lt, "reduction bound");
-    sb_printf(o, " + (%s)threadIdx.x; v%d < ", ctype_names[lt], st->loop_var);
+    sb_printf(o, " + (%s)threadIdx.x; ", ctype_names[lt]);
+    if (stride < k->block) sb_printf(o, "threadIdx.x < %du && ", stride);
+    sb_printf(o, "v%d < ", st->loop_var);
     put_typed(c, st->b, lt, "reduction bound");
-    sb_printf(o, "; v%d += %d) {\n", st->loop_var, k->block);
+    sb_printf(o, "; v%d += %d) {\n", st->loop_var, stride);
     c->visible[st->loop_var] = 1;
     c->in_threads++;
     put_list(c, st->body, d + 2, st);   /* ends with the accumulation of the yield */

@@ -16,7 +16,8 @@
  * KIR_LOOP_THREADS loop is a plain loop over [lo, hi); a thread loop that touches a thread
  * array is split into rounds of `block` iterations so that iteration i uses thread slot
  * (i - lo) % block; KS_BARRIER emits nothing; KS_REDUCE keeps `block` per-thread partials
- * (thread t accumulates iterations lo+t, lo+t+block, ... in order) and combines them with
+ * (thread t accumulates iterations lo+t, lo+t+block, ... in order; `lanes` of them and a
+ * stride of `lanes` where the statement has KirStmt.lanes) and combines them with
  * the fixed tree of docs/cpu.md. Shared and thread arrays are allocas of the body function.
  * KS_ERROR sets a per-statement flag; at the end of the chunk the first flag that fired (in
  * statement order) is stored to *status with a compare-exchange from 0 (sticky). KS_AMAX
@@ -1498,6 +1499,9 @@ static bool split_thread_loop(Cg *g, int var, LLVMValueRef lo, LLVMValueRef hi, 
                               const KirStmt *st, void *ctx) {
     LLVMTypeRef t = ktype(g, g->k->vars.data[var].type);
     int block = g->k->block;
+    /* a reduction of fewer lanes (KirStmt.lanes): rounds of `lanes`, the other slots keep the
+     * identity */
+    if (fn == iter_reduce && st->lanes > 0 && st->lanes < block) block = st->lanes;
     LLVMValueRef base = entry_alloca(g, t, 1, "round");
     LLVMValueRef tc = entry_alloca(g, t, 1, "tid");
     Loop outer, inner;

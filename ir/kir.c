@@ -329,6 +329,11 @@ void kir_reduce(KirKernel *k, KirRedOp op, int result_var, int loop_var, int lo,
     s.redop = op;
     open_scope(k, add_stmt(k, s));
 }
+void kir_reduce_lanes(KirKernel *k, int lanes) {
+    if (k->failed) return;
+    if (k->nscope == 0 || k->stmts.data[k->scope[k->nscope - 1].stmt].kind != KS_REDUCE) { k->failed = true; return; }
+    k->stmts.data[k->scope[k->nscope - 1].stmt].lanes = lanes;
+}
 void kir_end_reduce(KirKernel *k, int value) {
     if (k->failed) return;
     if (k->nscope == 0 || bad(k, value)) { k->failed = true; return; }
@@ -473,7 +478,9 @@ static void print_list(const KirKernel *k, int s, int d, StrBuf *o) {
         case KS_REDUCE:
             sb_printf(o, "let v%d: %s = reduce_%s threads v%d in [", st->var,
                       type_names[k->vars.data[st->var].type], redop_names[st->redop], st->loop_var);
-            print_expr(k, st->a, o); sb_puts(o, ", "); print_expr(k, st->b, o); sb_puts(o, ") {\n");
+            print_expr(k, st->a, o); sb_puts(o, ", "); print_expr(k, st->b, o); sb_putc(o, ')');
+            if (st->lanes) sb_printf(o, " lanes %d", st->lanes);
+            sb_puts(o, " {\n");
             print_list(k, st->body, d + 1, o);
             indent(o, d + 1); sb_puts(o, "yield "); print_expr(k, st->c, o); sb_putc(o, '\n');
             indent(o, d); sb_puts(o, "}\n");
@@ -765,6 +772,8 @@ static FcStatus vlist_open(Verify *v, int s, int depth) {
             break;
         case KS_REDUCE: {
             if (v->in_threads) return vfail(v, "block reduction inside a thread loop", s);
+            if (st->lanes != 0 && (st->lanes < 32 || st->lanes % 32 != 0 || st->lanes >= k->block))
+                return vfail(v, "reduction lanes not a multiple of 32 below the block", s);
             FC_TRY(vuse(v, st->a));
             FC_TRY(vuse(v, st->b));
             int m = v->ndecl;

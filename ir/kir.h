@@ -157,6 +157,11 @@ typedef struct KirStmt {
                           * multiple of 16). STORE/SHSTORE: nonzero marks a vec store, written
                           * like a vec load's read (a statement of the vec loop's own body, not
                           * nested). Builders that never set it get ordinary loops. */
+    int lanes;           /* REDUCE: 0, the kernel's block; else a multiple of 32 below it: iteration
+                          * i runs on thread (i - lo) % lanes and the threads from `lanes` on hold
+                          * the identity, so the result has the bits a `lanes`-thread block gives
+                          * (the tree's extra steps add exact identities). --strict-rounding gives
+                          * a fused kernel's reduction the order of the eager kernel's. */
 } KirStmt;
 
 typedef struct KirVar { KirType type; } KirVar;
@@ -317,6 +322,8 @@ void kir_if(KirKernel *k, int cond);
 void kir_else(KirKernel *k);                  /* switches the open if to its else-body */
 /* Opens a block reduction; append the body, then close with kir_end_reduce(value). */
 void kir_reduce(KirKernel *k, KirRedOp op, int result_var, int loop_var, int lo, int hi);
+/* The open reduction's lanes (KirStmt.lanes); call right after kir_reduce. */
+void kir_reduce_lanes(KirKernel *k, int lanes);
 void kir_end_reduce(KirKernel *k, int value);
 void kir_end(KirKernel *k);                   /* closes the innermost for/if */
 /* Ends the body: top-level statements appended from now on form the tail (KirKernel.tail).

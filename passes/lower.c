@@ -165,6 +165,10 @@ typedef struct Lower {
     bool *deq_only;          /* [values] read by fp8_dequants alone (fp8_inline) */
     bool *eager_stored;      /* [values] --strict-rounding: what the eager program stores (a block
                               * output, or a value read by a node of another of eager's groups) */
+    int *red_block;          /* [nodes] or NULL: receives the thread count of each row reduction's
+                              * kernel (schedule_rows; 0 elsewhere) */
+    int *eager_red_block;    /* [nodes] --strict-rounding: red_block of the eager program, whose
+                              * reduction orders the fused kernels reproduce (KirStmt.lanes) */
     int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
     int group_kernel;        /* the kernel lower_group built for the group's nodes (the first of
                               * a library product's, after any scatter_add index kernels) */
@@ -1716,10 +1720,29 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
      * its narrowest operand) rather than 256 threads whatever W: a row of 1024 at bf16 (W = 8)
      * takes 128 threads, every one with its 16 bytes in the staging and output loops (with
      * 256 half had none: 51 % of the H100's copy bandwidth against f32's 89 %), and twice the
-     * rows are resident per SM */
+     * rows are resident per SM.
+     * Not with --strict-rounding: a block reduction's order is its thread count, and W is the
+     * group's, not the reduction's, so a fused kernel and the eager one that reduces the same
+     * value would differ in it (eager's backward of `sub` also writing a bf16 gradient took
+     * 32 threads where the fused kernel, all f64, took 128: other bits of an f64 sum); N alone
+     * gives both the same order */
     if (!L->opt->cpu) {
         int w = vec_width(L, group, outs, nouts, R * N);
         if (w > 4 && N % w == 0 && N / w < block) block = row_block(L->opt, N / w);
+    }
+    /* --strict-rounding: a block reduction's order is its kernel's thread count, which W makes
+     * the group's, not the reduction's: eager's backward of a `sub` that also writes a bf16
+     * gradient took 32 threads for an f64 sum that the fused kernel, all f64, summed with 128
+     * (other bits). Each reduction takes the eager kernel's count as its lanes, the block the
+     * largest of them (more than one when the group joins reductions of eager kernels with
+     * different counts); equal counts need no lanes. */
+    if (L->eager_red_block) {
+        int most = 0;
+        for (int i = 0; i < L->g->nodes.len; i++)
+            if (L->group_of_node[i] == group && ir_ops[L->g->nodes.data[i].op].cat == IR_CAT_REDUCE &&
+                !L->tail_node[i] && L->eager_red_block[i] > most)
+                most = L->eager_red_block[i];
+        if (most > 0) block = most;
     }
     bool has_tail = false;
     for (int i = 0; i < L->g->nodes.len; i++) has_tail |= L->group_of_node[i] == group && L->tail_node[i];
@@ -1753,6 +1776,12 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         KirType at = acc_type(val(L, n->in[0])->dtype);
         int res = kir_var(L->k, at), it = kir_var(L->k, KT_I64);
         kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), ci(L, N));
+        int lanes = L->eager_red_block ? L->eager_red_block[i] : 0;
+        if (lanes > 0 && lanes < block) {
+            if (lanes % 32 != 0) { fail_internal(L, "eager reduction lanes", __LINE__); return; }
+            kir_reduce_lanes(L->k, lanes);
+        }
+        if (L->red_block) L->red_block[i] = block;
         scope_open(L);
         int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
         for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
@@ -2517,10 +2546,12 @@ static FcStatus plant_target(const IrGraph *g, const PassOptions *opt, int *valu
     return FC_OK;
 }
 
-FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_of_node,
-                    KirProgram **out, int *node_kernel, FcErr *err) {
+/* pass_lower, and red_block (NULL, or [nodes] zeroed) receives each row reduction's thread
+ * count (Lower.red_block) */
+static FcStatus lower_program(const IrGraph *g, const PassOptions *opt, const int *group_of_node,
+                              KirProgram **out, int *node_kernel, int *red_block, FcErr *err) {
     *out = NULL;
-    Lower L = {.g = g, .opt = opt, .err = err};
+    Lower L = {.g = g, .opt = opt, .err = err, .red_block = red_block};
     int nn = g->nodes.len, nv = g->values.len;
     L.p = kir_program_new(g->name);
     if (L.p && opt->cpu) L.p->vector_bytes = opt->host.vector_bytes;
@@ -2565,7 +2596,16 @@ FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_o
                 int p = g->values.data[g->nodes.data[i].in[j]].node;
                 if (p >= 0 && eg[p] != eg[i]) L.eager_stored[g->nodes.data[i].in[j]] = true;
             }
+        /* and the eager kernels' reduction orders: the eager program itself, lowered (its
+         * thread counts come out of its own schedules) */
+        eo.strict_rounding = false;
+        L.eager_red_block = fc_calloc((size_t)nn + 1, sizeof(int));
+        KirProgram *ep = NULL;
+        if (!L.eager_red_block) L.st = FC_OOM(err);
+        else L.st = lower_program(g, &eo, eg, &ep, NULL, L.eager_red_block, err);
+        kir_program_free(ep);
         fc_free(eg);
+        if (L.st != FC_OK) goto done;
     }
     if ((L.st = plant_target(g, opt, &L.plant, err)) != FC_OK) goto done;
 
@@ -2748,6 +2788,7 @@ done:
     fc_free(L.force_load);
     fc_free(L.deq_only);
     fc_free(L.eager_stored);
+    fc_free(L.eager_red_block);
     fc_free(L.row_shared);
     fc_free(L.whole_shared);
     fc_free(L.tail_node);
@@ -2762,4 +2803,9 @@ done:
     }
     *out = L.p;
     return FC_OK;
+}
+
+FcStatus pass_lower(const IrGraph *g, const PassOptions *opt, const int *group_of_node,
+                    KirProgram **out, int *node_kernel, FcErr *err) {
+    return lower_program(g, opt, group_of_node, out, node_kernel, NULL, err);
 }

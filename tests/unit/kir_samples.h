@@ -21,7 +21,8 @@
  * cast including float->int saturation and NaN, KE_ROUND to every narrow type, loads and stores
  * of every storage dtype, a serial loop with an assignment, a thread loop over a size that is
  * not a multiple of the block); row reductions (KS_REDUCE sum/max/min of f32, f64, i32, i64,
- * blocks of 256, 100, 48 and 1 threads: full warps, a partial last warp, one lane); a tiled
+ * blocks of 256, 100, 48 and 1 threads: full warps, a partial last warp, one lane; and over
+ * 32, 64, 96 and 128 lanes of a block of 256, bit for bit); a tiled
  * matrix product (shared arrays, barriers, a thread array, if/else, serial loops); a gather
  * with KS_ERROR (valid and out-of-range ids); a two-kernel program with a workspace temp;
  * KE_PHILOX on Random123's known answers and random counters and keys; KS_AMAX in every place
@@ -1010,8 +1011,97 @@ static inline KirProgram *ks_build_amax(int64_t n, int block, bool tail) {
     return p;
 }
 
+/* ============================ 9. reductions of fewer lanes than the block ========================= */
+enum { KS_RL_ROWS = 5, KS_RL_COLS = 1000, KS_RL_BLOCK = 256 };
+/* KirStmt.lanes: a reduction spread over its first `lanes` threads has the bits of a block of
+ * that many. Buffers: 0 x f32, 1 d f64 ([rows*cols]) | outputs [rows]: 2 sum(x) over the block,
+ * 3 sum(x) lanes 32, 4 sum(x) lanes 128, 5 sum(d) lanes 96 (three warps: a tree of 3 inside one
+ * of 8), 6 max(x) lanes 64. The reference runs each order exactly (rtol 0). */
+static const int ks_rl_lanes[5] = {0, 32, 128, 96, 64};
+static inline void ks_rl_fill(void *const *b, const KirProgram *p, uint64_t seed) {
+    (void)p;
+    uint64_t s = seed;
+    for (int i = 0; i < KS_RL_ROWS * KS_RL_COLS; i++) {
+        ((float *)b[0])[i] = (float)ks_uniform(&s, -10, 10);
+        ((double *)b[1])[i] = ks_uniform(&s, -10, 10) * (1 + 1e-9 * i);
+    }
+}
+/* thread t of `lanes` sums iterations t, t + lanes, ...; each warp's halving tree; the tree over
+ * the warps (the order docs/cpu.md "Reduction order" describes) */
+static inline double ks_rl_tree(const void *x, bool f64, int64_t n, int lanes, bool max) {
+    double part[KS_RL_BLOCK];
+    float partf[KS_RL_BLOCK];
+    for (int t = 0; t < lanes; t++) { part[t] = max ? -INFINITY : 0.0; partf[t] = max ? -INFINITY : 0.0f; }
+    for (int64_t j = 0; j < n; j++) {
+        int t = (int)(j % lanes);
+        if (f64) part[t] = part[t] + ((const double *)x)[j];
+        else partf[t] = max ? ks_maxf(partf[t], ((const float *)x)[j]) : partf[t] + ((const float *)x)[j];
+    }
+    int nw = lanes / 32;
+    for (int w = 0; w < nw; w++)
+        for (int off = 16; off >= 1; off /= 2)
+            for (int l = 0; l < off; l++) {
+                int a = w * 32 + l, c = a + off;
+                if (f64) part[a] = part[a] + part[c];
+                else partf[a] = max ? ks_maxf(partf[a], partf[c]) : partf[a] + partf[c];
+            }
+    for (int off = 16; off >= 1; off /= 2)
+        for (int i = 0; i < off && i + off < nw; i++) {
+            if (f64) part[32 * i] = part[32 * i] + part[32 * (i + off)];
+            else partf[32 * i] = max ? ks_maxf(partf[32 * i], partf[32 * (i + off)]) : partf[32 * i] + partf[32 * (i + off)];
+        }
+    return f64 ? part[0] : (double)partf[0];
+}
+static inline int ks_rl_reference(void *const *b, const KirProgram *p) {
+    (void)p;
+    for (int r = 0; r < KS_RL_ROWS; r++) {
+        const float *x = (const float *)b[0] + (int64_t)r * KS_RL_COLS;
+        const double *d = (const double *)b[1] + (int64_t)r * KS_RL_COLS;
+        for (int o = 0; o < 5; o++) {
+            int lanes = ks_rl_lanes[o] ? ks_rl_lanes[o] : KS_RL_BLOCK;
+            if (o == 3) ((double *)b[2 + o])[r] = ks_rl_tree(d, true, KS_RL_COLS, lanes, false);
+            else ((float *)b[2 + o])[r] = (float)ks_rl_tree(x, false, KS_RL_COLS, lanes, o == 4);
+        }
+    }
+    return 0;
+}
+static inline KirProgram *ks_build_reduce_lanes(void) {
+    const int64_t R = KS_RL_ROWS, C = KS_RL_COLS;
+    KirProgram *p = kir_program_new("samples_reduce_lanes");
+    if (!p) return NULL;
+    KirKernel *k = kir_kernel_new(p, "k0_reduce_lanes", R, KS_RL_BLOCK);
+    if (!k) { kir_program_free(p); return NULL; }
+    k->kind = "row_reduce";
+    k->ops = "sum,max";
+    static const FcDtype dt[7] = {FC_F32, FC_F64, FC_F32, FC_F32, FC_F32, FC_F64, FC_F32};
+    for (int b = 0; b < 7; b++) {
+        int64_t n = b < 2 ? R * C : R;
+        kir_param(k, dt[b], n, b >= 2);
+        if (ks_buffer(p, b < 2 ? KIR_BUF_INPUT : KIR_BUF_OUTPUT, b < 2 ? b : b - 2, dt[b], n, 0) < 0) {
+            kir_program_free(p);
+            return NULL;
+        }
+    }
+    int row = ks_let(k, KT_I64, kir_block_idx(k));
+    int base = ks_let(k, KT_I64, kir_bin(k, KB_MUL, row, KS_I64(k, C)));
+    int res[5];
+    for (int o = 0; o < 5; o++) {
+        int v = kir_var(k, o == 3 ? KT_F64 : KT_F32), j = kir_var(k, KT_I64);
+        kir_reduce(k, o == 4 ? KR_MAX : KR_SUM, v, j, KS_I64(k, 0), KS_I64(k, C));
+        if (ks_rl_lanes[o]) kir_reduce_lanes(k, ks_rl_lanes[o]);
+        kir_end_reduce(k, kir_load(k, o == 3 ? 1 : 0, kir_bin(k, KB_ADD, base, kir_var_ref(k, j))));
+        res[o] = v;
+    }
+    int t = kir_var(k, KT_I64);
+    kir_for(k, KIR_LOOP_THREADS, t, KS_I64(k, 0), KS_I64(k, 1));   /* one thread stores */
+    for (int o = 0; o < 5; o++) kir_store(k, 2 + o, row, kir_var_ref(k, res[o]));
+    kir_end(k);
+    if (!kir_kernel_ok(k) || !ks_launch_identity(p, 7)) { kir_program_free(p); return NULL; }
+    return p;
+}
+
 /* ============================ the list ============================================================= */
-enum { KS_NUM_SAMPLES = 14 };
+enum { KS_NUM_SAMPLES = 15 };
 /* Builds sample i (0 <= i < KS_NUM_SAMPLES); false on allocation failure. */
 static inline bool ks_sample(int i, KsSample *s) {
     memset(s, 0, sizeof *s);
@@ -1030,6 +1120,7 @@ static inline bool ks_sample(int i, KsSample *s) {
     case 11: *s = (KsSample){"amax_b100", ks_build_amax(1000, 100, false), ks_am_fill, ks_am_reference, 0}; break;
     case 12: *s = (KsSample){"amax_b1024_tail", ks_build_amax(5000, 1024, true), ks_am_fill, ks_am_reference, 0}; break;
     case 13: *s = (KsSample){"amax_nan_b48_tail", ks_build_amax(1000, 48, true), ks_am_fill_nan, ks_am_reference, 0}; break;
+    case 14: *s = (KsSample){"reduce_lanes", ks_build_reduce_lanes(), ks_rl_fill, ks_rl_reference, 0}; break;
     default: return false;
     }
     return s->prog != NULL;
