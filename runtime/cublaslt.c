@@ -43,9 +43,11 @@ typedef struct LtApi {
     const char *(*status_name)(LtStatus);   /* optional (cublasLtGetStatusName) */
 } LtApi;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool tried;     /* load ran (under load_mu) */
+static bool no_room;   /* it failed for want of memory (rt_dl_no_room): tried again */
 static LtApi lt;
-static bool loaded;
+static bool loaded;    /* set once under load_mu, never cleared */
 static char load_error[600];
 
 static void load(void) {
@@ -58,9 +60,12 @@ static void load(void) {
     } else {
         for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) lib = dlopen(path = names[i], RTLD_NOW | RTLD_LOCAL);
     }
+    no_room = false;
     if (!lib) {
         const char *e = dlerror();
-        snprintf(load_error, sizeof load_error, "cuBLASLt cannot be loaded (%s%s%s)", pin && pin[0] ? "FUSEC_LIBCUBLASLT=" : "",
+        no_room = rt_dl_no_room(e);
+        snprintf(load_error, sizeof load_error, "%scuBLASLt cannot be %s (%s%s%s)", no_room ? "out of memory: " : "",
+                 no_room ? "mapped" : "loaded", pin && pin[0] ? "FUSEC_LIBCUBLASLT=" : "",
                  pin && pin[0] ? pin : "libcublasLt.so.13/.12/.11: ", e ? e : "?");
         return;
     }
@@ -88,11 +93,22 @@ static void load(void) {
     loaded = true;   /* kept loaded for the life of the process */
 }
 
-bool rt_lt_available(char *why, size_t n) {
-    pthread_once(&once, load);
-    if (!loaded && why && n) snprintf(why, n, "%s", load_error);
-    return loaded;
+/* Loads cuBLASLt unless it is loaded or failed for a reason other than a want of memory;
+ * whether it is loaded, and why not; *nomem (if not NULL) whether for want of memory. */
+static bool ensure_loaded(char *why, size_t n, bool *nomem) {
+    pthread_mutex_lock(&load_mu);
+    if (!loaded && (!tried || no_room)) {
+        load();
+        tried = true;
+    }
+    bool ok = loaded;
+    if (!ok && why && n) snprintf(why, n, "%s", load_error);
+    if (nomem) *nomem = !ok && no_room;
+    pthread_mutex_unlock(&load_mu);
+    return ok;
 }
+
+bool rt_lt_available(char *why, size_t n) { return ensure_loaded(why, n, NULL); }
 
 static FcStatus lt_fail(FcErr *err, LtStatus r, const char *call, const char *what) {
     const char *name = lt.status_name ? lt.status_name(r) : NULL;
@@ -103,7 +119,8 @@ static FcStatus lt_fail(FcErr *err, LtStatus r, const char *call, const char *wh
 FcStatus rt_lt_create(void **handle, FcErr *err) {
     *handle = NULL;
     char why[600];
-    if (!rt_lt_available(why, sizeof why)) return fc_err_set(err, FC_ERR_UNAVAILABLE, "%s", why);
+    bool nomem = false;
+    if (!ensure_loaded(why, sizeof why, &nomem)) return fc_err_set(err, nomem ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE, "%s", why);
     LtHandle h = NULL;
     LtStatus r = lt.create(&h);
     if (r != 0 || !h) return lt_fail(err, r, "cublasLtCreate", NULL);

@@ -2,7 +2,8 @@
  * cuda.h and docs/cuda_runtime.md).
  *
  * The driver (libcuda.so.1, or $FUSEC_LIBCUDA) is loaded once per process with dlopen and
- * cuInit runs in the same pthread_once; the prototypes below are our own (no CUDA header at
+ * cuInit runs with it (ensure_loaded: again only after a failure for want of memory, which is
+ * FC_ERR_NOMEM, not "no driver"); the prototypes below are our own (no CUDA header at
  * build time) and match the driver's C ABI (the _v2 entry points where the driver has them).
  *
  * Invariants:
@@ -93,7 +94,9 @@ typedef struct CuApi {
     CUresult (*cuGetErrorName)(CUresult r, const char **s);
 } CuApi;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool cu_tried;           /* load ran (under load_mu) */
+static bool cu_no_room;         /* it failed for want of memory (rt_dl_no_room): tried again */
 static CuApi cu;
 static bool cu_loaded;          /* the library and every entry point */
 static CUresult cu_init_result; /* cuInit(0), when loaded */
@@ -111,9 +114,14 @@ static void load(void) {
     const char *path = pin && pin[0] ? pin : "libcuda.so.1";
     snprintf(cu_path, sizeof cu_path, "%s", path);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    cu_no_room = false;
     if (!lib) {
         const char *e = dlerror();
-        if (pin && pin[0])
+        if (rt_dl_no_room(e)) {
+            cu_no_room = true;
+            snprintf(cu_load_error, sizeof cu_load_error,
+                     "out of memory: the CUDA driver %s cannot be mapped (%s)", path, e ? e : "?");
+        } else if (pin && pin[0])
             snprintf(cu_load_error, sizeof cu_load_error, "no CUDA driver: FUSEC_LIBCUDA=%s cannot be loaded (%s)",
                      pin, e ? e : "?");
         else
@@ -172,6 +180,20 @@ static void load(void) {
     cu = a;
     cu_loaded = true;   /* kept loaded for the life of the process */
     cu_init_result = cu.cuInit(0);
+}
+
+/* Loads the driver unless it is loaded or failed for a reason other than a want of memory (a
+ * later call, with memory freed, tries again); whether it is loaded. cu_loaded is set once, under
+ * the lock, and never cleared. */
+static bool ensure_loaded(void) {
+    pthread_mutex_lock(&load_mu);
+    if (!cu_loaded && (!cu_tried || cu_no_room)) {
+        load();
+        cu_tried = true;
+    }
+    bool ok = cu_loaded;
+    pthread_mutex_unlock(&load_mu);
+    return ok;
 }
 
 /* The driver's name and text for r ("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory ..."). */
@@ -288,8 +310,12 @@ static FcStatus enter(RtCuda *d, FcErr *err) {
 
 FcStatus rt_cuda_available(int *count, FcErr *err) {
     if (count) *count = 0;
-    pthread_once(&load_once, load);
-    if (!cu_loaded) return fc_err_set(err, FC_ERR_UNAVAILABLE, "%s", cu_load_error);
+    if (!ensure_loaded()) {
+        pthread_mutex_lock(&load_mu);
+        FcStatus st = fc_err_set(err, cu_no_room ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE, "%s", cu_load_error);
+        pthread_mutex_unlock(&load_mu);
+        return st;
+    }
     if (cu_init_result != 0) {
         const char *name, *text;
         error_text(cu_init_result, &name, &text);
@@ -351,9 +377,9 @@ static FcStatus open_locked(RtCuda *d, FcErr *err) {
 FcStatus rt_cuda_open(int ordinal, RtCuda **out, FcErr *err) {
     if (!out) return fc_err_set(err, FC_ERR_USAGE, "rt_cuda_open: out is NULL");
     *out = NULL;
-    pthread_once(&load_once, load);
+    bool loaded = ensure_loaded();
     char msg[600];
-    if (cu_loaded && ordinal >= 0 && ordinal < MAX_ORDINALS && ordinal_lost(ordinal, msg, sizeof msg))
+    if (loaded && ordinal >= 0 && ordinal < MAX_ORDINALS && ordinal_lost(ordinal, msg, sizeof msg))
         return fc_err_set(err, FC_ERR_DEVICE_LOST, "cuda:%d: the GPU's context was lost earlier (%s); restart the "
                           "process", ordinal, msg);
     int n = 0;

@@ -6,7 +6,8 @@
 # thread (runtime/blas.c), fusec hung here: OpenBLAS 0.3.21 retries a failed allocation of its
 # 128 MiB buffer forever, in its own thread (started before main; exit() then waited for it)
 # and in every product's call; LLVM's std::bad_alloc aborted it (exit 134); and NVRTC that could
-# not be mapped was "unavailable" (exit 3): `--emit ptx` is in the sweep where NVRTC loads.
+# not be mapped was "unavailable" (exit 3): `--emit ptx` is in the sweep where NVRTC loads (and
+# so was a CUDA driver, or cuBLASLt, that could not be mapped: checked with a stand-in driver).
 # Skipped in a sanitizer build (ASan's shadow memory needs more address space than any such
 # limit leaves) and where `ulimit -v` cannot be set.
 # Run as `sh limits.sh FUSEC SRCDIR`.
@@ -65,6 +66,28 @@ for kib in 150000 200000 250000 300000 350000 400000 450000 500000 600000 800000
     limited $kib mem "$EX/gpt2_block.tf" --precision f8
     limited $kib mlp.tf --emit llvm -o out/mlp.ll
 done
+# the CUDA driver that cannot be mapped is out of memory too (exit 1), not "no driver" (exit 3):
+# FUSEC_LIBCUDA names a large library that is not a driver (cuBLASLt's), which without a limit
+# loads and lacks cuInit (exit 3), and under one cannot be mapped
+big=
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64; do
+    for f in "$d"/libcublasLt.so.*; do
+        if [ -f "$f" ]; then big=$f; break 2; fi
+    done
+done
+if [ -n "$big" ]; then
+    rm -rf out && mkdir out
+    FUSEC_LIBCUDA=$big timeout 60 "$FUSEC" run mlp.tf --device cuda --random 1 --out-dir out >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    [ $rc = 3 ] && grep -q 'lacks the entry point cuInit' "$T/stderr" ||
+        { fail "FUSEC_LIBCUDA=$big: exit $rc, not 3 with the missing entry point"; show_stderr; }
+    (ulimit -v 400000 && FUSEC_LIBCUDA=$big exec timeout 60 "$FUSEC" run mlp.tf --device cuda --random 1 --out-dir out) \
+        >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    [ $rc = 1 ] && grep -q "^fusec: error: device 'cuda': out of memory: the CUDA driver .* cannot be mapped" "$T/stderr" ||
+        { fail "FUSEC_LIBCUDA=$big under ulimit -v 400000: exit $rc, not 1 with out of memory"; show_stderr; }
+    [ -z "$(ls out)" ] || fail "FUSEC_LIBCUDA=$big under ulimit -v 400000 left $(ls out) behind"
+fi
 # the sweep reaches both ends: some runs fail for want of memory, some succeed
 echo "limits: $ok ran, $oom failed for want of memory, $loader not started"
 [ "$oom" -gt 0 ] || fail "no command failed for want of memory: the limits do not test anything"
