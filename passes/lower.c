@@ -166,7 +166,7 @@ typedef struct Lower {
     bool *eager_stored;      /* [values] --strict-rounding: what the eager program stores (a block
                               * output, or a value read by a node of another of eager's groups) */
     int *red_block;          /* [nodes] or NULL: receives the thread count of each row reduction's
-                              * kernel (schedule_rows; 0 elsewhere) */
+                              * kernel, its tail's included (reduce_order; 0 elsewhere) */
     int *eager_red_block;    /* [nodes] --strict-rounding: red_block of the eager program, whose
                               * reduction orders the fused kernels reproduce (KirStmt.lanes) */
     int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
@@ -1547,6 +1547,17 @@ static void bind_reduction(Lower *L, const IrNode *n, int res, KirType at, int64
  * tail's outputs (scalars) are computed from the results and stored. Nothing of the body is
  * visible here: its variables, bound values and staged rows are dropped. */
 /* Opens the kernel's tail (kir_begin_tail): nothing of the body stays visible. */
+/* After the kir_reduce of node i in a row kernel (its body or its tail): records the kernel's
+ * thread count (red_block) and, with --strict-rounding, gives the reduction the eager kernel's
+ * (lanes, when fewer than this kernel's; schedule_rows makes the block at least as large) */
+static void reduce_order(Lower *L, int i) {
+    int block = L->k->block, lanes = L->eager_red_block ? L->eager_red_block[i] : 0;
+    if (L->red_block) L->red_block[i] = block;
+    if (lanes <= 0 || lanes >= block) return;
+    if (lanes % 32 != 0) { fail_internal(L, "eager reduction lanes", __LINE__); return; }
+    kir_reduce_lanes(L->k, lanes);
+}
+
 static void begin_tail(Lower *L) {
     kir_begin_tail(L->k);
     L->in_rows = false;
@@ -1566,6 +1577,7 @@ static void schedule_tail(Lower *L, int group, const int *outs, int nouts, int64
         KirType at = acc_type(val(L, u)->dtype);
         int res = kir_var(L->k, at), it = kir_var(L->k, KT_I64);
         kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), ci(L, R));
+        reduce_order(L, i);
         scope_open(L);
         int xe = kir_load(L->k, param_for_buf(L, L->buf_of_val[u], true), vref(L, it));
         int xv = kir_cast(L->k, at, xe);
@@ -1733,14 +1745,14 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     /* --strict-rounding: a block reduction's order is its kernel's thread count, which W makes
      * the group's, not the reduction's: eager's backward of a `sub` that also writes a bf16
      * gradient took 32 threads for an f64 sum that the fused kernel, all f64, summed with 128
-     * (other bits). Each reduction takes the eager kernel's count as its lanes, the block the
-     * largest of them (more than one when the group joins reductions of eager kernels with
-     * different counts); equal counts need no lanes. */
+     * (other bits). Each reduction, the tail's too, takes the eager kernel's count as its
+     * lanes (reduce_order), the block the largest of them (more than one when the group joins
+     * reductions of eager kernels with different counts); equal counts need no lanes. */
     if (L->eager_red_block) {
         int most = 0;
         for (int i = 0; i < L->g->nodes.len; i++)
             if (L->group_of_node[i] == group && ir_ops[L->g->nodes.data[i].op].cat == IR_CAT_REDUCE &&
-                !L->tail_node[i] && L->eager_red_block[i] > most)
+                L->eager_red_block[i] > most)
                 most = L->eager_red_block[i];
         if (most > 0) block = most;
     }
@@ -1776,12 +1788,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         KirType at = acc_type(val(L, n->in[0])->dtype);
         int res = kir_var(L->k, at), it = kir_var(L->k, KT_I64);
         kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), ci(L, N));
-        int lanes = L->eager_red_block ? L->eager_red_block[i] : 0;
-        if (lanes > 0 && lanes < block) {
-            if (lanes % 32 != 0) { fail_internal(L, "eager reduction lanes", __LINE__); return; }
-            kir_reduce_lanes(L->k, lanes);
-        }
-        if (L->red_block) L->red_block[i] = block;
+        reduce_order(L, i);
         scope_open(L);
         int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
         for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
