@@ -1542,11 +1542,6 @@ static void bind_reduction(Lower *L, const IrNode *n, int res, KirType at, int64
     L->bound[n->out[0]] = vref(L, fin);
 }
 
-/* The tail of a row kernel (KirKernel.tail): once, after every row. Each tail reduction
- * reduces the R per-row values its operand's buffer got from the rows, in row order; then the
- * tail's outputs (scalars) are computed from the results and stored. Nothing of the body is
- * visible here: its variables, bound values and staged rows are dropped. */
-/* Opens the kernel's tail (kir_begin_tail): nothing of the body stays visible. */
 /* After the kir_reduce of node i in a row kernel (its body or its tail): records the kernel's
  * thread count (red_block) and, with --strict-rounding, gives the reduction the eager kernel's
  * (lanes, when fewer than this kernel's; schedule_rows makes the block at least as large) */
@@ -1558,6 +1553,11 @@ static void reduce_order(Lower *L, int i) {
     kir_reduce_lanes(L->k, lanes);
 }
 
+/* The tail of a row kernel (KirKernel.tail): once, after every row. Each tail reduction
+ * reduces the R per-row values its operand's buffer got from the rows, in row order; then the
+ * tail's outputs (scalars) are computed from the results and stored. Nothing of the body is
+ * visible here: its variables, bound values and staged rows are dropped. */
+/* Opens the kernel's tail (kir_begin_tail): nothing of the body stays visible. */
 static void begin_tail(Lower *L) {
     kir_begin_tail(L->k);
     L->in_rows = false;
@@ -1732,12 +1732,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
      * its narrowest operand) rather than 256 threads whatever W: a row of 1024 at bf16 (W = 8)
      * takes 128 threads, every one with its 16 bytes in the staging and output loops (with
      * 256 half had none: 51 % of the H100's copy bandwidth against f32's 89 %), and twice the
-     * rows are resident per SM.
-     * Not with --strict-rounding: a block reduction's order is its thread count, and W is the
-     * group's, not the reduction's, so a fused kernel and the eager one that reduces the same
-     * value would differ in it (eager's backward of `sub` also writing a bf16 gradient took
-     * 32 threads where the fused kernel, all f64, took 128: other bits of an f64 sum); N alone
-     * gives both the same order */
+     * rows are resident per SM */
     if (!L->opt->cpu) {
         int w = vec_width(L, group, outs, nouts, R * N);
         if (w > 4 && N % w == 0 && N / w < block) block = row_block(L->opt, N / w);
