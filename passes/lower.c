@@ -102,8 +102,8 @@ static int row_block(const PassOptions *o, int64_t N) {
  * 16 MiB written, a 32 MiB L3) paid the reads for ownership that its f32 twin did not (2-core
  * Zen 3, 2 threads: 1.9-2.5 ms against 1.4-1.8 streaming, docs/cpu.md).
  * Not a param the kernel stores a vector of less than a cache line to (the host's f32 lanes
- * times the param's element size: a loop vectorized at f32 width stores that much a step) when
- * the kernel computes a transcendental (kernel_transcendental): a non-temporal store fills a
+ * times the param's element size: a loop vectorized at f32 width stores that much a step) in a
+ * loop that computes a transcendental (transcendental_stores): a non-temporal store fills a
  * write-combining buffer, and a partial line held across the long steps of such a loop costs
  * more than the read for ownership it saves. On a 2-core Zen 3 (AVX2, 32-byte f32 and 16-byte
  * bf16 vectors), 2 threads: residual_ln_gelu [8192, 1024] fused 30.5-37.0 ms streaming against
@@ -116,14 +116,90 @@ static bool launch_streams(const PassOptions *o, const KirKernel *k) {
     if (!o->cpu || llc <= 0) return false;
     return k->bytes_written > llc / 2 || k->bytes_read > llc - k->bytes_written;
 }
-static bool kernel_transcendental(const KirKernel *k) {
-    for (int e = 0; e < k->exprs.len; e++) {
-        const KirExpr *x = &k->exprs.data[e];
-        if (x->kind == KE_UNARY && (x->op == KU_EXP || x->op == KU_LOG || x->op == KU_TANH || x->op == KU_ERF ||
-                                    x->op == KU_SIN || x->op == KU_COS || x->op == KU_NDTR))
+static bool is_transcendental(const KirExpr *x) {
+    return x->kind == KE_UNARY && (x->op == KU_EXP || x->op == KU_LOG || x->op == KU_TANH || x->op == KU_ERF ||
+                                   x->op == KU_SIN || x->op == KU_COS || x->op == KU_NDTR);
+}
+/* Loop-scan state: the variables a loop sets (its own, and every one a statement of its body
+ * sets) and, per expression, 0 not seen, 1 varies along the loop, 2 does not. */
+typedef struct LoopScan { bool *set; char *varies, *trans; } LoopScan;
+static void mark_set(const KirKernel *k, int s, LoopScan *ls) {
+    for (; s >= 0 && s < k->stmts.len; s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        if (st->var >= 0 && st->var < k->vars.len) ls->set[st->var] = true;
+        if (st->loop_var >= 0 && st->loop_var < k->vars.len) ls->set[st->loop_var] = true;
+        mark_set(k, st->body, ls);
+        mark_set(k, st->body2, ls);
+    }
+}
+/* Whether e's value can change along the loop: it reads a variable the loop sets, or memory. */
+static bool expr_varies(const KirKernel *k, int e, LoopScan *ls) {
+    if (e < 0 || e >= k->exprs.len) return false;
+    if (ls->varies[e]) return ls->varies[e] == 1;
+    const KirExpr *x = &k->exprs.data[e];
+    bool v = x->kind == KE_LOAD || x->kind == KE_SHLOAD || x->kind == KE_TLOAD ||
+             (x->kind == KE_VAR && (x->ref < 0 || x->ref >= k->vars.len || ls->set[x->ref])) ||
+             expr_varies(k, x->a, ls) || expr_varies(k, x->b, ls) || expr_varies(k, x->c, ls);
+    ls->varies[e] = v ? 1 : 2;
+    return v;
+}
+/* Whether expression e computes a transcendental of something that varies along the loop (one
+ * of a block-uniform value, log(sum) in a log_softmax's output loop, is computed once) */
+static bool expr_transcendental(const KirKernel *k, int e, LoopScan *ls) {
+    if (e < 0 || e >= k->exprs.len) return false;
+    if (ls->trans[e]) return ls->trans[e] == 1;
+    const KirExpr *x = &k->exprs.data[e];
+    bool t = (is_transcendental(x) && expr_varies(k, x->a, ls)) ||
+             (expr_varies(k, e, ls) && (expr_transcendental(k, x->a, ls) || expr_transcendental(k, x->b, ls) ||
+                                        expr_transcendental(k, x->c, ls)));
+    ls->trans[e] = t ? 1 : 2;
+    return t;
+}
+/* Whether the statements of list s (nested lists included) compute such a transcendental. */
+static bool list_transcendental(const KirKernel *k, int s, LoopScan *ls) {
+    for (; s >= 0 && s < k->stmts.len; s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        if (expr_transcendental(k, st->a, ls) || expr_transcendental(k, st->b, ls) ||
+            expr_transcendental(k, st->c, ls) || list_transcendental(k, st->body, ls) ||
+            list_transcendental(k, st->body2, ls))
             return true;
     }
     return false;
+}
+/* Marks heavy[p] for each param p that list s stores to (nested lists included). */
+static void list_stores(const KirKernel *k, int s, bool *heavy) {
+    for (; s >= 0 && s < k->stmts.len; s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        if (st->kind == KS_STORE && st->ref >= 0 && st->ref < k->params.len) heavy[st->ref] = true;
+        list_stores(k, st->body, heavy);
+        list_stores(k, st->body2, heavy);
+    }
+}
+/* heavy[p]: param p is stored to in a loop (a thread loop or a reduction, the body's or the
+ * tail's) that also computes a transcendental, or at block level in a kernel that computes one
+ * anywhere. A softmax's output loop divides a kept row by its sum, the exp being in the
+ * reduction before it: its stores stream. */
+static void transcendental_stores(const KirKernel *k, bool *heavy, LoopScan *ls) {
+    bool any = false;
+    for (int e = 0; e < k->exprs.len && !any; e++) any = is_transcendental(&k->exprs.data[e]);
+    if (!any) return;
+    for (int top = 0; top < 2; top++)
+        for (int s = top ? k->tail : k->body; s >= 0 && s < k->stmts.len; s = k->stmts.data[s].next) {
+            const KirStmt *st = &k->stmts.data[s];
+            bool loop = st->kind == KS_REDUCE || (st->kind == KS_FOR && st->loop == KIR_LOOP_THREADS);
+            if (!loop) {   /* block level: any transcendental of the kernel may be held across it */
+                if (st->kind == KS_STORE && st->ref >= 0 && st->ref < k->params.len) heavy[st->ref] = true;
+                if (st->kind != KS_STORE) list_stores(k, st->body, heavy), list_stores(k, st->body2, heavy);
+                continue;
+            }
+            memset(ls->set, 0, sizeof(bool) * (size_t)k->vars.len);
+            memset(ls->varies, 0, (size_t)k->exprs.len);
+            memset(ls->trans, 0, (size_t)k->exprs.len);
+            int lv = st->kind == KS_REDUCE ? st->loop_var : st->var;
+            if (lv >= 0 && lv < k->vars.len) ls->set[lv] = true;
+            mark_set(k, st->body, ls);
+            if (expr_transcendental(k, st->c, ls) || list_transcendental(k, st->body, ls)) list_stores(k, st->body, heavy);
+        }
 }
 
 typedef struct Memo {
@@ -1021,11 +1097,23 @@ static void kernel_end(Lower *L, const char *ops) {
     }
     if (!FC_VEC_PUSH(&L->p->launches, la)) { fail_oom(L); return; }
     if (launch_streams(L->opt, k)) {
-        bool heavy = kernel_transcendental(k);
+        bool *heavy = fc_calloc((size_t)k->params.len + 1, sizeof(bool));
+        LoopScan ls = {fc_calloc((size_t)k->vars.len + 1, sizeof(bool)), fc_calloc((size_t)k->exprs.len + 1, 1),
+                       fc_calloc((size_t)k->exprs.len + 1, 1)};
+        if (!heavy || !ls.set || !ls.varies || !ls.trans) {
+            fc_free(heavy); fc_free(ls.set); fc_free(ls.varies); fc_free(ls.trans);
+            fail_oom(L);
+            return;
+        }
+        transcendental_stores(k, heavy, &ls);
         int lanes = (L->opt->host.vector_bytes > 0 ? L->opt->host.vector_bytes : 16) / 4;   /* f32 lanes */
         for (int prm = 0; prm < k->params.len; prm++)
             k->params.data[prm].stream = k->params.data[prm].written &&
-                                         (!heavy || lanes * (int)fc_dtype_size(k->params.data[prm].dtype) >= 64);
+                                         (!heavy[prm] || lanes * (int)fc_dtype_size(k->params.data[prm].dtype) >= 64);
+        fc_free(heavy);
+        fc_free(ls.set);
+        fc_free(ls.varies);
+        fc_free(ls.trans);
         for (int e = 0; e < k->exprs.len; e++)   /* read as well as written: not stream */
             if (k->exprs.data[e].kind == KE_LOAD && k->exprs.data[e].ref >= 0 && k->exprs.data[e].ref < k->params.len)
                 k->params.data[k->exprs.data[e].ref].stream = false;
