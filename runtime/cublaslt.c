@@ -55,18 +55,22 @@ static void load(void) {
     static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"};
     void *lib = NULL;
     const char *path = NULL;
-    if (pin && pin[0]) {
-        lib = dlopen(path = pin, RTLD_NOW | RTLD_LOCAL);
-    } else {
-        for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) lib = dlopen(path = names[i], RTLD_NOW | RTLD_LOCAL);
-    }
+    char why[400] = "?";
     no_room = false;
-    if (!lib) {
+    /* the pinned file, or the first of the names that loads; a name there but not mappable is
+     * a want of memory (its message kept over a later name's "not found") */
+    for (size_t i = 0; !lib && i < (pin && pin[0] ? 1 : sizeof names / sizeof names[0]); i++) {
+        lib = dlopen(path = pin && pin[0] ? pin : names[i], RTLD_NOW | RTLD_LOCAL);
+        if (lib) break;
         const char *e = dlerror();
-        no_room = rt_dl_no_room(e);
-        snprintf(load_error, sizeof load_error, "%scuBLASLt cannot be %s (%s%s%s)", no_room ? "out of memory: " : "",
+        bool full = rt_dl_no_room(e);
+        if (full || !no_room) snprintf(why, sizeof why, "%s", e ? e : "?");
+        no_room |= full;
+    }
+    if (!lib) {
+        snprintf(load_error, sizeof load_error, "%scuBLASLt cannot be %s (%s%s: %s)", no_room ? "out of memory: " : "",
                  no_room ? "mapped" : "loaded", pin && pin[0] ? "FUSEC_LIBCUBLASLT=" : "",
-                 pin && pin[0] ? pin : "libcublasLt.so.13/.12/.11: ", e ? e : "?");
+                 pin && pin[0] ? pin : "libcublasLt.so.13/.12/.11", why);
         return;
     }
     LtApi a;

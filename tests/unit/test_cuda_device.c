@@ -12,7 +12,9 @@
  *     every launch, the workspace and status words, a kernel's run-time check, the cache, a
  *     grid over 2^31-1, overlapping arguments, events), and sticky errors: after
  *     CUDA_ERROR_ILLEGAL_ADDRESS from cuLaunchKernel or CUDA_ERROR_LAUNCH_FAILED from
- *     cuStreamSynchronize every call returns FC_ERR_DEVICE_LOST and the driver is not called.
+ *     cuStreamSynchronize every call returns FC_ERR_DEVICE_LOST and the driver is not called;
+ *   - cuBLASLt absent is "cannot be loaded"; the toolkit's cuBLASLt under an address-space
+ *     limit is out of memory ("cannot be mapped"), and loads when asked again without it.
  * With a GPU: every sample of kir_samples.h runs on it against its reference (fresh random
  * inputs, outputs poisoned), timings, and a real illegal address in a child process.
  * Exit: 1 on any failure; else 77 when no real GPU was found (the GPU part skipped), else 0.
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -632,6 +635,21 @@ static int run_child(const char *argv1, const char *const *env) {
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + (WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
 }
 
+/* The toolkit's cuBLASLt (a file of over 100 MiB), or NULL */
+static const char *big_cublaslt(void) {
+    static char path[600];
+    const char *home = getenv("CUDA_HOME");
+    const char *dirs[] = {home && home[0] ? home : "/usr/local/cuda", "/usr/local/cuda"};
+    static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"};
+    for (int d = 0; d < 2; d++)
+        for (int i = 0; i < 3; i++) {
+            struct stat st;
+            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], names[i]);
+            if (stat(path, &st) == 0 && st.st_size > ((off_t)100 << 20)) return path;
+        }
+    return NULL;
+}
+
 /* Library products through the stub cuBLASLt (FUSEC_LIBCUBLASLT): every layout fusec emits
  * (transposed operands, batches with strides, a shared operand, f32 and f64, bf16 and f16
  * operands of an f32 product) against a row-major reference, and a failing cublasLtMatmul. */
@@ -841,6 +859,36 @@ static void scenario_lt_absent(void) {
            "absent cuBLASLt: %s", why);
 }
 
+/* A cuBLASLt that is there but cannot be mapped (FUSEC_LIBCUBLASLT: the toolkit's, over 100 MiB,
+ * under an address-space limit 64 MiB above what the process maps now) is out of memory, not
+ * absent, and the next call, with the limit lifted, loads it. Not in a sanitizer build (ASan's
+ * shadow needs more address space than any such limit leaves). */
+static void scenario_lt_no_room(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    printf("sanitizer build: the cuBLASLt no-room scenario is skipped\n");
+#else
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &pages) != 1) pages = 0;
+    if (f) fclose(f);
+    struct rlimit old, lim;
+    if (pages <= 0 || getrlimit(RLIMIT_AS, &old) != 0 || old.rlim_cur != RLIM_INFINITY) {
+        printf("no /proc/self/statm, or a limit on the address space already: the cuBLASLt no-room scenario is skipped\n");
+        return;
+    }
+    lim = old;
+    lim.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
+    EXPECT(setrlimit(RLIMIT_AS, &lim) == 0, "setrlimit: %s", strerror(errno));
+    char why[600] = "";
+    bool ok = rt_lt_available(why, sizeof why);
+    EXPECT(setrlimit(RLIMIT_AS, &old) == 0, "setrlimit back: %s", strerror(errno));
+    EXPECT(!ok && HAS(why, "out of memory: cuBLASLt cannot be mapped (FUSEC_LIBCUBLASLT="), "cuBLASLt under a limit: %s",
+           ok ? "loaded" : why);
+    why[0] = 0;
+    EXPECT(rt_lt_available(why, sizeof why), "cuBLASLt without the limit, tried again: %s", why);
+#endif
+}
+
 static int child_main(const char *what) {
     if (!strcmp(what, "--absent")) scenario_unavailable("no CUDA driver: FUSEC_LIBCUDA=/nonexistent/libcuda.so.1 cannot be loaded");
     else if (!strcmp(what, "--init-fails"))
@@ -851,6 +899,7 @@ static int child_main(const char *what) {
     else if (!strcmp(what, "--program")) scenario_program();
     else if (!strcmp(what, "--lt")) scenario_lt();
     else if (!strcmp(what, "--lt-absent")) scenario_lt_absent();
+    else if (!strcmp(what, "--lt-no-room")) scenario_lt_no_room();
     else if (!strcmp(what, "--dynamic-shared")) scenario_dynamic_shared(false);
     else if (!strcmp(what, "--dynamic-shared-small")) scenario_dynamic_shared(true);
     else if (!strcmp(what, "--device-arch")) scenario_device_arch();
@@ -939,6 +988,13 @@ int main(int argc, char **argv) {
         const char *lt_absent[] = {"FUSEC_LIBCUBLASLT", "/nonexistent/libcublasLt.so", NULL};
         EXPECT(run_child("--lt", lt) == 0, "stub driver and stub cuBLASLt: library products");
         EXPECT(run_child("--lt-absent", lt_absent) == 0, "cuBLASLt absent");
+        const char *big = big_cublaslt();
+        if (big) {
+            const char *lt_big[] = {"FUSEC_LIBCUBLASLT", big, NULL};
+            EXPECT(run_child("--lt-no-room", lt_big) == 0, "cuBLASLt that cannot be mapped");
+        } else {
+            printf("no libcublasLt.so.* in $CUDA_HOME/lib64 or /usr/local/cuda/lib64: the no-room scenario is skipped\n");
+        }
         const char *small[] = {"FUSEC_LIBCUDA", fake_lib, "FUSEC_CACHE_DIR", cache, "FAKECU_OPTIN", "65536", NULL};
         EXPECT(run_child("--dynamic-shared", fake) == 0, "dynamic shared memory");
         EXPECT(run_child("--dynamic-shared-small", small) == 0, "dynamic shared memory over the GPU's");
