@@ -189,7 +189,10 @@ static void transcendental_stores(const KirKernel *k, bool *heavy, LoopScan *ls)
             bool loop = st->kind == KS_REDUCE || (st->kind == KS_FOR && st->loop == KIR_LOOP_THREADS);
             if (!loop) {   /* block level: any transcendental of the kernel may be held across it */
                 if (st->kind == KS_STORE && st->ref >= 0 && st->ref < k->params.len) heavy[st->ref] = true;
-                if (st->kind != KS_STORE) list_stores(k, st->body, heavy), list_stores(k, st->body2, heavy);
+                if (st->kind != KS_STORE) {
+                    list_stores(k, st->body, heavy);
+                    list_stores(k, st->body2, heavy);
+                }
                 continue;
             }
             memset(ls->set, 0, sizeof(bool) * (size_t)k->vars.len);
