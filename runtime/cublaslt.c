@@ -43,12 +43,9 @@ typedef struct LtApi {
     const char *(*status_name)(LtStatus);   /* optional (cublasLtGetStatusName) */
 } LtApi;
 
-static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
-static bool tried;     /* load ran (under load_mu) */
-static bool no_room;   /* it failed for want of memory (rt_dl_no_room): tried again */
 static LtApi lt;
-static bool loaded;    /* set once under load_mu, never cleared */
 static char load_error[600];
+static RtDlOnce once = RT_DL_ONCE(load_error);
 
 static void load(void) {
     const char *pin = getenv("FUSEC_LIBCUBLASLT");
@@ -56,7 +53,7 @@ static void load(void) {
     void *lib = NULL;
     const char *path = NULL;
     char why[400] = "?";
-    no_room = false;
+    bool no_room = false;
     /* the pinned file, or the first of the names that loads; a name there but not mappable is
      * a want of memory (its message kept over a later name's "not found") */
     for (size_t i = 0; !lib && i < (pin && pin[0] ? 1 : sizeof names / sizeof names[0]); i++) {
@@ -67,6 +64,7 @@ static void load(void) {
         if (full || !no_room) snprintf(why, sizeof why, "%s", e ? e : "?");
         no_room |= full;
     }
+    once.no_room = no_room;
     if (!lib) {
         snprintf(load_error, sizeof load_error, "%scuBLASLt cannot be %s (%s%s: %s)", no_room ? "out of memory: " : "",
                  no_room ? "mapped" : "loaded", pin && pin[0] ? "FUSEC_LIBCUBLASLT=" : "",
@@ -94,25 +92,15 @@ static void load(void) {
     }
     rt_dl_fn(lib, "cublasLtGetStatusName", &a.status_name, sizeof a.status_name);
     lt = a;
-    loaded = true;   /* kept loaded for the life of the process */
+    once.loaded = true;   /* kept loaded for the life of the process */
 }
 
-/* Loads cuBLASLt unless it is loaded or failed for a reason other than a want of memory;
- * whether it is loaded, and why not; *nomem (if not NULL) whether for want of memory. */
-static bool ensure_loaded(char *why, size_t n, bool *nomem) {
-    pthread_mutex_lock(&load_mu);
-    if (!loaded && (!tried || no_room)) {
-        load();
-        tried = true;
-    }
-    bool ok = loaded;
-    if (!ok && why && n) snprintf(why, n, "%s", load_error);
-    if (nomem) *nomem = !ok && no_room;
-    pthread_mutex_unlock(&load_mu);
+bool rt_lt_available(char *why, size_t n) {
+    FcErr e = {0};
+    bool ok = rt_dl_once(&once, load, &e) == FC_OK;
+    if (!ok && why && n) snprintf(why, n, "%s", e.msg);
     return ok;
 }
-
-bool rt_lt_available(char *why, size_t n) { return ensure_loaded(why, n, NULL); }
 
 static FcStatus lt_fail(FcErr *err, LtStatus r, const char *call, const char *what) {
     const char *name = lt.status_name ? lt.status_name(r) : NULL;
@@ -122,9 +110,7 @@ static FcStatus lt_fail(FcErr *err, LtStatus r, const char *call, const char *wh
 
 FcStatus rt_lt_create(void **handle, FcErr *err) {
     *handle = NULL;
-    char why[600];
-    bool nomem = false;
-    if (!ensure_loaded(why, sizeof why, &nomem)) return fc_err_set(err, nomem ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE, "%s", why);
+    FC_TRY(rt_dl_once(&once, load, err));
     LtHandle h = NULL;
     LtStatus r = lt.create(&h);
     if (r != 0 || !h) return lt_fail(err, r, "cublasLtCreate", NULL);
@@ -133,12 +119,12 @@ FcStatus rt_lt_create(void **handle, FcErr *err) {
 }
 
 void rt_lt_destroy(void *handle) {
-    if (handle && loaded) lt.destroy((LtHandle)handle);
+    if (handle && once.loaded) lt.destroy((LtHandle)handle);
 }
 
 FcStatus rt_lt_gemm(void *handle, void *stream, const KirGemm *g, unsigned long long a, unsigned long long b,
                     unsigned long long c, FcErr *err) {
-    if (!loaded || !handle) return fc_err_set(err, FC_ERR_INTERNAL, "cuda: cuBLASLt used before it was loaded");
+    if (!once.loaded || !handle) return fc_err_set(err, FC_ERR_INTERNAL, "cuda: cuBLASLt used before it was loaded");
     if (g->batch < 1 || g->batch > INT32_MAX || g->m < 1 || g->n < 1 || g->k < 1 ||
         (g->dtype != FC_F32 && g->dtype != FC_F64) || (g->ab16 && (g->dtype != FC_F32 || (g->ab16 != FC_BF16 && g->ab16 != FC_F16))))
         return fc_err_set(err, FC_ERR_INTERNAL, "cuda: a library product of an unsupported shape or dtype");

@@ -2,7 +2,7 @@
  * cuda.h and docs/cuda_runtime.md).
  *
  * The driver (libcuda.so.1, or $FUSEC_LIBCUDA) is loaded once per process with dlopen and
- * cuInit runs with it (ensure_loaded: again only after a failure for want of memory, which is
+ * cuInit runs with it (rt_dl_once: again only after a failure for want of memory, which is
  * FC_ERR_NOMEM, not "no driver"); the prototypes below are our own (no CUDA header at
  * build time) and match the driver's C ABI (the _v2 entry points where the driver has them).
  *
@@ -94,13 +94,10 @@ typedef struct CuApi {
     CUresult (*cuGetErrorName)(CUresult r, const char **s);
 } CuApi;
 
-static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
-static bool cu_tried;           /* load ran (under load_mu) */
-static bool cu_no_room;         /* it failed for want of memory (rt_dl_no_room): tried again */
 static CuApi cu;
-static bool cu_loaded;          /* the library and every entry point */
 static CUresult cu_init_result; /* cuInit(0), when loaded */
 static char cu_load_error[1024];
+static RtDlOnce cu_once = RT_DL_ONCE(cu_load_error);   /* .loaded: the library and every entry point */
 static char cu_path[512];
 
 /* Lost ordinals: set by a sticky error, never cleared (the process must restart). */
@@ -114,11 +111,11 @@ static void load(void) {
     const char *path = pin && pin[0] ? pin : "libcuda.so.1";
     snprintf(cu_path, sizeof cu_path, "%s", path);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    cu_no_room = false;
+    cu_once.no_room = false;
     if (!lib) {
         const char *e = dlerror();
         if (rt_dl_no_room(e)) {
-            cu_no_room = true;
+            cu_once.no_room = true;
             snprintf(cu_load_error, sizeof cu_load_error,
                      "out of memory: the CUDA driver %s cannot be mapped (%s)", path, e ? e : "?");
         } else if (pin && pin[0])
@@ -178,22 +175,8 @@ static void load(void) {
         return;
     }
     cu = a;
-    cu_loaded = true;   /* kept loaded for the life of the process */
+    cu_once.loaded = true;   /* kept loaded for the life of the process */
     cu_init_result = cu.cuInit(0);
-}
-
-/* Loads the driver unless it is loaded or failed for a reason other than a want of memory (a
- * later call, with memory freed, tries again); whether it is loaded. cu_loaded is set once, under
- * the lock, and never cleared. */
-static bool ensure_loaded(void) {
-    pthread_mutex_lock(&load_mu);
-    if (!cu_loaded && (!cu_tried || cu_no_room)) {
-        load();
-        cu_tried = true;
-    }
-    bool ok = cu_loaded;
-    pthread_mutex_unlock(&load_mu);
-    return ok;
 }
 
 /* The driver's name and text for r ("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory ..."). */
@@ -310,12 +293,7 @@ static FcStatus enter(RtCuda *d, FcErr *err) {
 
 FcStatus rt_cuda_available(int *count, FcErr *err) {
     if (count) *count = 0;
-    if (!ensure_loaded()) {
-        pthread_mutex_lock(&load_mu);
-        FcStatus st = fc_err_set(err, cu_no_room ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE, "%s", cu_load_error);
-        pthread_mutex_unlock(&load_mu);
-        return st;
-    }
+    FC_TRY(rt_dl_once(&cu_once, load, err));
     if (cu_init_result != 0) {
         const char *name, *text;
         error_text(cu_init_result, &name, &text);
@@ -377,7 +355,8 @@ static FcStatus open_locked(RtCuda *d, FcErr *err) {
 FcStatus rt_cuda_open(int ordinal, RtCuda **out, FcErr *err) {
     if (!out) return fc_err_set(err, FC_ERR_USAGE, "rt_cuda_open: out is NULL");
     *out = NULL;
-    bool loaded = ensure_loaded();
+    FcErr ignored = {0};   /* rt_cuda_available below reports it */
+    bool loaded = rt_dl_once(&cu_once, load, &ignored) == FC_OK;
     char msg[600];
     if (loaded && ordinal >= 0 && ordinal < MAX_ORDINALS && ordinal_lost(ordinal, msg, sizeof msg))
         return fc_err_set(err, FC_ERR_DEVICE_LOST, "cuda:%d: the GPU's context was lost earlier (%s); restart the "

@@ -11,6 +11,18 @@ bool rt_dl_fn(void *lib, const char *name, void *fnptr, size_t fnsize) {
     return true;
 }
 
+FcStatus rt_dl_once(RtDlOnce *o, void (*load)(void), FcErr *err) {
+    pthread_mutex_lock(&o->mu);
+    if (!o->loaded && (!o->tried || o->no_room)) {
+        load();
+        o->tried = true;
+    }
+    FcStatus st = o->loaded ? FC_OK
+                            : fc_err_set(err, o->no_room ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE, "%s", o->error);
+    pthread_mutex_unlock(&o->mu);
+    return st;
+}
+
 bool rt_dl_no_room(const char *e) {
     return e && (strstr(e, "failed to map segment") || strcasestr(e, "cannot allocate memory"));
 }

@@ -42,12 +42,9 @@ typedef struct NvrtcApi {
     const char *(*error_string)(nvrtcResult r);
 } NvrtcApi;
 
-static pthread_mutex_t load_mu = PTHREAD_MUTEX_INITIALIZER;
-static bool tried;     /* load() ran (again only after a want of memory) */
-static bool no_room;   /* the last load() failed for want of memory somewhere */
 static NvrtcApi api;
-static bool loaded;
 static char load_error[1024];
+static RtDlOnce once = RT_DL_ONCE(load_error);   /* once.no_room: the last load wanted memory somewhere */
 static char version_text[32];
 static char loaded_path[512];
 
@@ -60,8 +57,8 @@ static bool try_open(const char *path, char *why, size_t whylen) {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         const char *e = dlerror();
-        if (rt_dl_no_room(e)) no_room = true;
-        else if (no_room) return false;   /* keep the message of the want of memory */
+        if (rt_dl_no_room(e)) once.no_room = true;
+        else if (once.no_room) return false;   /* keep the message of the want of memory */
         snprintf(why, whylen, "%s", e ? e : path);
         return false;
     }
@@ -121,14 +118,14 @@ static bool try_folder(const char *dir, char *why, size_t whylen) {
 
 static void load(void) {
     char why[512] = "not found";
-    no_room = false;
+    once.no_room = false;
     const char *pin = getenv("FUSEC_NVRTC_LIBRARY");
     if (pin && pin[0]) {
-        loaded = try_open(pin, why, sizeof why);
-        if (!loaded && no_room)
+        once.loaded = try_open(pin, why, sizeof why);
+        if (!once.loaded && once.no_room)
             snprintf(load_error, sizeof load_error, "out of memory: NVRTC (FUSEC_NVRTC_LIBRARY=%s) cannot be mapped (%s)",
                      pin, why);
-        else if (!loaded)
+        else if (!once.loaded)
             snprintf(load_error, sizeof load_error,
                      "NVRTC is unavailable: FUSEC_NVRTC_LIBRARY=%s cannot be loaded (%s); " HOW_TO_GET, pin, why);
         return;
@@ -137,15 +134,15 @@ static void load(void) {
     char dir[768];
     if (home && home[0]) {
         snprintf(dir, sizeof dir, "%s/lib64", home);
-        if ((loaded = try_folder(dir, why, sizeof why))) return;
+        if ((once.loaded = try_folder(dir, why, sizeof why))) return;
         snprintf(dir, sizeof dir, "%s/lib", home);
-        if ((loaded = try_folder(dir, why, sizeof why))) return;
+        if ((once.loaded = try_folder(dir, why, sizeof why))) return;
     }
-    if ((loaded = try_folder("/usr/local/cuda/lib64", why, sizeof why))) return;
+    if ((once.loaded = try_folder("/usr/local/cuda/lib64", why, sizeof why))) return;
     static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if ((loaded = try_open(names[i], why, sizeof why))) return;
-    if (no_room)
+        if ((once.loaded = try_open(names[i], why, sizeof why))) return;
+    if (once.no_room)
         snprintf(load_error, sizeof load_error, "out of memory: NVRTC cannot be mapped (%s)", why);
     else
         snprintf(load_error, sizeof load_error,
@@ -153,18 +150,8 @@ static void load(void) {
                  "loader path (last error: %s); " HOW_TO_GET, why);
 }
 
-/* Loads NVRTC unless it is loaded or failed for a reason other than a want of memory; FC_OK or
- * why not (read under the lock: another thread may be loading again). */
-static FcStatus ensure_loaded(FcErr *err) {
-    pthread_mutex_lock(&load_mu);
-    if (!loaded && (!tried || no_room)) {
-        load();
-        tried = true;
-    }
-    FcStatus st = loaded ? FC_OK : fc_err_set(err, no_room ? FC_ERR_NOMEM : FC_ERR_UNAVAILABLE, "%s", load_error);
-    pthread_mutex_unlock(&load_mu);
-    return st;
-}
+/* Loads NVRTC unless it is loaded or failed for a reason other than a want of memory (rt_dl_once) */
+static FcStatus ensure_loaded(FcErr *err) { return rt_dl_once(&once, load, err); }
 
 FcStatus rt_nvrtc_available(FcErr *err) { return ensure_loaded(err); }
 
