@@ -77,6 +77,23 @@ KirKernel *kir_kernel_new(KirProgram *p, const char *name, int64_t grid, int blo
     return k;
 }
 
+int64_t kir_gemm_cols(const KirGemm *g, int64_t r) {
+    if (!g->causal) return g->n;
+    int64_t c = r + g->causal_off + 1;
+    return c < 0 ? 0 : c > g->n ? g->n : c;
+}
+/* Rows [0, lo) need no column, rows [lo, hi) r + off + 1, rows [hi, r) all n (the verifier keeps
+ * off in [-m, n], and m n fits 32 bits: no product here overflows). */
+int64_t kir_gemm_cols_before(const KirGemm *g, int64_t r) {
+    if (!g->causal) return r * g->n;
+    int64_t off = g->causal_off, lo = -off > 0 ? -off : 0;
+    if (lo > r) lo = r;
+    int64_t hi = g->n - off - 1 > lo ? g->n - off - 1 : lo;
+    if (hi > r) hi = r;
+    int64_t cnt = hi - lo;
+    return cnt * (off + 1) + cnt * (lo + hi - 1) / 2 + (r - hi) * g->n;
+}
+
 KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
     KirKernel *k = kir_kernel_new(p, name, 1, 1);
     if (!k) return NULL;
@@ -93,8 +110,9 @@ KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
     kir_param(k, g->dtype, g->stride_c ? (g->batch - 1) * g->stride_c + g->m * g->n : g->m * g->n, true);
     int64_t es = (int64_t)fc_dtype_size(g->dtype);
     k->bytes_read = (na + nb) * (int64_t)fc_dtype_size(ab);
-    k->bytes_written = g->batch * g->m * g->n * es;
-    k->flops = 2 * g->batch * g->m * g->n * g->k;
+    /* a causal product writes only the elements its readers keep */
+    k->bytes_written = g->batch * kir_gemm_cols_before(g, g->m) * es;
+    k->flops = 2 * g->batch * kir_gemm_cols_before(g, g->m) * g->k;
     return k->failed ? NULL : k;
 }
 
@@ -511,6 +529,8 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
         if (g->panel_k > 0)
             sb_printf(o, "  # B in panels of %lld rows, %lld blocks of the operand kernel each\n", (long long)g->panel_k,
                       (long long)g->panel_blocks);
+        if (g->causal)
+            sb_printf(o, "  # causal: C[i, j] only where j <= i + %lld, the rest left unwritten\n", (long long)g->causal_off);
         sb_printf(o, "  # bytes_read=%lld bytes_written=%lld flops=%lld\n", (long long)k->bytes_read,
                   (long long)k->bytes_written, (long long)k->flops);
         return;
@@ -1059,7 +1079,8 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
         if (k->params.len != 3 || k->body >= 0 || (g->dtype != FC_F32 && g->dtype != FC_F64) ||
             (g->ab16 && ((g->ab16 != FC_BF16 && g->ab16 != FC_F16) || g->dtype != FC_F32 || g->panel_k > 0)) || g->batch < 1 ||
             g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
-            g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->trans_b || g->panel_k > g->k || g->panel_blocks < 1)))
+            g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->trans_b || g->panel_k > g->k || g->panel_blocks < 1)) ||
+            (g->causal && (g->panel_k > 0 || g->causal_off < -g->m || g->causal_off > g->n)))
             return fc_err_set(err, FC_ERR_INTERNAL, "library kernel %s is malformed", k->name);
         return FC_OK;
     }

@@ -198,9 +198,20 @@ typedef struct KirGemm {
      * indexes all of B; its buffer is the panel, based so that the panel's rows land in it),
      * then C (+)= A[:, rows] @ panel. batch 1, B not transposed. B is never in memory whole. */
     int64_t panel_k, panel_blocks;
+    /* A causal product (the CPU; docs/cpu.md, "Causal products"): element (i, j) of each C is
+     * needed only where j <= i + causal_off, every reader of C discarding the others (a causal
+     * mask's where, through elementwise ops of one kernel); the runtime leaves them unwritten,
+     * computing C in panels of rows over the columns the panel needs. Not with panels of B, nor a
+     * batch folded into the rows. */
+    bool causal;
+    int64_t causal_off;
 } KirGemm;
 /* the type of a library product's operands A and B */
 static inline FcDtype kir_gemm_ab_dtype(const KirGemm *g) { return g->ab16 ? (FcDtype)g->ab16 : g->dtype; }
+/* Columns of row r of each C the product computes: n, or for a causal product min(n, max(0, r +
+ * causal_off + 1)); and their sum over rows [0, r) (closed form). */
+int64_t kir_gemm_cols(const KirGemm *g, int64_t r);
+int64_t kir_gemm_cols_before(const KirGemm *g, int64_t r);
 
 typedef struct KirKernel {
     const char *name;    /* generated identifier, e.g. "k3_layernorm" */

@@ -2251,6 +2251,126 @@ static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, F
     return kp;
 }
 
+/* ---- causal products (docs/cpu.md, "Causal products") ------------------------------------ */
+/* Whether integer index value v, read at an element of shape o (v broadcast to o), is idx[*axis] +
+ * *c (*axis a dim of o) or the constant *c (*axis -1): iotas and integral constants, their sums
+ * and differences; in i32 only while dims and constants stay below 2^29 (no sum can wrap). */
+static bool index_affine(const Lower *L, int v, const IrShape *o, int *axis, int64_t *c, int depth) {
+    const IrValue *x = val(L, v);
+    const IrNode *n = node_of(L, v);
+    if (!n || depth > 8 || (x->dtype != FC_I64 && x->dtype != FC_I32) || x->shape.rank > o->rank) return false;
+    bool narrow = x->dtype == FC_I32;   /* kept far from wrapping: small dims and constants */
+    for (int d = 0; d < o->rank && narrow; d++)
+        if (o->dims[d] >= ((int64_t)1 << 29)) return false;
+    switch (n->op) {
+    case IR_OP_IOTA: {
+        int a = (int)n->a.i[0], od = o->rank - x->shape.rank + a;
+        if (a < 0 || a >= x->shape.rank || x->shape.dims[a] != o->dims[od]) return false;
+        *axis = od;
+        *c = 0;
+        return true;
+    }
+    case IR_OP_FULL:   /* |value| < 2^40: eight sums of them stay far inside 64 bits */
+        if (!(fabs(n->a.f) < 0x1p40) || n->a.f != floor(n->a.f)) return false;
+        *axis = -1;
+        *c = (int64_t)n->a.f;
+        return !narrow || (*c > -((int64_t)1 << 29) && *c < ((int64_t)1 << 29));
+    case IR_OP_ADD:
+    case IR_OP_SUB: {
+        int a0, a1;
+        int64_t c0, c1;
+        if (!index_affine(L, n->in[0], o, &a0, &c0, depth + 1) || !index_affine(L, n->in[1], o, &a1, &c1, depth + 1))
+            return false;
+        if (a1 >= 0 && (n->op == IR_OP_SUB || a0 >= 0)) return false;
+        *axis = a0 >= 0 ? a0 : a1;
+        *c = n->op == IR_OP_SUB ? c0 - c1 : c0 + c1;
+        return !narrow || (*c > -((int64_t)1 << 29) && *c < ((int64_t)1 << 29));
+    }
+    default: return false;
+    }
+}
+
+/* Whether where node w keeps its x exactly where j <= i + *off, (i, j) the last two dims of its
+ * shape o: its condition compares the column index with the row index, each plus a constant
+ * (col <= row + c, col < row + c, or the same written with >= or >). */
+static bool causal_where(const Lower *L, const IrNode *w, const IrShape *o, int64_t *off) {
+    const IrNode *c = node_of(L, w->in[0]);
+    if (o->rank < 2 || !c) return false;
+    bool swap = c->op == IR_OP_GE || c->op == IR_OP_GT, strict = c->op == IR_OP_LT || c->op == IR_OP_GT;
+    if (c->op != IR_OP_LE && c->op != IR_OP_LT && !swap) return false;
+    int ac, ar;
+    int64_t cc, cr;
+    if (!index_affine(L, c->in[swap ? 1 : 0], o, &ac, &cc, 0) || !index_affine(L, c->in[swap ? 0 : 1], o, &ar, &cr, 0))
+        return false;
+    if (ac != o->rank - 1 || ar != o->rank - 2) return false;
+    *off = cr - cc - (strict ? 1 : 0);
+    return true;
+}
+
+/* Whether every read of v (of shape o, in group `group`) discards the elements (.., i, j) with
+ * j > i + *off: each reader is a where of that group taking v as its x under a causal condition
+ * (causal_where; *off the largest such offset), or an elementwise op of that group (unary,
+ * binary but not the f8 ones, whose amax reads every element; a cast) of result shape o, which
+ * nothing outside the kernel reads and which no buffer holds, whose own reads do the same.
+ * seen: values already shown to (the graph is a DAG). */
+static bool masked_only(const Lower *L, int v, int group, const IrShape *o, int64_t *off, bool *any, char *seen,
+                        int depth) {
+    if (seen[v]) return true;
+    if (depth > 64) return false;
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        const IrNode *n = &L->g->nodes.data[i];
+        bool reads = false;
+        for (int j = 0; j < n->nin; j++) reads |= n->in[j] == v;
+        if (!reads) continue;
+        if (L->group_of_node[i] != group || n->nout != 1 || !ir_shape_eq(&val(L, n->out[0])->shape, o)) return false;
+        if (n->op == IR_OP_WHERE) {
+            int64_t w;
+            if (n->in[0] == v || n->in[2] == v || !causal_where(L, n, o, &w)) return false;
+            if (!*any || w > *off) *off = w;
+            *any = true;
+            continue;
+        }
+        IrCategory cat = ir_ops[n->op].cat;
+        if (!(cat == IR_CAT_UNARY || cat == IR_CAT_BINARY || cat == IR_CAT_CAST) || n->op == IR_OP_FP8_QUANT ||
+            n->op == IR_OP_FP8_DEQUANT)
+            return false;
+        int u = n->out[0];
+        if (L->used_outside[u] || L->buf_of_val[u] >= 0 || !masked_only(L, u, group, o, off, any, seen, depth + 1))
+            return false;
+    }
+    seen[v] = 1;
+    return true;
+}
+
+/* A causal product: product mm's C (its own kernel's, no epilogue) is read by one other kernel
+ * only, through causal masks alone (masked_only); *off the offset C is needed up to. Not with
+ * --strict-rounding (the eager program computes all of C, and a BLAS need not give the same
+ * bits for a narrower product), nor where C is a block output. */
+static bool causal_product(Lower *L, int group, const IrNode *mm, int64_t *off) {
+    int s = mm->out[0];
+    const IrShape *o = &val(L, s)->shape;
+    if (!L->opt->cpu || L->opt->strict_rounding || o->rank < 2) return false;
+    for (int j = 0; j < L->g->outputs.len; j++)
+        if (L->g->outputs.data[j] == s) return false;
+    int rg = -1;
+    for (int i = 0; i < L->g->nodes.len; i++)
+        for (int j = 0; j < L->g->nodes.data[i].nin; j++)
+            if (L->g->nodes.data[i].in[j] == s) {
+                if (rg >= 0 && L->group_of_node[i] != rg) return false;
+                rg = L->group_of_node[i];
+            }
+    if (rg < 0 || rg == group) return false;
+    char *seen = fc_calloc((size_t)L->g->values.len + 1, 1);
+    if (!seen) { fail_oom(L); return false; }
+    bool any = false, ok = masked_only(L, s, rg, o, off, &any, seen, 0) && any;
+    fc_free(seen);
+    if (!ok) return false;
+    int64_t m = o->dims[o->rank - 2], n = o->dims[o->rank - 1];
+    if (*off < -m) *off = -m;   /* no row needs a column / every column is needed */
+    if (*off > n) *off = n;
+    return true;
+}
+
 /* The product as a library call, then (if the group has more outputs) its epilogue as a
  * pointwise kernel that reads the product back. Returns false, having emitted nothing,
  * when the product is not of a library dtype. */
@@ -2303,9 +2423,21 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
         gm.panel_blocks = bpp;
     }
     int mmv = mm->out[0];
+    /* a causal product computes only the part of C its readers keep (not with B in panels, nor
+     * with the batch folded into the rows, whose row index is no longer the mask's) */
+    bool epilogue = false;
+    for (int i = 0; i < nouts; i++) epilogue |= outs[i] != mmv;
+    int64_t coff = 0;
+    if (kp == 0 && gm.m == M && !epilogue && causal_product(L, group, mm, &coff)) {
+        gm.causal = true;
+        gm.causal_off = coff;
+    }
+    if (failed(L)) return true;
     int cbuf = L->buf_of_val[mmv];
     if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv), O->dtype == val(L, mmv)->dtype ? mmv : -1);
     if (cbuf < 0) return true;
+    /* C holds only part of the value: the per-kernel check (fusec run --check) cannot compare it */
+    if (gm.causal) L->p->buffers.data[cbuf].value = -1;
     char name[96];
     snprintf(name, sizeof name, "k%d_matmul", L->p->kernels.len);
     KirKernel *k = kir_gemm_new(L->p, name, &gm);

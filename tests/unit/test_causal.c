@@ -1,0 +1,271 @@
+/* test_causal.c: causal products on the CPU (KirGemm.causal, docs/cpu.md "Causal products").
+ *
+ * The test checks:
+ *  - the closed form kir_gemm_cols_before against the sum of kir_gemm_cols, for offsets from
+ *    below -m to above n;
+ *  - the runtime (rt_blas_gemm_part): C prefilled with a sentinel, every element a causal
+ *    product needs equals the product computed here in f64 (within 1e-5 of the largest), and
+ *    every other element still holds the sentinel (the product was not computed there), for
+ *    batches, offsets and part counts; a harness that would not notice a wrong element is
+ *    caught (one element moved);
+ *  - the plan: `softmax(causal_mask(q @ kT * s)) @ v` lowered for the CPU makes the first
+ *    product causal with offset Tk - Tq (square, Tq < Tk) and not the second; masks written
+ *    by hand with iota (i32 and i64, <, <=, >=, an offset, a finite fill) likewise; not when
+ *    the scores are also an output, are read by a reduction or by the condition, feed the
+ *    where's fill, cross a stored intermediate, go through an f8 quantization, with
+ *    --strict-rounding, or in the GPU-shaped program;
+ *  - the results of every causal plan, outputs poisoned before the run, against the reference
+ *    interpreter (within 1e-5 of the largest).
+ */
+#include "blas.h"
+#include "cpu.h"
+#include "frontend.h"
+#include "interp.h"
+#include "passes.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static double urand(void) {
+    rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
+    return (double)((rng * 0x2545f4914f6cdd1dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void check_cols(void) {
+    for (int64_t m = 1; m <= 9; m += 4)
+        for (int64_t n = 1; n <= 11; n += 5)
+            for (int64_t off = -m; off <= n; off++) {
+                KirGemm g = {.batch = 1, .m = m, .n = n, .k = 1, .dtype = FC_F32, .causal = true, .causal_off = off};
+                int64_t sum = 0;
+                for (int64_t r = 0; r <= m; r++) {
+                    EXPECT(kir_gemm_cols_before(&g, r) == sum, "m %lld n %lld off %lld: cols before row %lld %lld, not %lld",
+                           (long long)m, (long long)n, (long long)off, (long long)r, (long long)kir_gemm_cols_before(&g, r),
+                           (long long)sum);
+                    if (r < m) sum += kir_gemm_cols(&g, r);
+                }
+            }
+}
+
+/* C[i] = A[i] @ B[i]^T ([m, k] @ [n, k]^T, as scores are), causal at off, in nparts parts. */
+static void check_runtime(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t off, int64_t nparts) {
+    KirGemm g = {.batch = batch, .m = m, .n = n, .k = k, .stride_a = batch > 1 ? m * k : 0,
+                 .stride_b = batch > 1 ? n * k : 0, .stride_c = batch > 1 ? m * n : 0, .trans_b = true,
+                 .dtype = FC_F32, .causal = true, .causal_off = off};
+    float *a = malloc(sizeof(float) * (size_t)(batch * m * k)), *b = malloc(sizeof(float) * (size_t)(batch * n * k));
+    float *c = malloc(sizeof(float) * (size_t)(batch * m * n));
+    for (int64_t e = 0; e < batch * m * k; e++) a[e] = (float)(urand() * 2 - 1);
+    for (int64_t e = 0; e < batch * n * k; e++) b[e] = (float)(urand() * 2 - 1);
+    const float sentinel = 1234.5f;
+    for (int64_t e = 0; e < batch * m * n; e++) c[e] = sentinel;
+    FcErr err = {0};
+    if (rt_blas_ready((int)nparts, "test", &err) != FC_OK) {
+        fprintf(stderr, "blas: %s\n", err.msg);
+        EXPECT(0, "the BLAS loads");
+        return;
+    }
+    for (int64_t p = 0; p < nparts; p++) rt_blas_gemm_part(&g, a, b, c, p, nparts);
+    double worst = 0, big = 0;
+    int64_t untouched = 0, needed = 0, wrote_extra = 0;
+    for (int64_t i = 0; i < batch; i++)
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t j = 0; j < n; j++) {
+                float got = c[(i * m + r) * n + j];
+                if (j > r + off) {   /* not needed: computed only where a panel's last row needs it */
+                    untouched += got == sentinel;
+                    wrote_extra += got != sentinel;
+                    continue;
+                }
+                double s = 0;
+                for (int64_t t = 0; t < k; t++) s += (double)a[(i * m + r) * k + t] * b[(i * n + j) * k + t];
+                double d = fabs((double)got - s);
+                worst = isnan(d) || d > worst ? (isnan(d) ? INFINITY : d) : worst;
+                big = fabs(s) > big ? fabs(s) : big;
+                needed++;
+            }
+    EXPECT(worst <= 1e-5 * big, "causal b %lld m %lld n %lld off %lld parts %lld: error %g of %g", (long long)batch,
+           (long long)m, (long long)n, (long long)off, (long long)nparts, worst, big);
+    EXPECT(needed == batch * kir_gemm_cols_before(&g, m), "causal: %lld needed elements", (long long)needed);
+    /* the skipped elements: at most a panel (64 rows) beyond the needed ones a row, and most of
+     * the masked triangle left alone when it is large */
+    int64_t masked = batch * m * n - needed;
+    EXPECT(wrote_extra <= batch * m * 64, "causal m %lld n %lld off %lld: %lld elements computed beyond the mask",
+           (long long)m, (long long)n, (long long)off, (long long)wrote_extra);
+    if (m >= 256 && n >= 256 && masked > 0)
+        EXPECT(untouched * 10 >= masked * 7, "causal m %lld n %lld off %lld: only %lld of %lld masked elements skipped",
+               (long long)m, (long long)n, (long long)off, (long long)untouched, (long long)masked);
+    /* the harness: a needed element moved is caught */
+    if (needed > 0) {
+        int64_t r = m - 1, j = 0;
+        float keep = c[r * n + j];
+        c[r * n + j] = keep + (float)(1e-3 * big) + 1e-3f;
+        double s = 0;
+        for (int64_t t = 0; t < k; t++) s += (double)a[r * k + t] * b[j * k + t];
+        EXPECT(fabs((double)c[r * n + j] - s) > 1e-5 * big, "a wrong element would pass");
+        c[r * n + j] = keep;
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
+static IrGraph *compile(const char *text) {
+    IrGraph *g = NULL;
+    StrBuf diags = {0};
+    FcErr err = {0};
+    FeOptions fo = {0};
+    if (fe_compile(text, strlen(text), "c.tf", &fo, &g, &diags, &err) != FC_OK) fprintf(stderr, "compile: %s\n", err.msg);
+    sb_free(&diags);
+    return g;
+}
+
+/* The first library product of p, or NULL. */
+static const KirKernel *first_product(const KirProgram *p, int nth) {
+    for (int l = 0; l < p->launches.len; l++) {
+        const KirKernel *k = p->kernels.data[p->launches.data[l].kernel];
+        if (k->library && nth-- == 0) return k;
+    }
+    return NULL;
+}
+
+/* Runs p on random inputs and compares every output with the interpreter's. */
+static void check_results(const char *what, const KirProgram *p, const IrGraph *g) {
+    FcErr err = {0};
+    RtCpuProgram *cp = NULL;
+    if (rt_cpu_compile(p, 2, &cp, &err) != FC_OK) {
+        EXPECT(0, "%s: cpu compile: %s", what, err.msg);
+        return;
+    }
+    void *in[8] = {0}, *got[4] = {0}, *ref[4] = {0};
+    int64_t nout[4] = {0};
+    for (int i = 0; i < g->inputs.len && i < 8; i++) {
+        int64_t n = 1;
+        ir_shape_numel(&ir_cval(g, g->inputs.data[i])->shape, &n);
+        in[i] = malloc(sizeof(float) * (size_t)n);
+        for (int64_t e = 0; e < n; e++) ((float *)in[i])[e] = (float)(urand() * 4 - 2);
+    }
+    for (int o = 0; o < g->outputs.len && o < 4; o++) {
+        ir_shape_numel(&ir_cval(g, g->outputs.data[o])->shape, &nout[o]);
+        got[o] = malloc(sizeof(float) * (size_t)nout[o]);
+        ref[o] = malloc(sizeof(float) * (size_t)nout[o]);
+        memset(got[o], 0xFF, sizeof(float) * (size_t)nout[o]);   /* NaN: an element not written shows */
+    }
+    EXPECT(rt_cpu_run(cp, in, got, &err) == FC_OK, "%s: run: %s", what, err.msg);
+    EXPECT(rt_interp_run(g, (const void *const *)in, ref, &err) == FC_OK, "%s: interpreter: %s", what, err.msg);
+    for (int o = 0; o < g->outputs.len && o < 4; o++) {
+        double worst = 0, big = 0;
+        for (int64_t e = 0; e < nout[o]; e++) {
+            double r = ((float *)ref[o])[e], d = fabs((double)((float *)got[o])[e] - r);
+            worst = isnan(d) || d > worst ? (isnan(d) ? INFINITY : d) : worst;
+            big = fabs(r) > big ? fabs(r) : big;
+        }
+        EXPECT(worst <= 1e-5 * big, "%s: output %d off by %g of %g", what, o, worst, big);
+        free(got[o]);
+        free(ref[o]);
+    }
+    for (int i = 0; i < 8; i++) free(in[i]);
+    rt_cpu_free(cp);
+}
+
+/* Lowers text (for the CPU unless gpu) and checks whether its first product is causal (at
+ * want_off) and that its second is not; then the results. */
+static void check_plan(const char *what, const char *text, bool want, int64_t want_off, bool gpu, bool strict) {
+    IrGraph *g = compile(text);
+    EXPECT(g != NULL, "%s: compiles", what);
+    if (!g) return;
+    PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = !gpu, .strict_rounding = strict};
+    po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = 1 << 20, .llc_bytes = 32 << 20, .vector_bytes = 32};
+    PassResult res;
+    memset(&res, 0, sizeof res);
+    FcErr err = {0};
+    if (pass_pipeline(g, &po, &res, &err) != FC_OK) {
+        EXPECT(0, "%s: pipeline: %s", what, err.msg);
+        ir_graph_free(g);
+        return;
+    }
+    const KirKernel *k0 = first_product(res.prog, 0), *k1 = first_product(res.prog, 1);
+    EXPECT(k0 != NULL, "%s: a library product", what);
+    if (k0) {
+        EXPECT(k0->gemm.causal == want, "%s: causal %d, expected %d", what, k0->gemm.causal, want);
+        if (want)
+            EXPECT(k0->gemm.causal_off == want_off, "%s: offset %lld, expected %lld", what, (long long)k0->gemm.causal_off,
+                   (long long)want_off);
+        if (want)   /* the report counts the elements computed */
+            EXPECT(k0->flops == 2 * k0->gemm.batch * kir_gemm_cols_before(&k0->gemm, k0->gemm.m) * k0->gemm.k,
+                   "%s: flops %lld", what, (long long)k0->flops);
+    }
+    if (k1) EXPECT(!k1->gemm.causal, "%s: the second product is not causal", what);
+    if (!gpu) check_results(what, res.prog, g);
+    pass_result_free(&res);
+    ir_graph_free(g);
+}
+
+int main(void) {
+    check_cols();
+    for (int64_t parts = 1; parts <= 3; parts++) {
+        check_runtime(3, 70, 70, 16, 0, parts);
+        check_runtime(1, 300, 300, 8, 0, parts);
+        check_runtime(2, 40, 90, 8, 50, parts);     /* Tq < Tk: keys before the queries */
+        check_runtime(1, 90, 40, 8, -50, parts);    /* the first 50 rows need nothing */
+        check_runtime(2, 33, 20, 4, 20, parts);     /* every column needed */
+        check_runtime(1, 20, 33, 4, -20, parts);    /* no element needed */
+        check_runtime(1, 257, 129, 8, -3, parts);
+    }
+
+    static const char *const attn =
+        "block a(q: f32[2, 3, 24, 16], k: f32[2, 3, 24, 16], v: f32[2, 3, 24, 8]) -> f32[2, 3, 24, 8] {\n"
+        "    return softmax(causal_mask(q @ transpose(k) * 0.25)) @ v\n}\n";
+    check_plan("causal_mask", attn, true, 0, false, false);
+    check_plan("GPU program", attn, false, 0, true, false);
+    check_plan("--strict-rounding", attn, false, 0, false, true);
+    check_plan("attention op",
+               "block a(q: f32[2, 24, 16], k: f32[2, 40, 16], v: f32[2, 40, 8]) -> f32[2, 24, 8] {\n"
+               "    return attention(q, k, v, causal=true)\n}\n",
+               true, 16, false, false);
+    check_plan("i32 iotas, <, an offset, a finite fill",
+               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+               "    s = q @ transpose(k)\n"
+               "    keep = iota([24, 24], 1) < iota([24, 24], 0) + 3\n"
+               "    return softmax(where(keep, s, -1e9)) @ v\n}\n",
+               true, 2, false, false);
+    check_plan("i64 iotas, >=",
+               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+               "    s = exp(q @ transpose(k) * 0.5)\n"
+               "    keep = iota([24, 24], 0, dtype=i64) - 1 >= iota([24, 24], 1, dtype=i64)\n"
+               "    return where(keep, s, 0.0) @ v\n}\n",
+               true, -1, false, false);
+    check_plan("scores also returned",
+               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8], f32[24, 24] {\n"
+               "    s = q @ transpose(k)\n"
+               "    return softmax(causal_mask(s)) @ v, s\n}\n",
+               false, 0, false, false);
+    check_plan("scores summed",
+               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+               "    s = q @ transpose(k)\n"
+               "    return softmax(causal_mask(s) + sum(s, axis=1, keepdim=true)) @ v\n}\n",
+               false, 0, false, false);
+    check_plan("scores in the condition",
+               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+               "    s = q @ transpose(k)\n"
+               "    return softmax(where(s > 0.0, causal_mask(s), -1e9)) @ v\n}\n",
+               false, 0, false, false);
+    check_plan("scores as the fill",
+               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+               "    s = q @ transpose(k)\n"
+               "    keep = iota([24, 24], 1) <= iota([24, 24], 0)\n"
+               "    return softmax(where(keep, 0.0, s)) @ v\n}\n",
+               false, 0, false, false);
+    check_plan("the row index on the wrong side",
+               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+               "    s = q @ transpose(k)\n"
+               "    keep = iota([24, 24], 0) <= iota([24, 24], 1)\n"
+               "    return softmax(where(keep, s, -1e9)) @ v\n}\n",
+               false, 0, false, false);
+    if (failures) fprintf(stderr, "test_causal: %d failures\n", failures);
+    else printf("test_causal: ok\n");
+    return failures != 0;
+}
