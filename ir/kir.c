@@ -531,6 +531,7 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
                       (long long)g->panel_blocks);
         if (g->causal)
             sb_printf(o, "  # causal: C[i, j] only where j <= i + %lld, the rest left unwritten\n", (long long)g->causal_off);
+        if (g->zero_tail) sb_puts(o, "  # zero tail: A's rows may end in zeros, not multiplied\n");
         sb_printf(o, "  # bytes_read=%lld bytes_written=%lld flops=%lld\n", (long long)k->bytes_read,
                   (long long)k->bytes_written, (long long)k->flops);
         return;
@@ -1080,7 +1081,8 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
             (g->ab16 && ((g->ab16 != FC_BF16 && g->ab16 != FC_F16) || g->dtype != FC_F32 || g->panel_k > 0)) || g->batch < 1 ||
             g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
             g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->trans_b || g->panel_k > g->k || g->panel_blocks < 1)) ||
-            (g->causal && (g->panel_k > 0 || g->causal_off < -g->m || g->causal_off > g->n)))
+            (g->causal && (g->panel_k > 0 || g->causal_off < -g->m || g->causal_off > g->n)) ||
+            (g->zero_tail && (g->panel_k > 0 || g->trans_a)))
             return fc_err_set(err, FC_ERR_INTERNAL, "library kernel %s is malformed", k->name);
         return FC_OK;
     }

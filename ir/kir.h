@@ -205,6 +205,12 @@ typedef struct KirGemm {
      * batch folded into the rows. */
     bool causal;
     int64_t causal_off;
+    /* A's rows may end in zeros (the probabilities of a causal softmax; the CPU, docs/cpu.md
+     * "Causal products"): per panel of rows the runtime finds the column after which the panel
+     * of A is all zero and, where B's rows from there on are finite, multiplies only the columns
+     * before it (the rest adds exact zeros). A hint: the result is the product's either way, up
+     * to the sign of a zero. Not with A transposed or panels of B. */
+    bool zero_tail;
 } KirGemm;
 /* the type of a library product's operands A and B */
 static inline FcDtype kir_gemm_ab_dtype(const KirGemm *g) { return g->ab16 ? (FcDtype)g->ab16 : g->dtype; }

@@ -2371,6 +2371,25 @@ static bool causal_product(Lower *L, int group, const IrNode *mm, int64_t *off) 
     return true;
 }
 
+/* Whether A of product mm may end its rows in zeros: the kernel that computes it (behind casts)
+ * holds a causal where of its shape, as a causal softmax's probabilities are (KirGemm.zero_tail,
+ * a hint the runtime checks on the values). */
+static bool zero_tail_operand(const Lower *L, const IrNode *mm) {
+    int a = mm->in[0];
+    for (int d = 0; d < 8 && node_of(L, a) && node_of(L, a)->op == IR_OP_CAST; d++) a = node_of(L, a)->in[0];
+    const IrValue *x = val(L, a);
+    if (x->node < 0 || x->shape.rank < 2) return false;
+    int gr = L->group_of_node[x->node];
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        const IrNode *n = &L->g->nodes.data[i];
+        int64_t off;
+        if (L->group_of_node[i] == gr && n->op == IR_OP_WHERE && ir_shape_eq(&val(L, n->out[0])->shape, &x->shape) &&
+            causal_where(L, n, &x->shape, &off))
+            return true;
+    }
+    return false;
+}
+
 /* The product as a library call, then (if the group has more outputs) its epilogue as a
  * pointwise kernel that reads the product back. Returns false, having emitted nothing,
  * when the product is not of a library dtype. */
@@ -2433,6 +2452,7 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
         gm.causal_off = coff;
     }
     if (failed(L)) return true;
+    gm.zero_tail = L->opt->cpu && !L->opt->strict_rounding && kp == 0 && !gm.trans_a && zero_tail_operand(L, mm);
     int cbuf = L->buf_of_val[mmv];
     if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv), O->dtype == val(L, mmv)->dtype ? mmv : -1);
     if (cbuf < 0) return true;

@@ -20,8 +20,10 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +225,69 @@ static void causal_part(const KirGemm *g, const void *a, const void *b, void *c,
     }
 }
 
+/* A zero tail (KirGemm.zero_tail): 1 + the index of the last element of a row of A that is not
+ * a zero of either sign (a NaN is not), 16 at a time while they are all zeros. */
+static int64_t row_end(const KirGemm *g, const void *a, int64_t i, int64_t r) {
+    int64_t j = g->k, lda = g->k;
+    if (g->dtype == FC_F64) {
+        const uint64_t *row = (const uint64_t *)a + i * g->stride_a + r * lda;
+        for (; j >= 16; j -= 16) {
+            uint64_t acc = 0;
+            for (int t = 1; t <= 16; t++) acc |= row[j - t] << 1;
+            if (acc) break;
+        }
+        while (j > 0 && !(row[j - 1] << 1)) j--;
+        return j;
+    }
+    const uint32_t *row = (const uint32_t *)a + i * g->stride_a + r * lda;
+    for (; j >= 16; j -= 16) {
+        uint32_t acc = 0;
+        for (int t = 1; t <= 16; t++) acc |= row[j - t] << 1;
+        if (acc) break;
+    }
+    while (j > 0 && !(row[j - 1] << 1)) j--;
+    return j;
+}
+/* 1 + the last row of product i's B ([k, n], or [n, k] transposed) holding an infinity or a NaN
+ * (0 when none does): the rows from there on may be left out where A is zero (0 * finite = 0). */
+static int64_t last_bad_row(const KirGemm *g, const void *b, int64_t i) {
+    for (int64_t r = g->k - 1; r >= 0; r--)
+        for (int64_t j = 0; j < g->n; j++) {
+            int64_t e = i * g->stride_b + (g->trans_b ? j * g->k + r : r * g->n + j);
+            double v = g->dtype == FC_F64 ? ((const double *)b)[e] : ((const float *)b)[e];
+            if (!isfinite(v)) return r + 1;
+        }
+    return 0;
+}
+/* Rows [r0, r1) of product i with a zero tail: in panels of CAUSAL_PANEL rows, a panel whose A
+ * ends in zeros from column e on, where B's rows from e on are finite, multiplies only the first
+ * e (none: its C is zero); runs of other panels are one product, so a dense A costs a scan of
+ * one element a row. */
+static void zero_tail_rows(const KirGemm *g, const void *a, const void *b, void *c, int64_t i, int64_t r0, int64_t r1) {
+    int64_t bad = -1, run = r0;
+    for (int64_t p0 = r0; p0 < r1;) {
+        int64_t p1 = p0 + CAUSAL_PANEL - p0 % CAUSAL_PANEL;
+        if (p1 > r1) p1 = r1;
+        int64_t e = 0;
+        for (int64_t r = p0; r < p1 && e < g->k; r++) {
+            int64_t re = row_end(g, a, i, r);
+            e = re > e ? re : e;
+        }
+        if (e < g->k && bad < 0) bad = last_bad_row(g, b, i);
+        if (e < g->k && bad <= e) {
+            if (run < p0) gemm_rows(g, a, b, c, i, run, p0, 0, g->k, false, g->n);
+            if (e > 0) gemm_rows(g, a, b, c, i, p0, p1, 0, e, false, g->n);
+            else
+                for (int64_t r = p0; r < p1; r++)
+                    memset((char *)c + (size_t)((i * g->stride_c + r * g->n) * (int64_t)fc_dtype_size(g->dtype)), 0,
+                           (size_t)g->n * fc_dtype_size(g->dtype));
+            run = p1;
+        }
+        p0 = p1;
+    }
+    if (run < r1) gemm_rows(g, a, b, c, i, run, r1, 0, g->k, false, g->n);
+}
+
 void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, int64_t part, int64_t nparts) {
     call_begin();
     if (g->causal) {
@@ -236,7 +301,8 @@ void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, 
     while (lo < hi) {
         int64_t i = lo / g->m, r0 = lo % g->m, r1 = r0 + (hi - lo);
         if (r1 > g->m) r1 = g->m;
-        gemm_rows(g, a, b, c, i, r0, r1, 0, g->k, false, g->n);
+        if (g->zero_tail) zero_tail_rows(g, a, b, c, i, r0, r1);
+        else gemm_rows(g, a, b, c, i, r0, r1, 0, g->k, false, g->n);
         lo += r1 - r0;
     }
     call_end();

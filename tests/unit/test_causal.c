@@ -14,6 +14,10 @@
  *    the scores are also an output, are read by a reduction or by the condition, feed the
  *    where's fill, cross a stored intermediate, go through an f8 quantization, with
  *    --strict-rounding, or in the GPU-shaped program;
+ *  - a zero tail (KirGemm.zero_tail): A whose rows end in zeros (of both signs), dense, or all
+ *    zero, B with and without an infinity in the rows left out, plain and transposed: C equals
+ *    the full product, NaN where 0 * inf makes it one; the second product of an attention
+ *    reads a zero tail, the first and the GPU's or --strict-rounding's do not;
  *  - the results of every causal plan, outputs poisoned before the run, against the reference
  *    interpreter (within 1e-5 of the largest).
  */
@@ -113,6 +117,62 @@ static void check_runtime(int64_t batch, int64_t m, int64_t n, int64_t k, int64_
     free(c);
 }
 
+/* A zero tail (KirGemm.zero_tail): C = A @ B ([m, k] @ [k, n], or B given [n, k]) with A's rows
+ * ending in zeros at `tail` (0: a dense A; 1: a causal softmax's, row r nonzero up to r + 2;
+ * 2: every row zero), and B with an infinity in row bad_row (-1: none). Every element of C
+ * equals the full product's computed here in f64 (NaN where it is: 0 * inf), poisoned before. */
+static void check_zero_tail(int64_t batch, int64_t m, int64_t n, int64_t k, int tail, int64_t bad_row, bool trans_b,
+                            int64_t nparts) {
+    if (bad_row >= k) return;
+    KirGemm g = {.batch = batch, .m = m, .n = n, .k = k, .stride_a = batch > 1 ? m * k : 0,
+                 .stride_b = batch > 1 ? n * k : 0, .stride_c = batch > 1 ? m * n : 0, .trans_b = trans_b,
+                 .dtype = FC_F32, .zero_tail = true};
+    float *a = malloc(sizeof(float) * (size_t)(batch * m * k)), *b = malloc(sizeof(float) * (size_t)(batch * n * k));
+    float *c = malloc(sizeof(float) * (size_t)(batch * m * n));
+    for (int64_t i = 0; i < batch; i++)
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t t = 0; t < k; t++) {
+                bool zero = tail == 2 || (tail == 1 && t > r + 1);
+                a[(i * m + r) * k + t] = zero ? (t % 3 ? 0.0f : -0.0f) : (float)(urand() * 2 - 1);
+            }
+    for (int64_t e = 0; e < batch * n * k; e++) b[e] = (float)(urand() * 2 - 1);
+    if (bad_row >= 0)
+        for (int64_t i = 0; i < batch; i++) b[i * n * k + (trans_b ? 1 * k + bad_row : bad_row * n + 1)] = INFINITY;
+    memset(c, 0xFF, sizeof(float) * (size_t)(batch * m * n));
+    FcErr err = {0};
+    if (rt_blas_ready((int)nparts, "test", &err) != FC_OK) {
+        EXPECT(0, "the BLAS loads: %s", err.msg);
+        return;
+    }
+    for (int64_t p = 0; p < nparts; p++) rt_blas_gemm_part(&g, a, b, c, p, nparts);
+    double worst = 0, big = 0;
+    int64_t nan_ok = 0, nan_want = 0;
+    for (int64_t i = 0; i < batch; i++)
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = 0;
+                for (int64_t t = 0; t < k; t++)
+                    s += (double)a[(i * m + r) * k + t] * b[i * n * k + (trans_b ? j * k + t : t * n + j)];
+                float got = c[(i * m + r) * n + j];
+                if (isnan(s)) {
+                    nan_want++;
+                    nan_ok += isnan(got);
+                    continue;
+                }
+                double d = fabs((double)got - s);
+                worst = isnan(d) || d > worst ? (isnan(d) ? INFINITY : d) : worst;
+                big = fabs(s) > big ? fabs(s) : big;
+            }
+    EXPECT(worst <= 1e-5 * big + 1e-30, "zero tail b %lld m %lld n %lld k %lld tail %d bad %lld trans %d parts %lld: error %g of %g",
+           (long long)batch, (long long)m, (long long)n, (long long)k, tail, (long long)bad_row, trans_b, (long long)nparts,
+           worst, big);
+    EXPECT(nan_ok == nan_want, "zero tail tail %d bad %lld: %lld of %lld NaNs (0 * inf) kept", tail, (long long)bad_row,
+           (long long)nan_ok, (long long)nan_want);
+    free(a);
+    free(b);
+    free(c);
+}
+
 static IrGraph *compile(const char *text) {
     IrGraph *g = NULL;
     StrBuf diags = {0};
@@ -199,6 +259,9 @@ static void check_plan(const char *what, const char *text, bool want, int64_t wa
                    "%s: flops %lld", what, (long long)k0->flops);
     }
     if (k1) EXPECT(!k1->gemm.causal, "%s: the second product is not causal", what);
+    if (k1 && want) EXPECT(k1->gemm.zero_tail, "%s: the second product reads a zero tail", what);
+    if (k0) EXPECT(!k0->gemm.zero_tail, "%s: the first product has no zero tail", what);
+    if (k1 && (gpu || strict)) EXPECT(!k1->gemm.zero_tail, "%s: no zero tail", what);
     if (!gpu) check_results(what, res.prog, g);
     pass_result_free(&res);
     ir_graph_free(g);
@@ -215,6 +278,14 @@ int main(void) {
         check_runtime(1, 20, 33, 4, -20, parts);    /* no element needed */
         check_runtime(1, 257, 129, 8, -3, parts);
     }
+
+    for (int64_t parts = 1; parts <= 3; parts += 2)
+        for (int tail = 0; tail <= 2; tail++)
+            for (int64_t bad = -1; bad < 200; bad += 100)
+                for (int tr = 0; tr <= 1; tr++) {
+                    check_zero_tail(2, 150, 24, 150, tail, bad, tr, parts);
+                    check_zero_tail(1, 200, 8, 200, tail, bad, tr, parts);
+                }
 
     static const char *const attn =
         "block a(q: f32[2, 3, 24, 16], k: f32[2, 3, 24, 16], v: f32[2, 3, 24, 8]) -> f32[2, 3, 24, 8] {\n"
