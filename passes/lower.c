@@ -2342,11 +2342,11 @@ static bool masked_only(const Lower *L, int v, int group, const IrShape *o, int6
     return true;
 }
 
-/* A causal product: product mm's C (its own kernel's, no epilogue) is read by one other kernel
- * only, through causal masks alone (masked_only); *off the offset C is needed up to. Not with
+/* A causal product: product mm's C is read by one kernel only (its epilogue, or another kernel),
+ * through causal masks alone (masked_only); *off the offset C is needed up to. Not with
  * --strict-rounding (the eager program computes all of C, and a BLAS need not give the same
  * bits for a narrower product), nor where C is a block output. */
-static bool causal_product(Lower *L, int group, const IrNode *mm, int64_t *off) {
+static bool causal_product(Lower *L, const IrNode *mm, int64_t *off) {
     int s = mm->out[0];
     const IrShape *o = &val(L, s)->shape;
     if (!L->opt->cpu || L->opt->strict_rounding || o->rank < 2) return false;
@@ -2359,7 +2359,7 @@ static bool causal_product(Lower *L, int group, const IrNode *mm, int64_t *off) 
                 if (rg >= 0 && L->group_of_node[i] != rg) return false;
                 rg = L->group_of_node[i];
             }
-    if (rg < 0 || rg == group) return false;
+    if (rg < 0) return false;
     char *seen = fc_calloc((size_t)L->g->values.len + 1, 1);
     if (!seen) { fail_oom(L); return false; }
     bool any = false, ok = masked_only(L, s, rg, o, off, &any, seen, 0) && any;
@@ -2444,10 +2444,8 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     int mmv = mm->out[0];
     /* a causal product computes only the part of C its readers keep (not with B in panels, nor
      * with the batch folded into the rows, whose row index is no longer the mask's) */
-    bool epilogue = false;
-    for (int i = 0; i < nouts; i++) epilogue |= outs[i] != mmv;
     int64_t coff = 0;
-    if (kp == 0 && gm.m == M && !epilogue && causal_product(L, group, mm, &coff)) {
+    if (kp == 0 && gm.m == M && causal_product(L, mm, &coff)) {
         gm.causal = true;
         gm.causal_off = coff;
     }

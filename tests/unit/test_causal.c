@@ -233,10 +233,19 @@ static void check_results(const char *what, const KirProgram *p, const IrGraph *
 
 /* Lowers text (for the CPU unless gpu) and checks whether its first product is causal (at
  * want_off) and that its second is not; then the results. */
-static void check_plan(const char *what, const char *text, bool want, int64_t want_off, bool gpu, bool strict) {
+static void check_plan_at(const char *what, const char *text, bool want, int64_t want_off, bool gpu, bool strict,
+                          FcDtype prec) {
     IrGraph *g = compile(text);
     EXPECT(g != NULL, "%s: compiles", what);
     if (!g) return;
+    if (prec != FC_F32) {   /* lowered to bf16 (the plan only: the results are the CLI's tests') */
+        IrGraph *low = NULL;
+        FcErr perr = {0};
+        EXPECT(pass_precision(g, prec, false, &low, &perr) == FC_OK, "%s: precision: %s", what, perr.msg);
+        ir_graph_free(g);
+        if (!low) return;
+        g = low;
+    }
     PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = !gpu, .strict_rounding = strict};
     po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = 1 << 20, .llc_bytes = 32 << 20, .vector_bytes = 32};
     PassResult res;
@@ -262,8 +271,45 @@ static void check_plan(const char *what, const char *text, bool want, int64_t wa
     if (k1 && want) EXPECT(k1->gemm.zero_tail, "%s: the second product reads a zero tail", what);
     if (k0) EXPECT(!k0->gemm.zero_tail, "%s: the first product has no zero tail", what);
     if (k1 && (gpu || strict)) EXPECT(!k1->gemm.zero_tail, "%s: no zero tail", what);
-    if (!gpu) check_results(what, res.prog, g);
+    if (!gpu && prec == FC_F32) check_results(what, res.prog, g);
     pass_result_free(&res);
+    ir_graph_free(g);
+}
+static void check_plan(const char *what, const char *text, bool want, int64_t want_off, bool gpu, bool strict) {
+    check_plan_at(what, text, want, want_off, gpu, strict, FC_F32);
+}
+
+/* Training: the backward of a causal attention (each remat mode) has a product reading a zero
+ * tail (dQ = dS @ K, dS zero above the diagonal); *causal_bwd: whether one is causal (a
+ * recomputed score product). */
+static void check_train(const char *text, PassRemat mode, int *zero_tails, int *causal_bwd) {
+    IrGraph *g = compile(text);
+    *zero_tails = *causal_bwd = 0;
+    if (!g) return;
+    AdJoint joint;
+    RematPlan plan;
+    memset(&joint, 0, sizeof joint);
+    memset(&plan, 0, sizeof plan);
+    FcErr err = {0};
+    if (pass_train(g, mode, -1, &joint, &plan, &err) == FC_OK) {
+        PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = true, .train = true};
+        po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = 1 << 20, .llc_bytes = 32 << 20, .vector_bytes = 32};
+        PassResult res;
+        memset(&res, 0, sizeof res);
+        if (pass_pipeline(plan.bwd, &po, &res, &err) == FC_OK)
+            for (int l = 0; l < res.prog->launches.len; l++) {
+                const KirKernel *k = res.prog->kernels.data[res.prog->launches.data[l].kernel];
+                *zero_tails += k->library && k->gemm.zero_tail;
+                *causal_bwd += k->library && k->gemm.causal;
+            }
+        else
+            EXPECT(0, "backward pipeline: %s", err.msg);
+        pass_result_free(&res);
+    } else {
+        EXPECT(0, "pass_train: %s", err.msg);
+    }
+    remat_plan_free(&plan);
+    ad_joint_free(&joint);
     ir_graph_free(g);
 }
 
@@ -291,7 +337,15 @@ int main(void) {
         "block a(q: f32[2, 3, 24, 16], k: f32[2, 3, 24, 16], v: f32[2, 3, 24, 8]) -> f32[2, 3, 24, 8] {\n"
         "    return softmax(causal_mask(q @ transpose(k) * 0.25)) @ v\n}\n";
     check_plan("causal_mask", attn, true, 0, false, false);
+    for (int mode = PASS_REMAT_AUTO; mode <= PASS_REMAT_FULL; mode++) {
+        int zt, cb;
+        check_train(attn, (PassRemat)mode, &zt, &cb);
+        printf("remat mode %d: backward products with a zero tail %d, causal %d\n", mode, zt, cb);
+        EXPECT(zt >= 1, "remat mode %d: the backward's dS @ K reads a zero tail", mode);
+    }
     check_plan("GPU program", attn, false, 0, true, false);
+    check_plan_at("bf16", attn, true, 0, false, false, FC_BF16);
+    check_plan_at("f16", attn, true, 0, false, false, FC_F16);
     check_plan("--strict-rounding", attn, false, 0, false, true);
     check_plan("attention op",
                "block a(q: f32[2, 24, 16], k: f32[2, 40, 16], v: f32[2, 40, 8]) -> f32[2, 24, 8] {\n"
