@@ -196,8 +196,8 @@ static void gemm_rows(const KirGemm *g, const void *a, const void *b, void *c, i
 }
 
 /* A causal product (KirGemm.causal): rows in panels of CAUSAL_PANEL, each panel over the
- * columns its last row needs (docs/cpu.md, "Causal products": at T = 2048, 64 rows compute
- * 1.5 % more than the triangle and ran as fast as 128, faster than 32 or 256, on a 2-core
+ * columns its last row needs (docs/cpu.md, "Causal products": at T = 2048, panels of 64 rows
+ * compute 3 % more than the triangle and ran as fast as 128, faster than 32 or 256, on a 2-core
  * Zen 3). The zero tails' panels (below) are the same. */
 enum { CAUSAL_PANEL = 64 };
 /* The first row (of the batch x rows) before which the needed columns sum to at least `cost`. */
