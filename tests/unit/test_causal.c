@@ -15,7 +15,8 @@
  *    where's fill, cross a stored intermediate, go through an f8 quantization, with
  *    --strict-rounding, or in the GPU-shaped program;
  *  - a zero tail (KirGemm.zero_tail): A whose rows end in zeros (of both signs), dense, or all
- *    zero, B with and without an infinity in the rows left out, plain and transposed: C equals
+ *    zero, B with and without an infinity in the rows left out, plain and transposed, f32 and
+ *    f64: C equals
  *    the full product, NaN where 0 * inf makes it one; the second product of an attention
  *    reads a zero tail, the first and the GPU's or --strict-rounding's do not;
  *  - the results of every causal plan, outputs poisoned before the run, against the reference
@@ -122,23 +123,34 @@ static void check_runtime(int64_t batch, int64_t m, int64_t n, int64_t k, int64_
  * 2: every row zero), and B with an infinity in row bad_row (-1: none). Every element of C
  * equals the full product's computed here in f64 (NaN where it is: 0 * inf), poisoned before. */
 static void check_zero_tail(int64_t batch, int64_t m, int64_t n, int64_t k, int tail, int64_t bad_row, bool trans_b,
-                            int64_t nparts) {
+                            int64_t nparts, bool f64) {
     if (bad_row >= k) return;
     KirGemm g = {.batch = batch, .m = m, .n = n, .k = k, .stride_a = batch > 1 ? m * k : 0,
                  .stride_b = batch > 1 ? n * k : 0, .stride_c = batch > 1 ? m * n : 0, .trans_b = trans_b,
-                 .dtype = FC_F32, .zero_tail = true};
-    float *a = malloc(sizeof(float) * (size_t)(batch * m * k)), *b = malloc(sizeof(float) * (size_t)(batch * n * k));
-    float *c = malloc(sizeof(float) * (size_t)(batch * m * n));
+                 .dtype = f64 ? FC_F64 : FC_F32, .zero_tail = true};
+    int64_t na = batch * m * k, nb = batch * n * k, nc = batch * m * n;
+    size_t es = f64 ? sizeof(double) : sizeof(float);
+    /* the values in f64 (each a float's), and the buffers in the product's type */
+    double *ad = malloc(sizeof(double) * (size_t)na), *bd = malloc(sizeof(double) * (size_t)nb);
+    void *a = malloc(es * (size_t)na), *b = malloc(es * (size_t)nb), *c = malloc(es * (size_t)nc);
     for (int64_t i = 0; i < batch; i++)
         for (int64_t r = 0; r < m; r++)
             for (int64_t t = 0; t < k; t++) {
                 bool zero = tail == 2 || (tail == 1 && t > r + 1);
-                a[(i * m + r) * k + t] = zero ? (t % 3 ? 0.0f : -0.0f) : (float)(urand() * 2 - 1);
+                ad[(i * m + r) * k + t] = zero ? (t % 3 ? 0.0 : -0.0) : (double)(float)(urand() * 2 - 1);
             }
-    for (int64_t e = 0; e < batch * n * k; e++) b[e] = (float)(urand() * 2 - 1);
+    for (int64_t e = 0; e < nb; e++) bd[e] = (double)(float)(urand() * 2 - 1);
     if (bad_row >= 0)
-        for (int64_t i = 0; i < batch; i++) b[i * n * k + (trans_b ? 1 * k + bad_row : bad_row * n + 1)] = INFINITY;
-    memset(c, 0xFF, sizeof(float) * (size_t)(batch * m * n));
+        for (int64_t i = 0; i < batch; i++) bd[i * n * k + (trans_b ? 1 * k + bad_row : bad_row * n + 1)] = INFINITY;
+    for (int64_t e = 0; e < na; e++) {
+        if (f64) ((double *)a)[e] = ad[e];
+        else ((float *)a)[e] = (float)ad[e];
+    }
+    for (int64_t e = 0; e < nb; e++) {
+        if (f64) ((double *)b)[e] = bd[e];
+        else ((float *)b)[e] = (float)bd[e];
+    }
+    memset(c, 0xFF, es * (size_t)nc);
     FcErr err = {0};
     if (rt_blas_ready((int)nparts, "test", &err) != FC_OK) {
         EXPECT(0, "the BLAS loads: %s", err.msg);
@@ -152,22 +164,26 @@ static void check_zero_tail(int64_t batch, int64_t m, int64_t n, int64_t k, int 
             for (int64_t j = 0; j < n; j++) {
                 double s = 0;
                 for (int64_t t = 0; t < k; t++)
-                    s += (double)a[(i * m + r) * k + t] * b[i * n * k + (trans_b ? j * k + t : t * n + j)];
-                float got = c[(i * m + r) * n + j];
+                    s += ad[(i * m + r) * k + t] * bd[i * n * k + (trans_b ? j * k + t : t * n + j)];
+                int64_t e = (i * m + r) * n + j;
+                double got = f64 ? ((double *)c)[e] : ((float *)c)[e];
                 if (isnan(s)) {
                     nan_want++;
                     nan_ok += isnan(got);
                     continue;
                 }
-                double d = fabs((double)got - s);
+                double d = fabs(got - s);
                 worst = isnan(d) || d > worst ? (isnan(d) ? INFINITY : d) : worst;
                 big = fabs(s) > big ? fabs(s) : big;
             }
-    EXPECT(worst <= 1e-5 * big + 1e-30, "zero tail b %lld m %lld n %lld k %lld tail %d bad %lld trans %d parts %lld: error %g of %g",
-           (long long)batch, (long long)m, (long long)n, (long long)k, tail, (long long)bad_row, trans_b, (long long)nparts,
-           worst, big);
-    EXPECT(nan_ok == nan_want, "zero tail tail %d bad %lld: %lld of %lld NaNs (0 * inf) kept", tail, (long long)bad_row,
-           (long long)nan_ok, (long long)nan_want);
+    EXPECT(worst <= 1e-5 * big + 1e-30,
+           "zero tail %s b %lld m %lld n %lld k %lld tail %d bad %lld trans %d parts %lld: error %g of %g",
+           f64 ? "f64" : "f32", (long long)batch, (long long)m, (long long)n, (long long)k, tail, (long long)bad_row, trans_b,
+           (long long)nparts, worst, big);
+    EXPECT(nan_ok == nan_want, "zero tail %s tail %d bad %lld: %lld of %lld NaNs (0 * inf) kept", f64 ? "f64" : "f32", tail,
+           (long long)bad_row, (long long)nan_ok, (long long)nan_want);
+    free(ad);
+    free(bd);
     free(a);
     free(b);
     free(c);
@@ -329,8 +345,8 @@ int main(void) {
         for (int tail = 0; tail <= 2; tail++)
             for (int64_t bad = -1; bad < 200; bad += 100)
                 for (int tr = 0; tr <= 1; tr++) {
-                    check_zero_tail(2, 150, 24, 150, tail, bad, tr, parts);
-                    check_zero_tail(1, 200, 8, 200, tail, bad, tr, parts);
+                    check_zero_tail(2, 150, 24, 150, tail, bad, tr, parts, false);
+                    check_zero_tail(1, 200, 8, 200, tail, bad, tr, parts, tr == 1);
                 }
 
     static const char *const attn =
