@@ -2122,9 +2122,8 @@ typedef struct Operand {
 /* The batch stride of an operand with batch dims `xb` (of shape x) in a product whose
  * output batch dims are `ob`; -1 if the pattern is not a plain stride. */
 static int64_t batch_stride(const IrShape *x, const IrShape *ob) {
-    int64_t xn = 1, on = 1;
+    int64_t xn = 1;
     for (int d = 0; d < x->rank - 2; d++) xn *= x->dims[d];
-    for (int d = 0; d < ob->rank; d++) on *= ob->dims[d];
     if (xn == 1) return 0;
     if (x->rank - 2 != ob->rank) return -1;
     for (int d = 0; d < ob->rank; d++)
