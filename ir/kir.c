@@ -94,6 +94,13 @@ int64_t kir_gemm_cols_before(const KirGemm *g, int64_t r) {
     return cnt * (off + 1) + cnt * (lo + hi - 1) / 2 + (r - hi) * g->n;
 }
 
+int64_t kir_tail_col(const KirTail *t, int64_t r, int64_t cols) {
+    if (t->align <= 0) return cols;
+    int64_t c = r + t->off + t->align;   /* the verifier keeps off in [-2^40, 2^40] */
+    c = c <= 0 ? 0 : c / t->align * t->align;
+    return c < cols ? c : cols;
+}
+
 KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
     KirKernel *k = kir_kernel_new(p, name, 1, 1);
     if (!k) return NULL;
@@ -532,6 +539,9 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
         if (g->causal)
             sb_printf(o, "  # causal: C[i, j] only where j <= i + %lld, the rest left unwritten\n", (long long)g->causal_off);
         if (g->zero_tail) sb_puts(o, "  # zero tail: A's rows may end in zeros, not multiplied\n");
+        if (g->tail.align > 0)
+            sb_printf(o, "  # A's row i one value from column i + %lld + 1 (rounded up to a multiple of %lld) on\n",
+                      (long long)g->tail.off, (long long)g->tail.align);
         sb_printf(o, "  # bytes_read=%lld bytes_written=%lld flops=%lld\n", (long long)k->bytes_read,
                   (long long)k->bytes_written, (long long)k->flops);
         return;
@@ -1082,7 +1092,8 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
             g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
             g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->trans_b || g->panel_k > g->k || g->panel_blocks < 1)) ||
             (g->causal && (g->panel_k > 0 || g->causal_off < -g->m || g->causal_off > g->n)) ||
-            (g->zero_tail && (g->panel_k > 0 || g->trans_a)))
+            (g->zero_tail && (g->panel_k > 0 || g->trans_a)) || g->tail.align < 0 || g->tail.align > (1 << 20) ||
+            (g->tail.align > 0 && (!g->zero_tail || g->tail.off < -((int64_t)1 << 40) || g->tail.off > ((int64_t)1 << 40))))
             return fc_err_set(err, FC_ERR_INTERNAL, "library kernel %s is malformed", k->name);
         return FC_OK;
     }

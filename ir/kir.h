@@ -181,6 +181,11 @@ typedef struct KirParam {
                           * results do not depend on it */
 } KirParam;
 
+/* Where each row of a matrix holds one value from a column on: row r from column
+ * min(cols, ceil(max(r + off + 1, 0) / align) * align) (kir_tail_col); align 0: nothing known. */
+typedef struct KirTail { int64_t off; int64_t align; } KirTail;
+int64_t kir_tail_col(const KirTail *t, int64_t r, int64_t cols);
+
 /* A matrix product done by a library (a CPU BLAS, cuBLASLt): C = A @ B for each of `batch`
  * products, row-major. A is [m, k] ([k, m] when trans_a), B is [k, n] ([n, k] when trans_b),
  * C is [m, n]; consecutive products are stride_* elements apart (0: the same matrix). */
@@ -209,8 +214,12 @@ typedef struct KirGemm {
      * "Causal products"): per panel of rows the runtime finds the column after which the panel
      * of A is all zero and, where B's rows from there on are finite, multiplies only the columns
      * before it (the rest adds exact zeros). A hint: the result is the product's either way, up
-     * to the sign of a zero. Not with A transposed or panels of B. */
+     * to the sign of a zero. Not with A transposed or panels of B. With `tail` (align > 0) each
+     * row r of A is known to hold one value from column kir_tail_col(&tail, r, k) on (a causal
+     * row kernel's output, docs/cpu.md "Causal rows"): the runtime reads that value, not the
+     * row, and where it is a zero the columns from there on are the row's zeros. */
     bool zero_tail;
+    KirTail tail;
 } KirGemm;
 /* the type of a library product's operands A and B */
 static inline FcDtype kir_gemm_ab_dtype(const KirGemm *g) { return g->ab16 ? (FcDtype)g->ab16 : g->dtype; }

@@ -258,6 +258,19 @@ typedef struct Lower {
     int row_var;             /* its row (the block index) */
     int row_lead_vars[IR_MAX_RANK]; /* the row's index in the leading dims, one variable each */
     IrShape row_lead_shape;  /* the leading dims */
+    /* A causal row kernel (schedule_rows, causal_rows): its rows' causal masks, of shape
+     * mask_shape and offsets up to mask_off. While fcol >= 0 (an expression: the column index
+     * being computed) the columns are past every such mask, and forced_where gives each mask
+     * its fill without computing its x; the rows the reductions kept (row_shared) hold only
+     * the columns before, so values of the group are computed again there. */
+    int fcol;
+    const IrShape *mask_shape;
+    int64_t mask_off;
+    KirTail *tail_from;      /* [values] a causal row kernel's output stored with one value per
+                              * row past its masks (align 0: not such a value) */
+    int kept_var;            /* the kernel's variable of the columns before the masks, or -1 */
+    int64_t kept_elems;      /* the elements of a row-shaped value (mask_numel) those columns */
+    int64_t mask_numel;      /* hold in all */
     FC_VEC(Memo) memo;
     int depth;
     /* GPU vectorization (KirStmt.vec): while a vec thread loop is built, its variable and
@@ -499,6 +512,8 @@ static int param_for_buf(Lower *L, int buf, bool written) {
 
 /* ---- emitting a value at an index ------------------------------------------------------------ */
 static int emit(Lower *L, int v, const int *idx);
+static bool causal_where(const Lower *L, const IrNode *w, const IrShape *o, int64_t *off);
+static bool forced_where(Lower *L, const IrNode *n, const IrShape *s, const int *idx);
 
 static int fconst(Lower *L, KirType t, double x) { return kir_const_f(L->k, t, x); }
 
@@ -931,6 +946,7 @@ static int emit_node(Lower *L, const IrNode *n, int v, const int *idx) {
         bcast_index(L, &o->shape, &val(L, n->in[0])->shape, idx, ii);
         bcast_index(L, &o->shape, &val(L, n->in[1])->shape, idx, jj);
         bcast_index(L, &o->shape, &val(L, n->in[2])->shape, idx, kk);
+        if (forced_where(L, n, &o->shape, idx)) return emit(L, n->in[2], kk);
         int c = emit(L, n->in[0], ii), a = emit(L, n->in[1], jj), b = emit(L, n->in[2], kk);
         return kir_select(L->k, c, a, b);
     }
@@ -1050,7 +1066,7 @@ static int emit(Lower *L, int v, const int *idx) {
     int rank = val(L, v)->shape.rank;
     int e = memo_find(L, v, rank, idx);
     if (e >= 0) return e;
-    if (L->row_shared[v] >= 0 && row_current(L, idx)) e = emit_shared_load(L, v, idx);
+    if (L->row_shared[v] >= 0 && row_current(L, idx) && !(L->fcol >= 0 && in_group(L, v))) e = emit_shared_load(L, v, idx);
     else if (L->whole_shared[v] >= 0) e = emit_whole_load(L, v, idx);
     else if (!in_group(L, v) || L->force_load[v]) e = emit_load(L, v, idx);
     else e = round_stored(L, v, emit_node(L, node_of(L, v), v, idx));   /* kept rows are recomputed at another row */
@@ -1077,7 +1093,34 @@ static void kernel_begin(Lower *L, int group, const char *kind, int64_t grid, in
     L->fold_rank = 0;
     L->in_rows = false;
     L->row_lead = 0;
+    L->fcol = -1;
+    L->mask_shape = NULL;
+    L->kept_var = -1;
     hc_reset(L);
+}
+
+/* Whether expression e, or one under it, loads param prm. */
+static bool expr_loads(const KirKernel *k, int e, int prm, int depth) {
+    if (e < 0 || e >= k->exprs.len || depth > 200) return false;
+    const KirExpr *x = &k->exprs.data[e];
+    if (x->kind == KE_LOAD && x->ref == prm) return true;
+    return expr_loads(k, x->a, prm, depth + 1) || expr_loads(k, x->b, prm, depth + 1) ||
+           expr_loads(k, x->c, prm, depth + 1);
+}
+/* Whether statement list s loads param prm outside the loops that end at variable kept (a
+ * causal row kernel's columns before its masks). */
+static bool loads_past(const KirKernel *k, int s, int prm, int kept, bool inside) {
+    for (; s >= 0 && s < k->stmts.len; s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        bool loop = st->kind == KS_REDUCE || st->kind == KS_FOR;
+        const KirExpr *hi = loop && st->b >= 0 && st->b < k->exprs.len ? &k->exprs.data[st->b] : NULL;
+        bool in = inside || (hi && hi->kind == KE_VAR && hi->ref == kept);   /* the loop's body and value */
+        if ((!inside && (expr_loads(k, st->a, prm, 0) || expr_loads(k, st->b, prm, 0))) ||
+            (!in && expr_loads(k, st->c, prm, 0)) || loads_past(k, st->body, prm, kept, in) ||
+            loads_past(k, st->body2, prm, kept, in))
+            return true;
+    }
+    return false;
 }
 
 /* Adds the launch of L->k with its buffers, the cost, and checks the kernel. */
@@ -1095,6 +1138,10 @@ static void kernel_end(Lower *L, const char *ops) {
         la.args[prm] = b;
         if (L->p->buffers.data[b].kind == KIR_BUF_STATE) continue;   /* a scale and an amax: not modelled */
         int64_t bytes = L->p->buffers.data[b].numel * (int64_t)fc_dtype_size(L->p->buffers.data[b].dtype);
+        /* a causal row kernel reads a row-shaped value read only before the masks in part */
+        if (L->kept_var >= 0 && !k->params.data[prm].written && k->params.data[prm].numel == L->mask_numel &&
+            !loads_past(k, k->body, prm, L->kept_var, false) && !loads_past(k, k->tail, prm, L->kept_var, false))
+            bytes = L->kept_elems * (int64_t)fc_dtype_size(L->p->buffers.data[b].dtype);
         if (k->params.data[prm].written) k->bytes_written += bytes;
         else k->bytes_read += bytes;
     }
@@ -1813,6 +1860,128 @@ static void schedule_cols(Lower *L, int group, const IrNode *n, int64_t R, int64
     hc_reset(L);
 }
 
+/* ---- causal rows (docs/cpu.md, "Causal rows") --------------------------------------------- */
+/* A row kernel whose rows hold causal masks (a causal softmax: where(j <= i + c, x, fill) of the
+ * row's shape, i the row's index in dim -2, j the column) computes a row's columns in two
+ * ranges: [0, e) as ever and [e, N), e = clamp(i + c + 1, 0, N) for the largest c, past every
+ * mask, where each mask gives its fill without computing its x (forced_where), so the scores
+ * there are never read. A reduction over the row reduces [0, e) and adds the rest: when the
+ * value reduced is the same at every column past the masks (col_invariant: the fill, and what
+ * is computed from it and from per-row values), once, as count * value for a sum (exact for
+ * the +0 a softmax's exp(-inf - max) gives, and for the NaN of a row whose max is not finite)
+ * and the value itself for a max or min; else a second reduction over [e, N). The outputs'
+ * loop is split alike, a value the same at every column past the masks computed once. The
+ * CPU only (the GPU program keeps its thread layout), not with --strict-rounding (eager
+ * reduces whole rows, in its own order). */
+
+/* The split column's multiple in rows of at least CAUSAL_ALIGN_ROW columns (shorter rows: any
+ * column, so that the random graphs' small rows have columns past their masks too) */
+enum { CAUSAL_ALIGN = 32, CAUSAL_ALIGN_ROW = 256 };
+
+/* Whether where node n, emitted at idx of shape s, is one of the row's causal masks at a
+ * column past them all (L->fcol). */
+static bool forced_where(Lower *L, const IrNode *n, const IrShape *s, const int *idx) {
+    int64_t off;
+    return L->fcol >= 0 && n->op == IR_OP_WHERE && L->mask_shape && ir_shape_eq(s, L->mask_shape) &&
+           idx[s->rank - 1] == L->fcol && row_current(L, idx) && causal_where(L, n, s, &off) && off <= L->mask_off;
+}
+
+/* Whether value v, emitted at (this row, a column past the masks) as forced_where has it, is the
+ * same at every such column: what does not vary along the columns (a size-1 last dim: a row's
+ * reduction kept as [.., 1], a scalar), a constant, a mask's fill, and elementwise ops of the
+ * row's shape over such values. Anything else (a value read from memory, an index) varies. */
+static bool col_invariant(const Lower *L, int v, int depth) {
+    const IrValue *x = val(L, v);
+    const IrShape *X = L->mask_shape;
+    if (x->shape.rank > X->rank) return false;
+    if (x->shape.rank == 0 || x->shape.dims[x->shape.rank - 1] == 1) return true;
+    const IrNode *n = node_of(L, v);
+    if (!n || depth > 32 || !in_group(L, v) || L->force_load[v]) return false;
+    if (n->op == IR_OP_FULL) return true;
+    if (!ir_shape_eq(&x->shape, X)) return false;
+    int64_t off;
+    if (n->op == IR_OP_WHERE && causal_where(L, n, X, &off) && off <= L->mask_off)
+        return col_invariant(L, n->in[2], depth + 1);
+    IrCategory c = ir_ops[n->op].cat;
+    if (!(c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT || c == IR_CAT_CAST) ||
+        n->op == IR_OP_FP8_QUANT || n->op == IR_OP_FP8_DEQUANT)
+        return false;
+    for (int j = 0; j < n->nin; j++)
+        if (!col_invariant(L, n->in[j], depth + 1)) return false;
+    return true;
+}
+
+/* Whether value v is computed in the kernel from one of its causal masks (seen: values already
+ * visited). A reduction of a value that is not reads its whole row as before. */
+static bool reaches_mask(const Lower *L, int v, char *seen, int depth) {
+    const IrNode *n = node_of(L, v);
+    if (seen[v] || !n || !in_group(L, v) || L->force_load[v] || depth > 256) return false;
+    seen[v] = 1;
+    int64_t off;
+    if (n->op == IR_OP_WHERE && ir_shape_eq(&val(L, v)->shape, L->mask_shape) &&
+        causal_where(L, n, L->mask_shape, &off) && off <= L->mask_off)
+        return true;
+    for (int j = 0; j < n->nin; j++)
+        if (reaches_mask(L, n->in[j], seen, depth + 1)) return true;
+    return false;
+}
+
+/* Whether the rows of group's row kernel (shape X, nred reduced dims) are split at their causal
+ * masks; *off the largest mask offset. Not when a mask keeps every column of every row, nor
+ * with an f8 op (its amax reads every element) or a gather (its index check) in the group. */
+static bool causal_rows(Lower *L, int group, const IrShape *X, int nred, int64_t *off) {
+    if (!L->opt->cpu || L->opt->strict_rounding || nred != 1 || X->rank < 2) return false;
+    bool any = false;
+    for (int i = 0; i < L->g->nodes.len; i++) {
+        if (L->group_of_node[i] != group) continue;
+        const IrNode *n = &L->g->nodes.data[i];
+        if (n->op == IR_OP_FP8_QUANT || n->op == IR_OP_FP8_DEQUANT || ir_ops[n->op].cat == IR_CAT_GATHER ||
+            ir_ops[n->op].cat == IR_CAT_SCATTER)
+            return false;
+        int64_t w;
+        if (n->op == IR_OP_WHERE && ir_shape_eq(&val(L, n->out[0])->shape, X) && causal_where(L, n, X, &w)) {
+            if (!any || w > *off) *off = w;
+            any = true;
+        }
+    }
+    if (any && *off < -X->dims[X->rank - 2] - 1) *off = -X->dims[X->rank - 2] - 1;   /* no row keeps a column */
+    return any && *off < X->dims[X->rank - 1] - 1;
+}
+
+/* The rest of reduction n of a causal row kernel past the masks, combined with `res`, the
+ * reduction over [0, kept): a new variable. fc: a column past the masks (or the last). */
+static int causal_rest(Lower *L, const IrNode *n, int res, KirType at, int kept, int fc, int64_t N) {
+    KirRedOp op = reduce_redop(n->op);
+    KirBinOp bop = op == KR_SUM ? KB_ADD : op == KR_MAX ? KB_MAX : KB_MIN;
+    int lead = L->row_lead, idx[IR_MAX_RANK];
+    for (int d = 0; d < lead; d++) idx[d] = vref(L, L->row_lead_vars[d]);
+    int rest, out = kir_var(L->k, at);
+    if ((at == KT_F32 || at == KT_F64) && col_invariant(L, n->in[0], 0)) {
+        scope_open(L);
+        idx[lead] = L->fcol = vref(L, fc);
+        int c = kir_cast(L->k, at, emit(L, n->in[0], idx));
+        L->fcol = -1;
+        scope_close(L);
+        int cnt = ib(L, KB_SUB, ci(L, N), vref(L, kept));
+        rest = op == KR_SUM ? kir_bin(L->k, KB_MUL, c, kir_cast(L->k, at, cnt)) : c;
+        /* no column past the masks (the row's last ones keep all): nothing to add, not 0 * c */
+        rest = kir_select(L->k, ib(L, KB_GT, cnt, ci(L, 0)), kir_bin(L->k, bop, vref(L, res), rest), vref(L, res));
+    } else {
+        int r2 = kir_var(L->k, at), it = kir_var(L->k, KT_I64);
+        kir_reduce(L->k, op, r2, it, vref(L, kept), ci(L, N));
+        scope_open(L);
+        idx[lead] = L->fcol = vref(L, it);
+        int xv = kir_cast(L->k, at, emit(L, n->in[0], idx));
+        L->fcol = -1;
+        scope_close(L);
+        kir_end_reduce(L->k, xv);
+        hc_reset(L);
+        rest = kir_bin(L->k, bop, vref(L, res), vref(L, r2));   /* an empty range: the identity */
+    }
+    kir_let(L->k, out, rest);
+    return out;
+}
+
 static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const IrShape *X, int nred) {
     IrShape lead = {.rank = X->rank - nred}, red = {.rank = nred};
     int64_t R = 1, N = 1;
@@ -1865,6 +2034,31 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     L->row_var = row;
     L->row_lead_shape = lead;
     hc_reset(L);
+    /* causal rows: kept = the columns before the masks' first dropped one, in a long row
+     * rounded up to a multiple of CAUSAL_ALIGN (the loops past it start at a 64-byte line of a
+     * row of 16-bit values or wider, so that their vector stores can be non-temporal, which the
+     * CPU backend makes only of stores it can prove aligned; the columns in between are
+     * computed as before), fc = a column past them (the last when there is none) */
+    int64_t moff = 0, al = 1;
+    int kept = -1, fc = -1;
+    if (causal_rows(L, group, X, nred, &moff)) {
+        L->mask_shape = X;
+        L->mask_off = moff;
+        kept = kir_var(L->k, KT_I64);
+        fc = kir_var(L->k, KT_I64);
+        al = N >= CAUSAL_ALIGN_ROW ? CAUSAL_ALIGN : 1;
+        int e = ib(L, KB_MAX, ib(L, KB_ADD, vref(L, lead_vars[lead.rank - 1]), ci(L, moff + al)), ci(L, 0));
+        e = ib(L, KB_MUL, ib(L, KB_DIV, e, ci(L, al)), ci(L, al));
+        kir_let(L->k, kept, ib(L, KB_MIN, e, ci(L, N)));
+        kir_let(L->k, fc, ib(L, KB_MIN, vref(L, kept), ci(L, N - 1)));
+        /* for the bytes read (kernel_end): the columns before the masks in each matrix's rows */
+        int64_t m = X->dims[X->rank - 2], sum = 0;
+        KirTail t = {.off = moff, .align = al};
+        for (int64_t r = 0; r < m; r++) sum += kir_tail_col(&t, r, N);
+        L->kept_var = kept;
+        L->kept_elems = R / m * sum;
+        L->mask_numel = R * N;
+    }
     stage_rows(L, group, X, nred, lead_vars, N);
     /* one block reduction per reduction node, in order */
     for (int i = 0; i < L->g->nodes.len && !failed(L); i++) {
@@ -1873,7 +2067,14 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         if (ir_ops[n->op].cat != IR_CAT_REDUCE || L->tail_node[i]) continue;
         KirType at = acc_type(val(L, n->in[0])->dtype);
         int res = kir_var(L->k, at), it = kir_var(L->k, KT_I64);
-        kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), ci(L, N));
+        bool split = kept >= 0 && ir_shape_eq(&val(L, n->in[0])->shape, X);
+        if (split) {
+            char *seen = fc_calloc((size_t)L->g->values.len + 1, 1);
+            if (!seen) { fail_oom(L); return; }
+            split = reaches_mask(L, n->in[0], seen, 0);
+            fc_free(seen);
+        }
+        kir_reduce(L->k, reduce_redop(n->op), res, it, ci(L, 0), split ? vref(L, kept) : ci(L, N));
         reduce_order(L, i);
         scope_open(L);
         int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
@@ -1896,6 +2097,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
             if (also >= 0) L->row_shared[also] = keep;
         }
         hc_reset(L);
+        if (split) res = causal_rest(L, n, res, at, kept, fc, N);
         bind_reduction(L, n, res, at, N);
     }
     /* the tail's inputs: each tail reduction's per-row operand is stored at the row's index
@@ -1929,21 +2131,47 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         int it = kir_var(L->k, KT_I64);
         /* GPU: W consecutive elements a thread when rows start at multiples of W */
         int w = vec_width(L, group, outs, nouts, R * N);
-        vec_for(L, it, ci(L, 0), ci(L, N), w >= 2 && N % w == 0 ? w : 0);
-        for (int i = 0; i < nouts; i++) {
-            if (!(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) ||
-                L->tail_node[val(L, outs[i])->node])
-                continue;
-            int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
-            for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
-            delinearize(L, &red, vref(L, it), ridx);
-            memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
-            fold_set(L, X, nred, ridx, vref(L, it));
-            int lin = ib(L, KB_ADD, ib(L, KB_MUL, vref(L, row), ci(L, N)), vref(L, it));
-            store_value(L, outs[i], lin, idx);
+        /* causal rows: the columns before the masks, then those past them (forced), where an
+         * output the same at every such column is computed once, before the loop */
+        int fixed[128];
+        for (int part = 0; part < (kept >= 0 ? 2 : 1) && !failed(L); part++) {
+            for (int i = 0; i < nouts && part == 1; i++) {
+                fixed[i] = -1;
+                if (i >= 128 || !(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) ||
+                    L->tail_node[val(L, outs[i])->node] || !col_invariant(L, outs[i], 0))
+                    continue;
+                int idx[IR_MAX_RANK];
+                for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
+                scope_open(L);
+                idx[lead.rank] = L->fcol = vref(L, fc);
+                fixed[i] = emit(L, outs[i], idx);
+                L->fcol = -1;
+                scope_close(L);
+                L->tail_from[outs[i]] = (KirTail){.off = moff, .align = al};
+            }
+            if (part == 1) it = kir_var(L->k, KT_I64);
+            vec_for(L, it, part == 0 ? ci(L, 0) : vref(L, kept), part == 0 && kept >= 0 ? vref(L, kept) : ci(L, N),
+                    w >= 2 && N % w == 0 ? w : 0);
+            for (int i = 0; i < nouts; i++) {
+                if (!(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) ||
+                    L->tail_node[val(L, outs[i])->node])
+                    continue;
+                int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
+                for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
+                delinearize(L, &red, vref(L, it), ridx);
+                memcpy(idx + lead.rank, ridx, sizeof(int) * (size_t)nred);
+                fold_set(L, X, nred, ridx, vref(L, it));
+                int lin = ib(L, KB_ADD, ib(L, KB_MUL, vref(L, row), ci(L, N)), vref(L, it));
+                int was = L->bound[outs[i]];
+                if (part == 1) L->fcol = vref(L, it);
+                if (part == 1 && i < 128 && fixed[i] >= 0) L->bound[outs[i]] = fixed[i];
+                store_value(L, outs[i], lin, idx);
+                L->bound[outs[i]] = was;
+                L->fcol = -1;
+            }
+            vec_end(L);
+            hc_reset(L);
         }
-        vec_end(L);
-        hc_reset(L);
     }
     if (any_red) {
         int it = kir_var(L->k, KT_I64);
@@ -2450,6 +2678,13 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     }
     if (failed(L)) return true;
     gm.zero_tail = L->opt->cpu && !L->opt->strict_rounding && kp == 0 && !gm.trans_a && zero_tail_operand(L, mm);
+    /* A read as a causal row kernel stored it, one value a row from a known column on: the
+     * runtime reads that value instead of scanning the row (not with the batch folded into the
+     * rows, whose index is then not the mask's) */
+    int av = L->p->buffers.data[oa.buf].value;
+    if (gm.zero_tail && !oa.trans && gm.m == M && av >= 0 && L->tail_from[av].align > 0 &&
+        L->p->buffers.data[oa.buf].dtype == gm.dtype)
+        gm.tail = L->tail_from[av];
     int cbuf = L->buf_of_val[mmv];
     if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv), O->dtype == val(L, mmv)->dtype ? mmv : -1);
     if (cbuf < 0) return true;
@@ -2811,7 +3046,8 @@ static FcStatus lower_program(const IrGraph *g, const PassOptions *opt, const in
     L.scatter_index = fc_calloc((size_t)nn + 1, sizeof(int));
     L.deq_only = fc_calloc((size_t)nv + 1, sizeof(bool));
     L.eager_stored = fc_calloc((size_t)nv + 1, sizeof(bool));
-    if (!L.eager_stored || !L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
+    L.tail_from = fc_calloc((size_t)nv + 1, sizeof(KirTail));
+    if (!L.eager_stored || !L.tail_from || !L.p || !L.group_of_node || !L.group_first || !L.group_origin_op || !L.group_is_view ||
         !L.used_outside || !L.buf_of_val || !L.bound || !L.force_load || !L.row_shared || !L.whole_shared || !L.tail_node || !L.scatter_index ||
         !L.deq_only) {
         fail_oom(&L);
@@ -3028,6 +3264,7 @@ done:
     fc_free(L.buf_of_val);
     fc_free(L.bound);
     fc_free(L.force_load);
+    fc_free(L.tail_from);
     fc_free(L.deq_only);
     fc_free(L.eager_stored);
     fc_free(L.eager_red_block);

@@ -264,15 +264,33 @@ static int64_t last_bad_row(const KirGemm *g, const void *b, int64_t i) {
  * ends in zeros from column e on, where B's rows from e on are finite, multiplies only the first
  * e (none: its C is zero); runs of other panels are one product, so a dense A costs a scan of
  * one element a row. */
+/* With a known tail (KirGemm.tail): the column from which rows [p0, p1) of product i's A are zero,
+ * from the value each row holds past its tail column (one read a row), or -1 when a row's is not
+ * a zero of either sign (then the rows are scanned). */
+static int64_t known_end(const KirGemm *g, const void *a, int64_t i, int64_t p0, int64_t p1) {
+    int64_t e = 0;
+    for (int64_t r = p0; r < p1; r++) {
+        int64_t f = kir_tail_col(&g->tail, r, g->k);
+        if (f >= g->k) return g->k;
+        size_t at = (size_t)(i * g->stride_a + r * g->k + g->k - 1);
+        uint64_t bits = g->dtype == FC_F64 ? ((const uint64_t *)a)[at] << 1 : (uint64_t)(((const uint32_t *)a)[at] << 1);
+        if (bits) return -1;
+        e = f > e ? f : e;
+    }
+    return e;
+}
 static void zero_tail_rows(const KirGemm *g, const void *a, const void *b, void *c, int64_t i, int64_t r0, int64_t r1) {
     int64_t bad = -1, run = r0;
     for (int64_t p0 = r0; p0 < r1;) {
         int64_t p1 = p0 + CAUSAL_PANEL - p0 % CAUSAL_PANEL;
         if (p1 > r1) p1 = r1;
-        int64_t e = 0;
-        for (int64_t r = p0; r < p1 && e < g->k; r++) {
-            int64_t re = row_end(g, a, i, r);
-            e = re > e ? re : e;
+        int64_t e = g->tail.align > 0 ? known_end(g, a, i, p0, p1) : -1;
+        if (e < 0) {   /* not known: scanned */
+            e = 0;
+            for (int64_t r = p0; r < p1 && e < g->k; r++) {
+                int64_t re = row_end(g, a, i, r);
+                e = re > e ? re : e;
+            }
         }
         if (e < g->k && bad < 0) bad = last_bad_row(g, b, i);
         if (e < g->k && bad <= e) {

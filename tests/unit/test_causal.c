@@ -14,13 +14,20 @@
  *    the scores are also an output, are read by a reduction or by the condition, feed the
  *    where's fill, cross a stored intermediate, go through an f8 quantization, with
  *    --strict-rounding, or in the GPU-shaped program;
- *  - a zero tail (KirGemm.zero_tail): A whose rows end in zeros (of both signs), dense, or all
- *    zero, B with and without an infinity in the rows left out, plain and transposed, f32 and
- *    f64: C equals
- *    the full product, NaN where 0 * inf makes it one; the second product of an attention
- *    reads a zero tail, the first and the GPU's or --strict-rounding's do not;
+ *  - a zero tail (KirGemm.zero_tail): A whose rows end in zeros (of both signs), dense, all
+ *    zero or ending in a nonzero constant, B with and without an infinity in the rows left
+ *    out, plain and transposed, f32 and f64, the rows' tail column given (KirGemm.tail) or
+ *    scanned: C equals the full product, NaN where 0 * inf makes it one; the second product of
+ *    an attention reads a zero tail, the first and the GPU's or --strict-rounding's do not; its
+ *    tail column is known where a causal softmax stored its A, not otherwise;
  *  - the results of every causal plan, outputs poisoned before the run, against the reference
- *    interpreter (within 1e-5 of the largest).
+ *    interpreter (within 1e-5 of the largest);
+ *  - causal rows (docs/cpu.md "Causal rows"): which row kernels' reductions stop at their masks
+ *    and which go on past them as a loop (softmax, log_softmax with Tq < Tk, rows keeping no
+ *    column, a bias after the mask, finite fills with a count, a mean, a min and two offsets),
+ *    the bytes read, none for another row shape, the GPU program or --strict-rounding; the
+ *    results against the interpreter on random inputs and on rows with NaNs past the
+ *    diagonal, rows of -inf and rows with +inf.
  */
 #include "blas.h"
 #include "cpu.h"
@@ -120,14 +127,17 @@ static void check_runtime(int64_t batch, int64_t m, int64_t n, int64_t k, int64_
 
 /* A zero tail (KirGemm.zero_tail): C = A @ B ([m, k] @ [k, n], or B given [n, k]) with A's rows
  * ending in zeros at `tail` (0: a dense A; 1: a causal softmax's, row r nonzero up to r + 2;
- * 2: every row zero), and B with an infinity in row bad_row (-1: none). Every element of C
- * equals the full product's computed here in f64 (NaN where it is: 0 * inf), poisoned before. */
+ * 2: every row zero; 3: row r 0.5 from r + 2 on), and B with an infinity in row bad_row (-1:
+ * none). known: the rows' tail column given (KirGemm.tail: r + 2 on, as a causal row kernel
+ * stores its probabilities), so that the runtime reads one element a row (and scans the rows
+ * whose value there is not a zero). Every element of C equals the full product's computed here
+ * in f64 (NaN where it is: 0 * inf), poisoned before. */
 static void check_zero_tail(int64_t batch, int64_t m, int64_t n, int64_t k, int tail, int64_t bad_row, bool trans_b,
-                            int64_t nparts, bool f64) {
+                            int64_t nparts, bool f64, bool known) {
     if (bad_row >= k) return;
     KirGemm g = {.batch = batch, .m = m, .n = n, .k = k, .stride_a = batch > 1 ? m * k : 0,
                  .stride_b = batch > 1 ? n * k : 0, .stride_c = batch > 1 ? m * n : 0, .trans_b = trans_b,
-                 .dtype = f64 ? FC_F64 : FC_F32, .zero_tail = true};
+                 .dtype = f64 ? FC_F64 : FC_F32, .zero_tail = true, .tail = {.off = 1, .align = known ? 1 : 0}};
     int64_t na = batch * m * k, nb = batch * n * k, nc = batch * m * n;
     size_t es = f64 ? sizeof(double) : sizeof(float);
     /* the values in f64 (each a float's), and the buffers in the product's type */
@@ -137,7 +147,8 @@ static void check_zero_tail(int64_t batch, int64_t m, int64_t n, int64_t k, int 
         for (int64_t r = 0; r < m; r++)
             for (int64_t t = 0; t < k; t++) {
                 bool zero = tail == 2 || (tail == 1 && t > r + 1);
-                ad[(i * m + r) * k + t] = zero ? (t % 3 ? 0.0 : -0.0) : (double)(float)(urand() * 2 - 1);
+                ad[(i * m + r) * k + t] = zero ? (t % 3 ? 0.0 : -0.0)
+                                          : tail == 3 && t > r + 1 ? 0.5 : (double)(float)(urand() * 2 - 1);
             }
     for (int64_t e = 0; e < nb; e++) bd[e] = (double)(float)(urand() * 2 - 1);
     if (bad_row >= 0)
@@ -177,9 +188,9 @@ static void check_zero_tail(int64_t batch, int64_t m, int64_t n, int64_t k, int 
                 big = fabs(s) > big ? fabs(s) : big;
             }
     EXPECT(worst <= 1e-5 * big + 1e-30,
-           "zero tail %s b %lld m %lld n %lld k %lld tail %d bad %lld trans %d parts %lld: error %g of %g",
+           "zero tail %s b %lld m %lld n %lld k %lld tail %d bad %lld trans %d parts %lld known %d: error %g of %g",
            f64 ? "f64" : "f32", (long long)batch, (long long)m, (long long)n, (long long)k, tail, (long long)bad_row, trans_b,
-           (long long)nparts, worst, big);
+           (long long)nparts, known, worst, big);
     EXPECT(nan_ok == nan_want, "zero tail %s tail %d bad %lld: %lld of %lld NaNs (0 * inf) kept", f64 ? "f64" : "f32", tail,
            (long long)bad_row, (long long)nan_ok, (long long)nan_want);
     free(ad);
@@ -208,8 +219,22 @@ static const KirKernel *first_product(const KirProgram *p, int nth) {
     return NULL;
 }
 
-/* Runs p on random inputs and compares every output with the interpreter's. */
-static void check_results(const char *what, const KirProgram *p, const IrGraph *g) {
+/* Lowers g for the CPU (the GPU unless cpu) into *res; false (a failure counted) when it fails. */
+static bool lower_for(const char *what, const IrGraph *g, bool cpu, bool strict, PassResult *res) {
+    PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = cpu, .strict_rounding = strict};
+    po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = 1 << 20, .llc_bytes = 32 << 20, .vector_bytes = 32};
+    memset(res, 0, sizeof *res);
+    FcErr err = {0};
+    if (pass_pipeline(g, &po, res, &err) == FC_OK) return true;
+    EXPECT(0, "%s: pipeline: %s", what, err.msg);
+    return false;
+}
+
+/* Runs p on random inputs and compares every output with the interpreter's (a NaN against a
+ * NaN, an infinity against itself). special: input 0's rows (its last two dims) get a NaN past
+ * the diagonal, an infinity in some of their first elements, rows of -inf (some of them whole),
+ * so that what a causal row kernel leaves out and the rows whose max is not finite show. */
+static void check_results_at(const char *what, const KirProgram *p, const IrGraph *g, bool special) {
     FcErr err = {0};
     RtCpuProgram *cp = NULL;
     if (rt_cpu_compile(p, 2, &cp, &err) != FC_OK) {
@@ -223,6 +248,17 @@ static void check_results(const char *what, const KirProgram *p, const IrGraph *
         ir_shape_numel(&ir_cval(g, g->inputs.data[i])->shape, &n);
         in[i] = malloc(sizeof(float) * (size_t)n);
         for (int64_t e = 0; e < n; e++) ((float *)in[i])[e] = (float)(urand() * 4 - 2);
+        const IrShape *sh = &ir_cval(g, g->inputs.data[i])->shape;
+        if (i > 0 || !special || sh->rank < 2) continue;
+        int64_t rows = sh->dims[sh->rank - 2], cols = sh->dims[sh->rank - 1];
+        for (int64_t e = 0; e < n; e++) {
+            int64_t r = e / cols % rows, c = e % cols, row = e / cols;
+            float *x = &((float *)in[i])[e];
+            if (c > r) *x = NAN;                                   /* past the diagonal */
+            else if (row % 7 == 3) *x = -INFINITY;                 /* a row of -inf */
+            else if (row % 7 == 5 && c <= 2) *x = -INFINITY;       /* its first elements */
+            else if (row % 11 == 6 && c == r / 2) *x = INFINITY;   /* a row with +inf */
+        }
     }
     for (int o = 0; o < g->outputs.len && o < 4; o++) {
         ir_shape_numel(&ir_cval(g, g->outputs.data[o])->shape, &nout[o]);
@@ -234,10 +270,13 @@ static void check_results(const char *what, const KirProgram *p, const IrGraph *
     EXPECT(rt_interp_run(g, (const void *const *)in, ref, &err) == FC_OK, "%s: interpreter: %s", what, err.msg);
     for (int o = 0; o < g->outputs.len && o < 4; o++) {
         double worst = 0, big = 0;
+        for (int64_t e = 0; e < nout[o]; e++)   /* the scale: the largest finite reference */
+            if (isfinite(((float *)ref[o])[e]) && fabs(((float *)ref[o])[e]) > big) big = fabs(((float *)ref[o])[e]);
         for (int64_t e = 0; e < nout[o]; e++) {
-            double r = ((float *)ref[o])[e], d = fabs((double)((float *)got[o])[e] - r);
-            worst = isnan(d) || d > worst ? (isnan(d) ? INFINITY : d) : worst;
-            big = fabs(r) > big ? fabs(r) : big;
+            double r = ((float *)ref[o])[e], x = ((float *)got[o])[e];
+            if ((isnan(r) && isnan(x)) || r == x) continue;
+            double d = isfinite(r) && isfinite(x) ? fabs(x - r) : INFINITY;   /* one not finite: wrong */
+            if (d > worst) worst = d;
         }
         EXPECT(worst <= 1e-5 * big, "%s: output %d off by %g of %g", what, o, worst, big);
         free(got[o]);
@@ -246,11 +285,14 @@ static void check_results(const char *what, const KirProgram *p, const IrGraph *
     for (int i = 0; i < 8; i++) free(in[i]);
     rt_cpu_free(cp);
 }
+static void check_results(const char *what, const KirProgram *p, const IrGraph *g) {
+    check_results_at(what, p, g, false);
+}
 
 /* Lowers text (for the CPU unless gpu) and checks whether its first product is causal (at
  * want_off) and that its second is not; then the results. */
 static void check_plan_at(const char *what, const char *text, bool want, int64_t want_off, bool gpu, bool strict,
-                          FcDtype prec) {
+                          FcDtype prec, int want_tail) {
     IrGraph *g = compile(text);
     EXPECT(g != NULL, "%s: compiles", what);
     if (!g) return;
@@ -262,13 +304,8 @@ static void check_plan_at(const char *what, const char *text, bool want, int64_t
         if (!low) return;
         g = low;
     }
-    PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = !gpu, .strict_rounding = strict};
-    po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = 1 << 20, .llc_bytes = 32 << 20, .vector_bytes = 32};
     PassResult res;
-    memset(&res, 0, sizeof res);
-    FcErr err = {0};
-    if (pass_pipeline(g, &po, &res, &err) != FC_OK) {
-        EXPECT(0, "%s: pipeline: %s", what, err.msg);
+    if (!lower_for(what, g, !gpu, strict, &res)) {
         ir_graph_free(g);
         return;
     }
@@ -285,6 +322,11 @@ static void check_plan_at(const char *what, const char *text, bool want, int64_t
     }
     if (k1) EXPECT(!k1->gemm.causal, "%s: the second product is not causal", what);
     if (k1 && want) EXPECT(k1->gemm.zero_tail, "%s: the second product reads a zero tail", what);
+    /* p stored by a causal softmax (a causal row kernel): its tail column known (want_tail 1) */
+    if (k1 && want_tail == 1)
+        EXPECT(k1->gemm.tail.align > 0 && k1->gemm.tail.off == want_off, "%s: the second product's tail (%lld, %lld)", what,
+               (long long)k1->gemm.tail.off, (long long)k1->gemm.tail.align);
+    if (k1 && want_tail == 0) EXPECT(k1->gemm.tail.align == 0, "%s: no tail known", what);
     if (k0) EXPECT(!k0->gemm.zero_tail, "%s: the first product has no zero tail", what);
     if (k1 && (gpu || strict)) EXPECT(!k1->gemm.zero_tail, "%s: no zero tail", what);
     if (!gpu && prec == FC_F32) check_results(what, res.prog, g);
@@ -292,7 +334,7 @@ static void check_plan_at(const char *what, const char *text, bool want, int64_t
     ir_graph_free(g);
 }
 static void check_plan(const char *what, const char *text, bool want, int64_t want_off, bool gpu, bool strict) {
-    check_plan_at(what, text, want, want_off, gpu, strict, FC_F32);
+    check_plan_at(what, text, want, want_off, gpu, strict, FC_F32, gpu || strict ? 0 : -1);
 }
 
 /* Training: the backward of a causal attention (each remat mode) has a product reading a zero
@@ -329,6 +371,46 @@ static void check_train(const char *text, PassRemat mode, int *zero_tails, int *
     ir_graph_free(g);
 }
 
+/* Causal rows (docs/cpu.md "Causal rows"): lowers text for the CPU (the GPU unless cpu) and
+ * counts its row kernels' reductions that stop at the masks (hi a variable) and those that go
+ * on past them as a loop (lo a variable); then the results, on random inputs and on inputs with
+ * NaNs past the diagonal and rows whose max is -inf or +inf. */
+static void check_rows_read(const char *what, const char *text, int want_split, int want_loops, bool cpu, bool strict,
+                            int64_t want_read) {
+    IrGraph *g = compile(text);
+    EXPECT(g != NULL, "%s: compiles", what);
+    if (!g) return;
+    PassResult res;
+    if (!lower_for(what, g, cpu, strict, &res)) {
+        ir_graph_free(g);
+        return;
+    }
+    int split = 0, loops = 0;
+    for (int i = 0; i < res.prog->kernels.len; i++) {
+        const KirKernel *k = res.prog->kernels.data[i];
+        if (want_read >= 0)   /* the bytes read: the scores' columns before the masks */
+            EXPECT(k->bytes_read == want_read, "%s: %s reads %lld bytes, expected %lld", what, k->name,
+                   (long long)k->bytes_read, (long long)want_read);
+        for (int st = 0; st < k->stmts.len; st++) {
+            const KirStmt *x = &k->stmts.data[st];
+            if (x->kind != KS_REDUCE) continue;
+            split += k->exprs.data[x->b].kind != KE_CONST;
+            loops += k->exprs.data[x->a].kind != KE_CONST;
+        }
+    }
+    EXPECT(split == want_split, "%s: %d reductions stop at the masks, expected %d", what, split, want_split);
+    EXPECT(loops == want_loops, "%s: %d go on past them as a loop, expected %d", what, loops, want_loops);
+    if (cpu) {
+        check_results_at(what, res.prog, g, false);
+        check_results_at(what, res.prog, g, true);
+    }
+    pass_result_free(&res);
+    ir_graph_free(g);
+}
+static void check_rows(const char *what, const char *text, int want_split, int want_loops, bool cpu, bool strict) {
+    check_rows_read(what, text, want_split, want_loops, cpu, strict, -1);
+}
+
 int main(void) {
     check_cols();
     for (int64_t parts = 1; parts <= 3; parts++) {
@@ -342,17 +424,18 @@ int main(void) {
     }
 
     for (int64_t parts = 1; parts <= 3; parts += 2)
-        for (int tail = 0; tail <= 2; tail++)
+        for (int tail = 0; tail <= 3; tail++)
             for (int64_t bad = -1; bad < 200; bad += 100)
-                for (int tr = 0; tr <= 1; tr++) {
-                    check_zero_tail(2, 150, 24, 150, tail, bad, tr, parts, false);
-                    check_zero_tail(1, 200, 8, 200, tail, bad, tr, parts, tr == 1);
-                }
+                for (int tr = 0; tr <= 1; tr++)
+                    for (int known = 0; known <= (tail > 0); known++) {
+                        check_zero_tail(2, 150, 24, 150, tail, bad, tr, parts, false, known);
+                        check_zero_tail(1, 200, 8, 200, tail, bad, tr, parts, tr == 1, known);
+                    }
 
     static const char *const attn =
         "block a(q: f32[2, 3, 24, 16], k: f32[2, 3, 24, 16], v: f32[2, 3, 24, 8]) -> f32[2, 3, 24, 8] {\n"
         "    return softmax(causal_mask(q @ transpose(k) * 0.25)) @ v\n}\n";
-    check_plan("causal_mask", attn, true, 0, false, false);
+    check_plan_at("causal_mask", attn, true, 0, false, false, FC_F32, 1);
     for (int mode = PASS_REMAT_AUTO; mode <= PASS_REMAT_FULL; mode++) {
         int zt, cb;
         check_train(attn, (PassRemat)mode, &zt, &cb);
@@ -360,25 +443,26 @@ int main(void) {
         EXPECT(zt >= 1, "remat mode %d: the backward's dS @ K reads a zero tail", mode);
     }
     check_plan("GPU program", attn, false, 0, true, false);
-    check_plan_at("bf16", attn, true, 0, false, false, FC_BF16);
-    check_plan_at("f16", attn, true, 0, false, false, FC_F16);
+    check_plan_at("bf16", attn, true, 0, false, false, FC_BF16, 1);
+    check_plan_at("f16", attn, true, 0, false, false, FC_F16, 1);
     check_plan("--strict-rounding", attn, false, 0, false, true);
-    check_plan("attention op",
-               "block a(q: f32[2, 24, 16], k: f32[2, 40, 16], v: f32[2, 40, 8]) -> f32[2, 24, 8] {\n"
-               "    return attention(q, k, v, causal=true)\n}\n",
-               true, 16, false, false);
-    check_plan("i32 iotas, <, an offset, a finite fill",
-               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
-               "    s = q @ transpose(k)\n"
-               "    keep = iota([24, 24], 1) < iota([24, 24], 0) + 3\n"
-               "    return softmax(where(keep, s, -1e9)) @ v\n}\n",
-               true, 2, false, false);
-    check_plan("i64 iotas, >=",
-               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
-               "    s = exp(q @ transpose(k) * 0.5)\n"
-               "    keep = iota([24, 24], 0, dtype=i64) - 1 >= iota([24, 24], 1, dtype=i64)\n"
-               "    return where(keep, s, 0.0) @ v\n}\n",
-               true, -1, false, false);
+    check_plan_at("attention op",
+                  "block a(q: f32[2, 24, 16], k: f32[2, 40, 16], v: f32[2, 40, 8]) -> f32[2, 24, 8] {\n"
+                  "    return attention(q, k, v, causal=true)\n}\n",
+                  true, 16, false, false, FC_F32, 1);
+    check_plan_at("i32 iotas, <, an offset, a finite fill",
+                  "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+                  "    s = q @ transpose(k)\n"
+                  "    keep = iota([24, 24], 1) < iota([24, 24], 0) + 3\n"
+                  "    return softmax(where(keep, s, -1e9)) @ v\n}\n",
+                  true, 2, false, false, FC_F32, 1);
+    /* no row kernel: p's tail not known */
+    check_plan_at("i64 iotas, >=",
+                  "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+                  "    s = exp(q @ transpose(k) * 0.5)\n"
+                  "    keep = iota([24, 24], 0, dtype=i64) - 1 >= iota([24, 24], 1, dtype=i64)\n"
+                  "    return where(keep, s, 0.0) @ v\n}\n",
+                  true, -1, false, false, FC_F32, 0);
     check_plan("scores also returned",
                "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8], f32[24, 24] {\n"
                "    s = q @ transpose(k)\n"
@@ -389,11 +473,12 @@ int main(void) {
                "    s = q @ transpose(k)\n"
                "    return softmax(causal_mask(s) + sum(s, axis=1, keepdim=true)) @ v\n}\n",
                false, 0, false, false);
-    check_plan("scores in the condition",
-               "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
-               "    s = q @ transpose(k)\n"
-               "    return softmax(where(s > 0.0, causal_mask(s), -1e9)) @ v\n}\n",
-               false, 0, false, false);
+    /* and past the mask p depends on s: not one value a row, its tail not known */
+    check_plan_at("scores in the condition",
+                  "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
+                  "    s = q @ transpose(k)\n"
+                  "    return softmax(where(s > 0.0, causal_mask(s), -1e9)) @ v\n}\n",
+                  false, 0, false, false, FC_F32, 0);
     check_plan("scores as the fill",
                "block a(q: f32[24, 16], k: f32[24, 16], v: f32[24, 8]) -> f32[24, 8] {\n"
                "    s = q @ transpose(k)\n"
@@ -406,6 +491,46 @@ int main(void) {
                "    keep = iota([24, 24], 0) <= iota([24, 24], 1)\n"
                "    return softmax(where(keep, s, -1e9)) @ v\n}\n",
                false, 0, false, false);
+
+    /* causal rows */
+    /* row r reads r + 1 columns; in a row of 256 or more a multiple of 32: rows 0-31 32, ...,
+     * 288-299 all 300 */
+    check_rows_read("causal softmax", "block r(s: f32[3, 100, 100]) -> f32[3, 100, 100] {\n    return softmax(causal_mask(s))\n}\n",
+                    2, 0, true, false, 3 * 4 * (100 * 101 / 2));
+    int64_t long_read = 0;
+    for (int64_t r = 0; r < 300; r++) long_read += (r / 32 + 1) * 32 < 300 ? (r / 32 + 1) * 32 : 300;
+    check_rows_read("causal softmax, long rows",
+                    "block r(s: f32[2, 300, 300]) -> f32[2, 300, 300] {\n    return softmax(causal_mask(s))\n}\n", 2, 0, true,
+                    false, 2 * 4 * long_read);
+    check_rows("log_softmax, keys before the queries",
+               "block r(s: f32[2, 70, 130]) -> f32[2, 70, 130] {\n"
+               "    keep = iota([70, 130], 1) <= iota([70, 130], 0) + 16\n"
+               "    return log_softmax(where(keep, s, -inf))\n}\n",
+               2, 0, true, false);
+    check_rows("rows with no column kept",
+               "block r(s: f32[2, 90, 90]) -> f32[2, 90, 90] {\n"
+               "    keep = iota([90, 90], 1) < iota([90, 90], 0) - 3\n"
+               "    return softmax(where(keep, s, -inf))\n}\n",
+               2, 0, true, false);
+    check_rows("a bias after the mask: the rest is a loop",
+               "block r(s: f32[2, 97, 97], b: f32[97]) -> f32[2, 97, 97] {\n"
+               "    return softmax(causal_mask(s) + b)\n}\n",
+               2, 2, true, false);
+    check_rows("finite fills: a count, a mean, a min, two offsets",
+               "block r(s: f32[99, 99]) -> f32[99, 1], f32[99, 1], f32[99, 99], f32[99] {\n"
+               "    a = iota([99, 99], 1) <= iota([99, 99], 0)\n"
+               "    b = iota([99, 99], 1) <= iota([99, 99], 0) + 5\n"
+               "    x = where(a, s, 1.0) + where(b, s * 2.0, 0.5)\n"
+               "    m = mean(where(b, s, 3.0), axis=1, keepdim=true)\n"
+               "    n = x - min(where(a, s, inf), axis=1, keepdim=true)\n"
+               "    return sum(x, axis=1, keepdim=true), m, n, sum(where(a, s, -inf), axis=1)\n}\n",
+               4, 0, true, false);
+    check_rows("a row kernel of another shape", "block r(s: f32[3, 40, 40]) -> f32[3, 40] {\n"
+               "    return sum(causal_mask(s), axis=1)\n}\n", 0, 0, true, false);
+    check_rows("GPU program", "block r(s: f32[3, 40, 40]) -> f32[3, 40, 40] {\n    return softmax(causal_mask(s))\n}\n",
+               0, 0, false, false);
+    check_rows("--strict-rounding", "block r(s: f32[3, 40, 40]) -> f32[3, 40, 40] {\n    return softmax(causal_mask(s))\n}\n",
+               0, 0, true, true);
     if (failures) fprintf(stderr, "test_causal: %d failures\n", failures);
     else printf("test_causal: ok\n");
     return failures != 0;
