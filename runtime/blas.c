@@ -260,10 +260,6 @@ static int64_t last_bad_row(const KirGemm *g, const void *b, int64_t i) {
         }
     return 0;
 }
-/* Rows [r0, r1) of product i with a zero tail: in panels of CAUSAL_PANEL rows, a panel whose A
- * ends in zeros from column e on, where B's rows from e on are finite, multiplies only the first
- * e (none: its C is zero); runs of other panels are one product, so a dense A costs a scan of
- * one element a row. */
 /* With a known tail (KirGemm.tail): the column from which rows [p0, p1) of product i's A are zero,
  * from the value each row holds past its tail column (one read a row), or -1 when a row's is not
  * a zero of either sign (then the rows are scanned). */
@@ -279,6 +275,10 @@ static int64_t known_end(const KirGemm *g, const void *a, int64_t i, int64_t p0,
     }
     return e;
 }
+/* Rows [r0, r1) of product i with a zero tail: in panels of CAUSAL_PANEL rows, a panel whose A
+ * ends in zeros from column e on, where B's rows from e on are finite, multiplies only the first
+ * e (none: its C is zero); runs of other panels are one product, so a dense A costs a scan of
+ * one element a row. */
 static void zero_tail_rows(const KirGemm *g, const void *a, const void *b, void *c, int64_t i, int64_t r0, int64_t r1) {
     int64_t bad = -1, run = r0;
     for (int64_t p0 = r0; p0 < r1;) {
