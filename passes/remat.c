@@ -182,6 +182,30 @@ typedef struct Choice {
 } Choice;
 static bool rec_node(const Rm *r, const Choice *c, int i);
 
+/* Whether value m is computed from value x (x itself excluded) in graph g of n values; seen and
+ * stack: n entries of scratch. */
+static bool derived_from(const IrGraph *g, int m, int x, char *seen, int *stack, int n) {
+    memset(seen, 0, (size_t)n);
+    int sp = 0;
+    stack[sp++] = m;
+    seen[m] = 1;
+    bool found = false;
+    while (sp > 0 && !found) {
+        const IrValue *v = ir_cval(g, stack[--sp]);
+        if (v->node < 0) continue;
+        const IrNode *nd = &g->nodes.data[v->node];
+        for (int k = 0; k < nd->nin; k++) {
+            int u = nd->in[k];
+            if (u == x) found = true;
+            if (u < n && !seen[u]) {
+                seen[u] = 1;
+                stack[sp++] = u;
+            }
+        }
+    }
+    return found;
+}
+
 static FcStatus solve(Rm *r, const Cost *c, Choice *out) {
     const IrGraph *g = r->g;
     int n = r->nfv, S = 2 * n, T = 2 * n + 1;
@@ -209,6 +233,30 @@ static FcStatus solve(Rm *r, const Cost *c, Choice *out) {
         ok = ok && net_edge(&f, S, 2 * v, rec) && net_edge(&f, 2 * v, 2 * v + 1, save);
         if (ok && r->needed[v]) ok = net_edge(&f, 2 * v + 1, T, INF);
     }
+    /* A value compared for equality with one computed from it (the max and min rules' eq(x,
+     * max(x))) is not recomputed while the other is computed by the forward: a 16-bit value
+     * recomputed by the backward can differ from the forward's in its last bit (the two
+     * programs' fused kernels keep different intermediates unrounded), and compared with the
+     * max the forward took of its own bits it then matched no element: the max's gradient went
+     * nowhere (difftest seed 2026113001 graph 1574, a bf16 max under --mem-budget). Saved x
+     * and max recomputed from it, or both recomputed, are the same bits. */
+    char *dseen = fc_calloc((size_t)n + 1, 1);
+    int *dstack = fc_calloc((size_t)n + 1, sizeof(int));
+    ok = ok && dseen && dstack;
+    for (int i = 0; i < g->nodes.len && ok; i++) {
+        const IrNode *nd = &g->nodes.data[i];
+        if ((nd->op != IR_OP_EQ && nd->op != IR_OP_NE) || nd->nin != 2) continue;
+        for (int s = 0; s < 2 && ok; s++) {
+            int x = nd->in[s], m = nd->in[1 - s];   /* m computed from x: m_in on the source side
+                                                      * and x_in on the sink side is cut off */
+            if (x >= n || m >= n || !r->fwd[x] || !r->fwd[m] || ir_cval(g, x)->node < 0 || r->constant[x] ||
+                !derived_from(g, m, x, dseen, dstack, n))
+                continue;
+            ok = net_edge(&f, 2 * m, 2 * x, INF);
+        }
+    }
+    fc_free(dseen);
+    fc_free(dstack);
     if (!ok) { net_free(&f); return FC_OOM(r->err); }
     max_flow(&f, S, T);
     out->bytes = out->flops = 0;
