@@ -1878,12 +1878,18 @@ static void schedule_cols(Lower *L, int group, const IrNode *n, int64_t R, int64
  * column, so that the random graphs' small rows have columns past their masks too) */
 enum { CAUSAL_ALIGN = 32, CAUSAL_ALIGN_ROW = 256 };
 
+/* Whether node n is one of the causal row kernel's masks: a where of the row's shape keeping its
+ * x where j <= i + off, off <= L->mask_off. */
+static bool row_mask(const Lower *L, const IrNode *n) {
+    int64_t off;
+    return n->op == IR_OP_WHERE && L->mask_shape && ir_shape_eq(&val(L, n->out[0])->shape, L->mask_shape) &&
+           causal_where(L, n, L->mask_shape, &off) && off <= L->mask_off;
+}
+
 /* Whether where node n, emitted at idx of shape s, is one of the row's causal masks at a
  * column past them all (L->fcol). */
 static bool forced_where(Lower *L, const IrNode *n, const IrShape *s, const int *idx) {
-    int64_t off;
-    return L->fcol >= 0 && n->op == IR_OP_WHERE && L->mask_shape && ir_shape_eq(s, L->mask_shape) &&
-           idx[s->rank - 1] == L->fcol && row_current(L, idx) && causal_where(L, n, s, &off) && off <= L->mask_off;
+    return L->fcol >= 0 && row_mask(L, n) && idx[s->rank - 1] == L->fcol && row_current(L, idx);
 }
 
 /* Whether value v, emitted at (this row, a column past the masks) as forced_where has it, is the
@@ -1899,9 +1905,7 @@ static bool col_invariant(const Lower *L, int v, int depth) {
     if (!n || depth > 32 || !in_group(L, v) || L->force_load[v]) return false;
     if (n->op == IR_OP_FULL) return true;
     if (!ir_shape_eq(&x->shape, X)) return false;
-    int64_t off;
-    if (n->op == IR_OP_WHERE && causal_where(L, n, X, &off) && off <= L->mask_off)
-        return col_invariant(L, n->in[2], depth + 1);
+    if (row_mask(L, n)) return col_invariant(L, n->in[2], depth + 1);
     IrCategory c = ir_ops[n->op].cat;
     if (!(c == IR_CAT_UNARY || c == IR_CAT_BINARY || c == IR_CAT_COMPARE || c == IR_CAT_SELECT || c == IR_CAT_CAST) ||
         n->op == IR_OP_FP8_QUANT || n->op == IR_OP_FP8_DEQUANT)
@@ -1917,10 +1921,7 @@ static bool reaches_mask(const Lower *L, int v, char *seen, int depth) {
     const IrNode *n = node_of(L, v);
     if (seen[v] || !n || !in_group(L, v) || L->force_load[v] || depth > 256) return false;
     seen[v] = 1;
-    int64_t off;
-    if (n->op == IR_OP_WHERE && ir_shape_eq(&val(L, v)->shape, L->mask_shape) &&
-        causal_where(L, n, L->mask_shape, &off) && off <= L->mask_off)
-        return true;
+    if (row_mask(L, n)) return true;
     for (int j = 0; j < n->nin; j++)
         if (reaches_mask(L, n->in[j], seen, depth + 1)) return true;
     return false;
@@ -1980,6 +1981,12 @@ static int causal_rest(Lower *L, const IrNode *n, int res, KirType at, int kept,
     }
     kir_let(L->k, out, rest);
     return out;
+}
+
+/* Whether group output v is of the row's shape X (R rows of N: written by the thread loop over
+ * the row, not by the tail or the per-row outputs). */
+static bool row_output(const Lower *L, int v, const IrShape *X, int64_t RN) {
+    return numel_of(L, v) == RN && ir_shape_eq(&val(L, v)->shape, X) && !L->tail_node[val(L, v)->node];
 }
 
 static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const IrShape *X, int nred) {
@@ -2106,7 +2113,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     int routs[128], nrouts = 0;
     for (int i = 0; i < nouts; i++) {
         int nd = val(L, outs[i])->node;
-        if (L->tail_node[nd] || (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X))) continue;
+        if (L->tail_node[nd] || row_output(L, outs[i], X, R * N)) continue;
         routs[nrouts++] = outs[i];
     }
     for (int i = 0; i < L->g->nodes.len && has_tail && !failed(L); i++) {
@@ -2125,8 +2132,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
     /* outputs of shape X: a thread loop over the row */
     bool any_full = false, any_red = nrouts > 0;
     for (int i = 0; i < nouts; i++)
-        if (numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X) && !L->tail_node[val(L, outs[i])->node])
-            any_full = true;
+        any_full |= row_output(L, outs[i], X, R * N);
     if (any_full) {
         int it = kir_var(L->k, KT_I64);
         /* GPU: W consecutive elements a thread when rows start at multiples of W */
@@ -2137,9 +2143,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
         for (int part = 0; part < (kept >= 0 ? 2 : 1) && !failed(L); part++) {
             for (int i = 0; i < nouts && part == 1; i++) {
                 fixed[i] = -1;
-                if (i >= 128 || !(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) ||
-                    L->tail_node[val(L, outs[i])->node] || !col_invariant(L, outs[i], 0))
-                    continue;
+                if (i >= 128 || !row_output(L, outs[i], X, R * N) || !col_invariant(L, outs[i], 0)) continue;
                 int idx[IR_MAX_RANK];
                 for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
                 scope_open(L);
@@ -2153,9 +2157,7 @@ static void schedule_rows(Lower *L, int group, const int *outs, int nouts, const
             vec_for(L, it, part == 0 ? ci(L, 0) : vref(L, kept), part == 0 && kept >= 0 ? vref(L, kept) : ci(L, N),
                     w >= 2 && N % w == 0 ? w : 0);
             for (int i = 0; i < nouts; i++) {
-                if (!(numel_of(L, outs[i]) == R * N && ir_shape_eq(&val(L, outs[i])->shape, X)) ||
-                    L->tail_node[val(L, outs[i])->node])
-                    continue;
+                if (!row_output(L, outs[i], X, R * N)) continue;
                 int idx[IR_MAX_RANK], ridx[IR_MAX_RANK];
                 for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lead_vars[d]);
                 delinearize(L, &red, vref(L, it), ridx);
