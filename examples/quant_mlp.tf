@@ -1,10 +1,10 @@
 # quant_mlp.tf: the GPT-2 MLP of gpt2_mlp.tf with weight-only int8 quantization. Each weight
 # matrix is stored as i8 (one byte an element) with one f32 scale per output channel; the
 # block dequantizes it where it is used, cast(w, f32) * s (exact: an i8 times an f32 scale is
-# one f32 product), so the products run in f32. Where products are library calls (the CPU's
-# BLAS, the AOT unit's cuBLASLt) the dequantized f32 weight is written by a kernel of its own
-# before the call; on a CUDA device's own programs the conversion lands in the product's tile
-# loads (docs/precision.md, "Weight-only quantization"). The i8 weights get no gradient.
+# one f32 product), so the products run in f32. The AOT unit's cuBLASLt products take the f32
+# weight, written by a kernel of its own before the call; the CPU's BLAS takes it a panel at a
+# time, made in the cache; on a CUDA device's own programs the conversion lands in the product's
+# tile loads (docs/precision.md, "Weight-only quantization"). The i8 weights get no gradient.
 # GPT-2 small is -D B=4 -D T=1024 -D C=768.
 dim B = 2, T = 64, C = 128
 

@@ -109,11 +109,12 @@ KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
     k->kind = "library_gemm";
     int64_t na = g->stride_a ? g->batch * g->m * g->k : g->m * g->k;
     /* B in panels: made and read in the cache, one panel at a time (its weight's bytes are the
-     * operand kernel's); C, no larger than a panel, stays there between them */
+     * operand kernel's); C (or the block of C's rows, panel_m) stays there between them */
     int64_t nb = g->panel_k > 0 ? 0 : g->stride_b ? g->batch * g->k * g->n : g->k * g->n;
     FcDtype ab = kir_gemm_ab_dtype(g);
     kir_param(k, ab, g->stride_a ? (g->batch - 1) * g->stride_a + g->m * g->k : g->m * g->k, false);
-    kir_param(k, ab, g->panel_k > 0 ? g->panel_k * g->n : g->stride_b ? (g->batch - 1) * g->stride_b + g->k * g->n : g->k * g->n, false);
+    kir_param(k, ab, g->panel_k > 0 ? g->panel_k * (g->panel_n > 0 ? g->panel_n : g->n)
+                     : g->stride_b ? (g->batch - 1) * g->stride_b + g->k * g->n : g->k * g->n, false);
     kir_param(k, g->dtype, g->stride_c ? (g->batch - 1) * g->stride_c + g->m * g->n : g->m * g->n, true);
     int64_t es = (int64_t)fc_dtype_size(g->dtype);
     k->bytes_read = (na + nb) * (int64_t)fc_dtype_size(ab);
@@ -536,6 +537,11 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
         if (g->panel_k > 0)
             sb_printf(o, "  # B in panels of %lld rows, %lld blocks of the operand kernel each\n", (long long)g->panel_k,
                       (long long)g->panel_blocks);
+        if (g->panel_n > 0)
+            sb_printf(o, "  # B's columns in chunks of %lld, a panel of each chunk at a time\n", (long long)g->panel_n);
+        if (g->panel_m > 0)
+            sb_printf(o, "  # C in blocks of %lld rows, each over every panel (the panels made again for each)\n",
+                      (long long)g->panel_m);
         if (g->causal)
             sb_printf(o, "  # causal: C[i, j] only where j <= i + %lld, the rest left unwritten\n", (long long)g->causal_off);
         if (g->zero_tail) sb_puts(o, "  # zero tail: A's rows may end in zeros, not multiplied\n");
@@ -1091,6 +1097,8 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
             (g->ab16 && ((g->ab16 != FC_BF16 && g->ab16 != FC_F16) || g->dtype != FC_F32 || g->panel_k > 0)) || g->batch < 1 ||
             g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
             g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->trans_b || g->panel_k > g->k || g->panel_blocks < 1)) ||
+            g->panel_m < 0 || (g->panel_m > 0 && (g->panel_k == 0 || g->panel_m >= g->m)) ||
+            g->panel_n < 0 || (g->panel_n > 0 && (g->panel_k == 0 || g->panel_n >= g->n)) ||
             (g->causal && (g->panel_k > 0 || g->causal_off < -g->m || g->causal_off > g->n)) ||
             (g->zero_tail && (g->panel_k > 0 || g->trans_a)) || g->tail.align < 0 || g->tail.align > (1 << 20) ||
             (g->tail.align > 0 && (!g->zero_tail || g->tail.off < -((int64_t)1 << 40) || g->tail.off > ((int64_t)1 << 40))))
@@ -1159,9 +1167,12 @@ FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_al
             int nw = 0, wb = -1;
             for (int a = 0; opk && a < ol->nargs && a < opk->params.len; a++)
                 if (opk->params.data[a].written) nw++, wb = ol->args[a];
-            int64_t P = (k->gemm.k + k->gemm.panel_k - 1) / k->gemm.panel_k;
+            /* chunk after chunk of B's columns, each ceil(k / panel_k) panels of panel_blocks blocks
+             * (the last panel fewer) */
+            int64_t P = (k->gemm.k + k->gemm.panel_k - 1) / k->gemm.panel_k, nc = kir_gemm_chunks(&k->gemm);
+            int64_t rb = opk ? opk->grid / nc : 0;
             if (!opk || opk->library || opk->tail >= 0 || nw != 1 || l->nargs != 3 || wb != l->args[1] ||
-                opk->grid > P * k->gemm.panel_blocks || opk->grid <= (P - 1) * k->gemm.panel_blocks)
+                opk->grid % nc != 0 || rb > P * k->gemm.panel_blocks || rb <= (P - 1) * k->gemm.panel_blocks)
                 return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s takes B in panels from a launch that does "
                                   "not make it", who, li, k->name);
         }
@@ -1179,7 +1190,8 @@ FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_al
             const KirLaunch *nl = li + 1 < p->launches.len ? &p->launches.data[li + 1] : NULL;
             const KirKernel *nk = nl && nl->kernel >= 0 && nl->kernel < p->kernels.len ? p->kernels.data[nl->kernel] : NULL;
             bool panel = nk && nk->library && nk->gemm.panel_k > 0 && nl->nargs == 3 && nl->args[1] == bi && prm->written &&
-                         prm->numel == nk->gemm.k * nk->gemm.n && b->numel >= nk->gemm.panel_k * nk->gemm.n;
+                         prm->numel == nk->gemm.k * nk->gemm.n &&
+                         b->numel >= nk->gemm.panel_k * (nk->gemm.panel_n > 0 ? nk->gemm.panel_n : nk->gemm.n);
             if (b->dtype != prm->dtype || (b->numel < prm->numel && !panel))
                 return fc_err_set(err, FC_ERR_INTERNAL,
                                   "%s: launch %d of %s: buffer b%d (%s[%lld]) does not fit param p%d (%s[%lld])", who,

@@ -201,8 +201,14 @@ typedef struct KirGemm {
      * dequantized), panel_k rows of B at a time, into a buffer of panel_k x n that stays in the
      * cache: for each panel, that kernel's panel_blocks blocks for those rows (its store param
      * indexes all of B; its buffer is the panel, based so that the panel's rows land in it),
-     * then C (+)= A[:, rows] @ panel. batch 1, B not transposed. B is never in memory whole. */
-    int64_t panel_k, panel_blocks;
+     * then C (+)= A[:, rows] @ panel. batch 1, B not transposed. B is never in memory whole.
+     * panel_m > 0 (less than m): C in blocks of panel_m rows, each block over every panel of B
+     * (the panels made again for each block), so that the block of C the panels add to stays in
+     * the cache between them; 0: all of C's rows at once. panel_n > 0 (less than n): B's columns
+     * in chunks of panel_n (the last one narrower), a panel panel_k x (its chunk's width), row
+     * after row; the operand kernel's blocks then go chunk after chunk, panel_blocks a panel
+     * within each, and C's columns of a chunk are multiplied with its panels; 0: all n. */
+    int64_t panel_k, panel_blocks, panel_m, panel_n;
     /* A causal product (the CPU; docs/cpu.md, "Causal products"): element (i, j) of each C is
      * needed only where j <= i + causal_off, every reader of C discarding the others (a causal
      * mask's where, through elementwise ops of one kernel); the runtime leaves them unwritten,
@@ -227,6 +233,8 @@ static inline FcDtype kir_gemm_ab_dtype(const KirGemm *g) { return g->ab16 ? (Fc
  * causal_off + 1)); and their sum over rows [0, r) (closed form). */
 int64_t kir_gemm_cols(const KirGemm *g, int64_t r);
 int64_t kir_gemm_cols_before(const KirGemm *g, int64_t r);
+/* The chunks of B's columns a product with B in panels takes (KirGemm.panel_n): 1 when whole */
+static inline int64_t kir_gemm_chunks(const KirGemm *g) { return g->panel_n > 0 ? (g->n + g->panel_n - 1) / g->panel_n : 1; }
 
 typedef struct KirKernel {
     const char *name;    /* generated identifier, e.g. "k3_layernorm" */

@@ -75,8 +75,9 @@ static int64_t row_smem_budget(const PassOptions *o) {
     return b > 0 ? b : 0;
 }
 
-/* The host's L2 bytes (unknown: 1 MiB). */
+/* The host's L2 bytes (unknown: 1 MiB) and last-level cache bytes (unknown: 8 MiB). */
 static int64_t host_l2(const PassOptions *o) { return o->host.l2_bytes > 0 ? o->host.l2_bytes : 1 << 20; }
+static int64_t host_llc(const PassOptions *o) { return o->host.llc_bytes > 0 ? o->host.llc_bytes : 8 << 20; }
 
 /* Elements per block of a pointwise kernel: 4 per thread on a GPU; on the CPU, see above. */
 static int64_t pw_chunk(const PassOptions *o) {
@@ -2389,10 +2390,12 @@ static bool operand_direct(Lower *L, int xv, const IrShape *ob, int narrow, Oper
 }
 
 /* Computes operand xv, broadcast to the product's batch dims, into a new temporary; with
- * panel_rows > 0 (B in panels, panel_rows_for) into a temporary of panel_rows rows, each block
- * block_rows whole rows, so that the runtime runs the blocks of one panel at a time. */
+ * panel_rows > 0 (B in panels, panel_rows_for) into a temporary of panel_rows rows of
+ * panel_cols columns (all of them: 0), each block block_rows rows of a chunk of panel_cols
+ * columns, chunk after chunk, so that the runtime runs the blocks of one panel at a time;
+ * `passes`: how many times the runtime makes all of B (KirGemm.panel_m), for its bytes. */
 static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, int64_t panel_rows, int64_t block_rows,
-                                int narrow, Operand *o) {
+                                int64_t panel_cols, int64_t passes, int narrow, Operand *o) {
     if (narrow >= 0 && in_group(L, xv) && node_of(L, xv)->op == IR_OP_CAST)   /* in the 16-bit type the library reads */
         xv = node_of(L, xv)->in[0];
     const IrValue *x = val(L, xv);
@@ -2404,26 +2407,43 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
     P.dims[P.rank++] = x->shape.dims[x->shape.rank - 1];
     int64_t n = 1, cols = P.dims[P.rank - 1];
     ir_shape_numel(&P, &n);
-    int buf = panel_rows > 0 ? add_temp(L, x->dtype, panel_rows * cols, -1)
+    int64_t width = panel_cols > 0 && panel_cols < cols ? panel_cols : cols, nch = (cols + width - 1) / width;
+    int buf = panel_rows > 0 ? add_temp(L, x->dtype, panel_rows * width, -1)
                              : add_temp(L, x->dtype, n, n == numel_of(L, xv) ? xv : -1);
     if (buf < 0) return false;
     int64_t chunk = panel_rows > 0 ? block_rows * cols : pw_chunk(L->opt);
-    kernel_begin(L, group, "pointwise", (n + chunk - 1) / chunk, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
+    int64_t grid = panel_rows > 0 ? (P.dims[0] + block_rows - 1) / block_rows * nch : (n + chunk - 1) / chunk;
+    kernel_begin(L, group, "pointwise", grid, n < PW_BLOCK ? (int)((n + 31) / 32 * 32) : PW_BLOCK);
     if (failed(L)) return false;
     rename_kernel(L, "operand");
     int idx[IR_MAX_RANK], xi[IR_MAX_RANK], prm = param_for_buf(L, buf, true);
     if (panel_rows > 0) {
         /* block_rows rows a block, each a contiguous loop over its columns (as the CPU's row
-         * schedule of a pointwise kernel: no division per element); it indexes all of B */
+         * schedule of a pointwise kernel: no division per element); it indexes all of B. With
+         * chunks of columns, block b is rows (b mod RB) * block_rows on of chunk b / RB, and
+         * element [r, c] of a chunk [c0, c1) lands at r * (c1 - c0) + c - c0: the chunk's
+         * panels are panel_rows x (c1 - c0), row after row. */
         L->k->params.data[prm].numel = n;
-        int64_t R = P.dims[0];
+        int64_t R = P.dims[0], RB = (R + block_rows - 1) / block_rows;
         int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), rr = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
-        kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, block_rows)), ci(L, R)));
+        int rb = kir_block_idx(L->k), c0 = ci(L, 0), c1 = ci(L, cols), w = ci(L, cols);
+        if (nch > 1) {
+            int j = kir_var(L->k, KT_I64), b = kir_var(L->k, KT_I64), cv0 = kir_var(L->k, KT_I64), cv1 = kir_var(L->k, KT_I64);
+            kir_let(L->k, j, ib(L, KB_DIV, kir_block_idx(L->k), ci(L, RB)));
+            kir_let(L->k, b, ib(L, KB_SUB, kir_block_idx(L->k), ib(L, KB_MUL, vref(L, j), ci(L, RB))));
+            kir_let(L->k, cv0, ib(L, KB_MUL, vref(L, j), ci(L, width)));
+            kir_let(L->k, cv1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, cv0), ci(L, width)), ci(L, cols)));
+            rb = vref(L, b);
+            c0 = vref(L, cv0);
+            c1 = vref(L, cv1);
+            w = ib(L, KB_SUB, c1, c0);
+        }
+        kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, rb, ci(L, block_rows)), ci(L, R)));
         kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, block_rows)), ci(L, R)));
         k_for(L, KIR_LOOP_SERIAL, rr, vref(L, r0), vref(L, r1));
         int rowbase = kir_var(L->k, KT_I64);
-        kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, rr), ci(L, cols)));
-        k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, cols));
+        kir_let(L->k, rowbase, nch > 1 ? ib(L, KB_SUB, ib(L, KB_MUL, vref(L, rr), w), c0) : ib(L, KB_MUL, vref(L, rr), w));
+        k_for(L, KIR_LOOP_THREADS, c, c0, c1);
         idx[0] = vref(L, rr);
         idx[1] = vref(L, c);
         bcast_index(L, &P, &x->shape, idx, xi);
@@ -2444,8 +2464,11 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
     L->k->flops = 0;
     kernel_end(L, "matmul operand");
     if (panel_rows > 0 && !failed(L)) {   /* the panel stays in the cache: no bytes to memory, no streaming */
-        L->k->bytes_written -= panel_rows * cols * (int64_t)fc_dtype_size(x->dtype);
+        L->k->bytes_written -= panel_rows * width * (int64_t)fc_dtype_size(x->dtype);
         L->k->params.data[prm].stream = false;
+        /* run once per block of C's rows (KirGemm.panel_m): its reads that many times */
+        if (passes > 1 && __builtin_mul_overflow(L->k->bytes_read, passes, &L->k->bytes_read) && L->st == FC_OK)
+            L->st = fc_err_set(L->err, FC_ERR_INPUT, "a product's operand bytes overflow a 64-bit count");
     }
     o->buf = buf;
     o->dtype = x->dtype;
@@ -2456,26 +2479,66 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
 
 /* B in panels (KirGemm.panel_k; docs/cpu.md, "Products of narrow weights"): where the CPU must
  * compute B [k, n] before the library call (a weight stored as i8, f8 or 16 bits, made f32 by
- * an operand kernel), B is made and multiplied a panel of rows at a time, the panel a buffer of
- * half the L2 cache, so that the f32 B never reaches memory: the weight's own bytes are all the
- * product reads of it. Each panel adds C += A[:, rows] @ panel, which reads C again: worth it
- * while the product has no more rows (m, the batch folded in) than a panel (C then fits the
- * cache too, and its extra traffic is at most the f32 B's). The operand kernel's blocks are
- * block_rows whole rows (about pw_chunk elements), a panel a multiple of them. A B that fits
- * one panel is one (made into the cache, then read from it: no extra C traffic, whatever m).
- * Returns the panel's rows (*blocks: the operand kernel's blocks a panel), 0 for no panels. */
+ * an operand kernel), B is made and multiplied a panel of rows at a time into a buffer that
+ * stays in the cache, so that the f32 B never reaches memory: the weight's own bytes are all the
+ * product reads of it. Each panel adds C += A[:, rows] @ panel, which reads C again.
+ *  - C no taller than a panel of half the L2 cache: panels of that size (C stays in the cache
+ *    too, and its extra traffic is at most the f32 B's).
+ *  - A taller C: panels of an eighth of the last-level cache, of at least PANEL_MIN_K rows (the
+ *    BLAS's own blocking of k is a few hundred: panels of 80 rows, 38 calls, ran a [1024, 3072]
+ *    @ [3072, 768] product about 20 % slower than one call on the f32 B, 340 to 1360 rows as
+ *    fast within the noise: docs/cpu.md),
+ *    and C in blocks of *c_rows rows, a block a quarter of that cache and at least PANEL_MIN_M
+ *    rows, each block over every panel, the panels made again for each block (one conversion per
+ *    2 * 128 flops of the product at least); a C that fits is one block (*c_rows 0). A B too
+ *    wide for panels of PANEL_MIN_K rows has its columns in chunks of *chunk_cols (equal, a
+ *    multiple of 16; 0: none), PANEL_MIN_K rows of a chunk an eighth of the cache, each chunk
+ *    its own panels and its own columns of C. Only a cache too small for chunks of 16 columns
+ *    leaves no panels: the f32 B written whole, once.
+ * A B that fits one panel is one (made into the cache, then read from it: no extra C traffic,
+ * whatever m). The operand kernel's blocks are block_rows rows of a chunk (about pw_chunk
+ * elements), a panel a multiple of them. Returns the panel's rows (*blocks: the operand
+ * kernel's blocks a panel), 0 for no panels. */
+enum { PANEL_MIN_K = 256, PANEL_MIN_M = 128 };
 static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, FcDtype dt, int64_t *block_rows,
-                              int64_t *blocks) {
+                              int64_t *blocks, int64_t *c_rows, int64_t *chunk_cols) {
+    *c_rows = *chunk_cols = 0;
     if (!L->opt->cpu || m < 1 || k < 1 || n < 1) return 0;
-    int64_t l2 = host_l2(L->opt), es = (int64_t)fc_dtype_size(dt);
-    int64_t br = pw_chunk(L->opt) / n > 1 ? pw_chunk(L->opt) / n : 1, rows = l2 / 2 / (n * es);
+    int64_t es = (int64_t)fc_dtype_size(dt), llc = host_llc(L->opt);
+    int64_t br = pw_chunk(L->opt) / n > 1 ? pw_chunk(L->opt) / n : 1, rows = host_l2(L->opt) / 2 / (n * es);
     int64_t kp = rows / br > 1 ? rows / br * br : br;
     *block_rows = br;
+    if (m > kp && kp < k) {   /* a taller C: panels in the last-level cache, C in blocks */
+        rows = llc / 8 / (n * es);
+        if (rows < PANEL_MIN_K && rows < k) {   /* too wide: B's columns in equal chunks */
+            int64_t w = llc / 8 / (PANEL_MIN_K * es) / 16 * 16;
+            if (w < 16) return 0;   /* a tiny cache */
+            int64_t nch = (n + w - 1) / w;
+            w = ((n + nch - 1) / nch + 15) / 16 * 16;
+            *chunk_cols = n = w;
+            rows = llc / 8 / (n * es);
+            br = pw_chunk(L->opt) / n > 1 ? pw_chunk(L->opt) / n : 1;
+            *block_rows = br;
+        }
+        kp = rows / br * br;
+        int64_t mb = llc / 4 / (n * es) / 16 * 16;
+        if (kp < k && (kp < PANEL_MIN_K || mb < PANEL_MIN_M)) {
+            *chunk_cols = 0;
+            return 0;
+        }
+        if (kp < k && mb < m) {   /* blocks of equal size, a multiple of 16 rows */
+            int64_t nblk = (m + mb - 1) / mb;
+            *c_rows = ((m + nblk - 1) / nblk + 15) / 16 * 16;
+        }
+    }
     if (kp >= k) {
         *blocks = (k + br - 1) / br;
         return k;
     }
-    if (m > kp) return 0;
+    /* panels of equal size, a multiple of the operand's blocks (panels of 340, 340 and 88 rows
+     * are 256, 256 and 256) */
+    int64_t np = (k + kp - 1) / kp;
+    kp = ((k + np - 1) / np + br - 1) / br * br;
     *blocks = kp / br;
     return kp;
 }
@@ -2638,14 +2701,15 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     if (narrow >= 0 && !(in_group(L, mm->in[0]) && in_group(L, mm->in[1]))) narrow = -1;
     Operand oa, obb;
     if (!operand_direct(L, mm->in[0], &ob, narrow, &oa) &&
-        !operand_materialize(L, group, mm->in[0], &ob, 0, 0, narrow, &oa))
+        !operand_materialize(L, group, mm->in[0], &ob, 0, 0, 0, 1, narrow, &oa))
         return true;
-    int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], kp = 0, br = 0, bpp = 0;
+    int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], kp = 0, br = 0, bpp = 0, mb = 0, nc = 0;
     if (!operand_direct(L, mm->in[1], &ob, narrow, &obb)) {
         /* B in panels: one B for every product, the batch folded into the rows */
         bool folds = nb == 1 || (!oa.trans && oa.stride == M * kk);
-        if (numel_of(L, mm->in[1]) == kk * N && folds) kp = panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp);
-        if (!operand_materialize(L, group, mm->in[1], &ob, kp, br, narrow, &obb)) return true;
+        if (numel_of(L, mm->in[1]) == kk * N && folds) kp = panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb, &nc);
+        int64_t passes = mb > 0 ? (nb * M + mb - 1) / mb : 1;   /* B made once per block of C */
+        if (!operand_materialize(L, group, mm->in[1], &ob, kp, br, nc, passes, narrow, &obb)) return true;
     }
     if (oa.dtype != obb.dtype || (oa.dtype != O->dtype && oa.dtype != (FcDtype)narrow)) {
         if (L->st == FC_OK)
@@ -2669,6 +2733,8 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     if (kp > 0) {   /* kir_verify refuses panels of a batched product */
         gm.panel_k = kp;
         gm.panel_blocks = bpp;
+        gm.panel_m = mb;
+        gm.panel_n = nc;
     }
     int mmv = mm->out[0];
     /* a causal product computes only the part of C its readers keep (not with B in panels, nor

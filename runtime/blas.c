@@ -173,10 +173,11 @@ static void call_begin(void) {
 static void call_end(void) { atomic_fetch_sub(&blas.in_flight, 1); }
 
 /* rows [r0, r1) of product i, over columns [k0, k0 + kc) of A and rows [k0, k0 + kc) of B (b
- * holding those rows alone when `panel`), added to C when k0 > 0; columns [0, ncols) of C */
+ * holding those rows alone when `panel`, ncols wide), added to C when k0 > 0; columns [c0, c0 +
+ * ncols) of C (c0 > 0 only for a panel) */
 static void gemm_rows(const KirGemm *g, const void *a, const void *b, void *c, int64_t i, int64_t r0, int64_t r1,
-                      int64_t k0, int64_t kc, bool panel, int64_t ncols) {
-    const int lda = (int)(g->trans_a ? g->m : g->k), ldb = (int)(g->trans_b ? g->k : g->n), ldc = (int)g->n;
+                      int64_t k0, int64_t kc, bool panel, int64_t c0, int64_t ncols) {
+    const int lda = (int)(g->trans_a ? g->m : g->k), ldb = (int)(panel ? ncols : g->trans_b ? g->k : g->n), ldc = (int)g->n;
     const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
     const int rows = (int)(r1 - r0);
@@ -186,11 +187,11 @@ static void gemm_rows(const KirGemm *g, const void *a, const void *b, void *c, i
     const int64_t boff = panel ? 0 : g->trans_b ? k0 : k0 * ldb;
     if (g->dtype == FC_F64) {
         const double *pa = (const double *)a + i * g->stride_a + aoff, *pb = (const double *)b + i * g->stride_b + boff;
-        double *pc = (double *)c + i * g->stride_c + r0 * ldc;
+        double *pc = (double *)c + i * g->stride_c + r0 * ldc + c0;
         blas.dgemm(CblasRowMajor, ta, tb, rows, (int)ncols, (int)kc, 1.0, pa, lda, pb, ldb, k0 > 0 ? 1.0 : 0.0, pc, ldc);
     } else {
         const float *pa = (const float *)a + i * g->stride_a + aoff, *pb = (const float *)b + i * g->stride_b + boff;
-        float *pc = (float *)c + i * g->stride_c + r0 * ldc;
+        float *pc = (float *)c + i * g->stride_c + r0 * ldc + c0;
         blas.sgemm(CblasRowMajor, ta, tb, rows, (int)ncols, (int)kc, 1.0f, pa, lda, pb, ldb, k0 > 0 ? 1.0f : 0.0f, pc, ldc);
     }
 }
@@ -221,7 +222,7 @@ static void causal_part(const KirGemm *g, const void *a, const void *b, void *c,
         if (r1 > g->m) r1 = g->m;
         if (r1 - r0 > hi - lo) r1 = r0 + (hi - lo);
         int64_t ncols = kir_gemm_cols(g, r1 - 1);   /* the panel's last row needs the most */
-        if (ncols > 0) gemm_rows(g, a, b, c, i, r0, r1, 0, g->k, false, ncols);
+        if (ncols > 0) gemm_rows(g, a, b, c, i, r0, r1, 0, g->k, false, 0, ncols);
         lo += r1 - r0;
     }
 }
@@ -294,8 +295,8 @@ static void zero_tail_rows(const KirGemm *g, const void *a, const void *b, void 
         }
         if (e < g->k && bad < 0) bad = last_bad_row(g, b, i);
         if (e < g->k && bad <= e) {
-            if (run < p0) gemm_rows(g, a, b, c, i, run, p0, 0, g->k, false, g->n);
-            if (e > 0) gemm_rows(g, a, b, c, i, p0, p1, 0, e, false, g->n);
+            if (run < p0) gemm_rows(g, a, b, c, i, run, p0, 0, g->k, false, 0, g->n);
+            if (e > 0) gemm_rows(g, a, b, c, i, p0, p1, 0, e, false, 0, g->n);
             else
                 for (int64_t r = p0; r < p1; r++)
                     memset((char *)c + (size_t)((i * g->stride_c + r * g->n) * (int64_t)fc_dtype_size(g->dtype)), 0,
@@ -304,7 +305,7 @@ static void zero_tail_rows(const KirGemm *g, const void *a, const void *b, void 
         }
         p0 = p1;
     }
-    if (run < r1) gemm_rows(g, a, b, c, i, run, r1, 0, g->k, false, g->n);
+    if (run < r1) gemm_rows(g, a, b, c, i, run, r1, 0, g->k, false, 0, g->n);
 }
 
 void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, int64_t part, int64_t nparts) {
@@ -321,15 +322,15 @@ void rt_blas_gemm_part(const KirGemm *g, const void *a, const void *b, void *c, 
         int64_t i = lo / g->m, r0 = lo % g->m, r1 = r0 + (hi - lo);
         if (r1 > g->m) r1 = g->m;
         if (g->zero_tail) zero_tail_rows(g, a, b, c, i, r0, r1);
-        else gemm_rows(g, a, b, c, i, r0, r1, 0, g->k, false, g->n);
+        else gemm_rows(g, a, b, c, i, r0, r1, 0, g->k, false, 0, g->n);
         lo += r1 - r0;
     }
     call_end();
 }
-void rt_blas_gemm_panel(const KirGemm *g, const void *a, const void *panel, void *c, int64_t k0, int64_t kc, int64_t part,
-                        int64_t nparts) {
-    int64_t lo = g->m * part / nparts, hi = g->m * (part + 1) / nparts;
+void rt_blas_gemm_panel(const KirGemm *g, const void *a, const void *panel, void *c, int64_t k0, int64_t kc, int64_t r0,
+                        int64_t r1, int64_t c0, int64_t c1, int64_t part, int64_t nparts) {
+    int64_t lo = r0 + (r1 - r0) * part / nparts, hi = r0 + (r1 - r0) * (part + 1) / nparts;
     call_begin();
-    if (lo < hi) gemm_rows(g, a, panel, c, 0, lo, hi, k0, kc, true, g->n);
+    if (lo < hi) gemm_rows(g, a, panel, c, 0, lo, hi, k0, kc, true, c0, c1 - c0);
     call_end();
 }

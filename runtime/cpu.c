@@ -897,11 +897,12 @@ static void run_gemm_part(void *arg, int64_t part) {
  * after the first */
 typedef struct PanelCtx {
     GemmCtx gc;
-    int64_t k0, kc;
+    int64_t k0, kc, r0, r1, c0, c1;
 } PanelCtx;
 static void run_panel_part(void *arg, int64_t part) {
     PanelCtx *pc = arg;
-    rt_blas_gemm_panel(pc->gc.g, pc->gc.a, pc->gc.b, pc->gc.c, pc->k0, pc->kc, part, pc->gc.nparts);
+    rt_blas_gemm_panel(pc->gc.g, pc->gc.a, pc->gc.b, pc->gc.c, pc->k0, pc->kc, pc->r0, pc->r1, pc->c0, pc->c1, part,
+                       pc->gc.nparts);
 }
 
 /* Launch li's buffers into args. */
@@ -950,9 +951,12 @@ static FcStatus run_blocks(RtCpuProgram *cp, int li, void **args, int64_t first,
     return FC_OK;
 }
 
-/* A product with B in panels: per panel, its operand kernel's blocks for those rows, writing
- * them into the panel buffer (its param based panel-rows earlier, so that the kernel's index
- * into all of B lands there), then the panel's product, its rows of C split over the pool. */
+/* A product with B in panels: per block of C's rows (KirGemm.panel_m; all of them when 0), per
+ * chunk of B's columns (panel_n; all of them when 0), per panel, its operand kernel's blocks
+ * for those rows of the chunk, writing them into the panel buffer (its param based panel-rows
+ * of the chunk's width earlier, so that the kernel's index lands there), then the panel's
+ * product for the block's rows and the chunk's columns, split over the pool. The block of C
+ * outermost: its rows of A stay in the cache over the chunks. */
 static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
     const KirProgram *p = cp->p;
     const KirLaunch *l = &p->launches.data[li], *ol = &p->launches.data[li - 1];
@@ -965,16 +969,27 @@ static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *
     for (int a = 0; a < ol->nargs; a++)
         if (opk->params.data[a].written) wp = a;
     size_t es = fc_dtype_size(g->dtype);
-    PanelCtx pc = {{g, gargs[0], gargs[1], gargs[2], gemm_parts(cp, g->m)}, 0, 0};
+    int64_t mb = g->panel_m > 0 ? g->panel_m : g->m, nc = g->panel_n > 0 ? g->panel_n : g->n;
+    int64_t rb = opk->grid / kir_gemm_chunks(g);   /* the operand kernel's blocks a chunk */
+    PanelCtx pc = {{g, gargs[0], gargs[1], gargs[2], gemm_parts(cp, mb)}, 0, 0, 0, 0, 0, 0};
     FC_TRY(rt_blas_ready((int)pc.gc.nparts, k->name, err));
-    for (int64_t k0 = 0, blk = 0; k0 < g->k; k0 += g->panel_k, blk += g->panel_blocks) {
-        /* the kernel stores element i of B at param + i: based k0 rows before the panel */
-        oargs[wp] = (char *)gargs[1] - (ptrdiff_t)((size_t)k0 * (size_t)g->n * es);
-        int64_t nb = opk->grid - blk < g->panel_blocks ? opk->grid - blk : g->panel_blocks;
-        FC_TRY(run_blocks(cp, li - 1, oargs, blk, nb, err));
-        pc.k0 = k0;
-        pc.kc = g->k - k0 < g->panel_k ? g->k - k0 : g->panel_k;
-        rt_pool_parallel_for(cp->pool, pc.gc.nparts, run_panel_part, &pc);
+    for (pc.r0 = 0; pc.r0 < g->m; pc.r0 = pc.r1) {
+        pc.r1 = g->m - pc.r0 < mb ? g->m : pc.r0 + mb;
+        pc.gc.nparts = gemm_parts(cp, pc.r1 - pc.r0);   /* no more than the first block's */
+        for (int64_t j = 0; j * nc < g->n; j++) {
+            pc.c0 = j * nc;
+            pc.c1 = g->n - pc.c0 < nc ? g->n : pc.c0 + nc;
+            for (int64_t k0 = 0, blk = 0; k0 < g->k; k0 += g->panel_k, blk += g->panel_blocks) {
+                /* the kernel stores element [r, c] of the chunk at param + r * width + c - c0:
+                 * based k0 rows of the chunk's width before the panel */
+                oargs[wp] = (char *)gargs[1] - (ptrdiff_t)((size_t)k0 * (size_t)(pc.c1 - pc.c0) * es);
+                int64_t nb = rb - blk < g->panel_blocks ? rb - blk : g->panel_blocks;
+                FC_TRY(run_blocks(cp, li - 1, oargs, j * rb + blk, nb, err));
+                pc.k0 = k0;
+                pc.kc = g->k - k0 < g->panel_k ? g->k - k0 : g->panel_k;
+                rt_pool_parallel_for(cp->pool, pc.gc.nparts, run_panel_part, &pc);
+            }
+        }
     }
     return FC_OK;
 }

@@ -5,12 +5,15 @@
  * the CPU with a given L2 size. The test checks:
  *  - the plan: with a 4 KiB L2, B [96, 256] in six panels of 16 rows (one operand block each)
  *    made by the launch before the product, which writes no bytes to memory; with 1 MiB, one
- *    panel of all 96 rows; with more rows in the product than a panel (64 > 16), no panels
- *    and the f32 B written whole, once (a batched x @ w: not once per product of the batch, and
- *    one product of the batch's rows); the GPU-shaped program never;
+ *    panel of all 96 rows; with more rows in the product than a panel (64 > 16), panels in the
+ *    last-level cache: one of all of B at 32 MiB, none at 64 KiB (they would be under 256
+ *    rows), the f32 B then written whole, once (a batched x @ w: not once per product of the
+ *    batch, and one product of the batch's rows); 600 rows at a 1 MiB LLC: two panels of 160
+ *    rows and C in two blocks of 304 rows (KirGemm.panel_m), the operand kernel's bytes read
+ *    counted once per block; none at 512 KiB; the GPU-shaped program never;
  *  - the results, with outputs poisoned before each run, against x @ B computed here in f64
- *    (within 1e-5 of the largest), for every plan; a run with a batch folded into the rows
- *    ([2, 8, 96] @ B) likewise;
+ *    (within 1e-5 of the largest), for every plan; runs with a batch folded into the rows
+ *    ([2, 8, 96] @ B, [4, 150, 320] @ B in blocks of C) likewise;
  *  - the harness fails: one output element moved by 1e-3 of the largest is caught.
  */
 #include "cpu.h"
@@ -40,9 +43,9 @@ static IrGraph *compile(const char *text) {
     return g;
 }
 
-static KirProgram *lower(const IrGraph *src, int64_t l2, bool cpu, PassResult *res) {
+static KirProgram *lower(const IrGraph *src, int64_t l2, int64_t llc, bool cpu, PassResult *res) {
     PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = cpu};
-    po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = l2, .llc_bytes = 32 << 20, .vector_bytes = 64};
+    po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = l2, .llc_bytes = llc, .vector_bytes = 64};
     FcErr err = {0};
     memset(res, 0, sizeof *res);
     if (pass_pipeline(src, &po, res, &err) != FC_OK) {
@@ -132,13 +135,15 @@ static double rel_err(const float *got, const double *x, const double *b, int64_
     return m > 0 ? e / m : e;
 }
 
-/* Lowers src with l2 and checks the plan (want_panel_k rows a panel, 0: none) and the result. */
-static void check(const char *what, const char *text, int64_t l2, bool cpu, int64_t want_panel_k, int64_t want_blocks) {
+/* Lowers src with l2 and llc and checks the plan (want_panel_k rows a panel, 0: none; C in blocks
+ * of want_panel_m rows, 0: all at once) and the result. */
+static void check(const char *what, const char *text, int64_t l2, int64_t llc, bool cpu, int64_t want_panel_k,
+                  int64_t want_blocks, int64_t want_panel_m, int64_t want_panel_n) {
     IrGraph *src = compile(text);
     EXPECT(src != NULL, "%s", what);
     if (!src) return;
     PassResult res;
-    KirProgram *p = lower(src, l2, cpu, &res);
+    KirProgram *p = lower(src, l2, llc, cpu, &res);
     EXPECT(p != NULL, "%s", what);
     const IrValue *xv = ir_cval(src, src->inputs.data[0]), *wv = ir_cval(src, src->inputs.data[1]);
     int64_t nx = 1;
@@ -148,12 +153,21 @@ static void check(const char *what, const char *text, int64_t l2, bool cpu, int6
     const KirKernel *k = p ? product(p, &li) : NULL;
     EXPECT(k != NULL, "%s: no library product", what);
     if (k) {
-        EXPECT(k->gemm.panel_k == want_panel_k && (want_panel_k == 0 || k->gemm.panel_blocks == want_blocks),
-               "%s: panel_k %lld blocks %lld, expected %lld and %lld", what, (long long)k->gemm.panel_k,
-               (long long)k->gemm.panel_blocks, (long long)want_panel_k, (long long)want_blocks);
+        EXPECT(k->gemm.panel_k == want_panel_k && (want_panel_k == 0 || k->gemm.panel_blocks == want_blocks) &&
+               k->gemm.panel_m == want_panel_m && k->gemm.panel_n == want_panel_n,
+               "%s: panel_k %lld blocks %lld panel_m %lld panel_n %lld, expected %lld, %lld, %lld and %lld", what,
+               (long long)k->gemm.panel_k, (long long)k->gemm.panel_blocks, (long long)k->gemm.panel_m,
+               (long long)k->gemm.panel_n, (long long)want_panel_k, (long long)want_blocks, (long long)want_panel_m,
+               (long long)want_panel_n);
         const KirKernel *op = li > 0 ? p->kernels.data[p->launches.data[li - 1].kernel] : NULL;
-        if (want_panel_k > 0)   /* the operand kernel before it writes nothing to memory */
+        if (want_panel_k > 0) {   /* the operand kernel before it writes nothing to memory */
             EXPECT(op && !op->library && op->bytes_written == 0 && strstr(op->name, "operand"), "%s: operand kernel", what);
+            /* and reads the weight (its scales) once per block of C's rows */
+            int64_t passes = want_panel_m > 0 ? (rows + want_panel_m - 1) / want_panel_m : 1;
+            int64_t once = wv->dtype == FC_I8 ? K * N + N * 4 : K * N * 2;
+            EXPECT(op && op->bytes_read == passes * once, "%s: the operand kernel reads %lld bytes, not %lld x %lld", what,
+                   op ? (long long)op->bytes_read : -1LL, (long long)passes, (long long)once);
+        }
         else if (cpu)   /* the f32 B is written whole, once (not once per product of a batch) */
             EXPECT(op && !op->library && op->bytes_written == K * N * 4, "%s: no panels, B written in %lld bytes, not %lld",
                    what, op ? (long long)op->bytes_written : -1LL, (long long)(K * N * 4));
@@ -196,18 +210,52 @@ int main(void) {
     static const char *const tall_batched =   /* [4, 16, 96]: 64 rows, no panels, B made once */
         "block q(x: f32[4, 16, 96], param w: bf16[96, 256]) -> f32[4, 16, 256] {\n"
         "    return x @ cast(w, f32)\n}\n";
+    static const char *const taller =   /* 600 rows of 320: C in blocks of rows with a small LLC */
+        "block q(x: f32[600, 320], param w: i8[320, 128], param s: f32[128]) -> f32[600, 128] {\n"
+        "    return x @ (cast(w, f32) * s)\n}\n";
+    static const char *const taller_batched =   /* [4, 150, 320]: 600 rows */
+        "block q(x: f32[4, 150, 320], param w: bf16[320, 128]) -> f32[4, 150, 128] {\n"
+        "    return x @ cast(w, f32)\n}\n";
+    static const char *const wide =   /* 500 columns: in chunks with a small LLC */
+        "block q(x: f32[600, 320], param w: i8[320, 500], param s: f32[500]) -> f32[600, 500] {\n"
+        "    return x @ (cast(w, f32) * s)\n}\n";
+    static const char *const wide_batched =   /* [4, 150, 320]: 600 rows */
+        "block q(x: f32[4, 150, 320], param w: bf16[320, 500]) -> f32[4, 150, 500] {\n"
+        "    return x @ cast(w, f32)\n}\n";
     static const char *const b16 =
         "block q(x: f32[16, 96], param w: bf16[96, 256]) -> f32[16, 256] {\n"
         "    return x @ cast(w, f32)\n}\n";
     /* a 4 KiB L2: panels of 2 KiB, 2 rows of 256 floats, rounded up to a block of 16 rows
      * (pw_chunk's 4096 elements) */
-    check("i8, 4 KiB L2", i8, 4096, true, 16, 1);
-    check("i8, 1 MiB L2", i8, 1 << 20, true, 96, 2);   /* blocks of 64 rows */
-    check("i8, more rows than a panel", tall, 4096, true, 0, 0);
-    check("i8, batch folded", batched, 4096, true, 16, 1);
-    check("bf16, 4 KiB L2", b16, 4096, true, 16, 1);
-    check("bf16, batch of more rows than a panel", tall_batched, 4096, true, 0, 0);
-    check("i8, GPU-shaped", i8, 4096, false, 0, 0);
+    const int64_t big = 32 << 20;
+    check("i8, 4 KiB L2", i8, 4096, big, true, 16, 1, 0, 0);
+    check("i8, 1 MiB L2", i8, 1 << 20, big, true, 96, 2, 0, 0);   /* blocks of 64 rows */
+    /* 64 rows, more than a panel of 16 in the L2: panels in the LLC, where all of B fits one */
+    check("i8, more rows than an L2 panel", tall, 4096, big, true, 96, 6, 0, 0);
+    /* a 64 KiB LLC: panels of its eighth would be 8 rows, under PANEL_MIN_K: none */
+    check("i8, more rows than a panel", tall, 4096, 65536, true, 0, 0, 0, 0);
+    check("i8, batch folded", batched, 4096, big, true, 16, 1, 0, 0);
+    check("bf16, 4 KiB L2", b16, 4096, big, true, 16, 1, 0, 0);
+    check("bf16, batch of more rows than a panel", tall_batched, 4096, 65536, true, 0, 0, 0, 0);
+    check("i8, GPU-shaped", i8, 4096, big, false, 0, 0, 0, 0);
+    /* 600 rows, a 64 KiB L2 (operand blocks of 32 rows, 4096 elements; its panels of 64 rows
+     * fewer than C's), a 1 MiB LLC: panels of up to 256 rows (128 KiB), so two, made equal:
+     * 160 + 160; C in blocks of up to 512 rows (256 KiB), so two, made equal (a multiple of
+     * 16): 304 + 296, the weight read twice; with 512 KiB the panels would be 128 rows, under
+     * PANEL_MIN_K, so B's columns go in two chunks of 64 (below), panels of 192 rows (three
+     * operand blocks of 64 rows of a chunk); with 32 MiB all of B is one panel, C one block */
+    check("i8, C in blocks of rows", taller, 65536, 1 << 20, true, 160, 5, 304, 0);
+    check("bf16, C in blocks of rows, batch folded", taller_batched, 65536, 1 << 20, true, 160, 5, 304, 0);
+    check("i8, panels too short: chunks", taller, 65536, 512 << 10, true, 192, 3, 304, 64);
+    check("i8, B fits the LLC", taller, 65536, big, true, 320, 10, 0, 0);
+    /* 500 columns at a 1 MiB LLC: a panel of an eighth of it would be 65 rows, under
+     * PANEL_MIN_K: B's columns in chunks, of up to 128 (256 rows of them an eighth), four of them
+     * made equal: 128 (125 rounded up to 16), the last 116; then as above: panels of 160 rows
+     * (operand blocks of 32 rows of a chunk), C in blocks of 304 rows */
+    check("i8, B's columns in chunks", wide, 65536, 1 << 20, true, 160, 5, 304, 128);
+    check("bf16, B's columns in chunks, batch folded", wide_batched, 65536, 1 << 20, true, 160, 5, 304, 128);
+    /* a 32 MiB LLC: all of B one panel (operand blocks of 8 rows of 500), no chunks */
+    check("i8, wide B fits the LLC", wide, 65536, big, true, 320, 40, 0, 0);
     if (failures) fprintf(stderr, "test_panels: %d failures\n", failures);
     else printf("test_panels: ok\n");
     return failures != 0;
