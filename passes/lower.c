@@ -2536,7 +2536,8 @@ static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, F
         return k;
     }
     /* panels of equal size, a multiple of the operand's blocks (panels of 340, 340 and 88 rows
-     * are 256, 256 and 256) */
+     * are 256, 256 and 256; in the LLC at least half of PANEL_MIN_K then, as 288 and 37 rows
+     * become 180 and 145) */
     int64_t np = (k + kp - 1) / kp;
     kp = ((k + np - 1) / np + br - 1) / br * br;
     *blocks = kp / br;

@@ -2,19 +2,23 @@
  * docs/cpu.md "Products of narrow weights").
  *
  * Blocks x @ (cast(w, f32) * s) (an i8 weight) and x @ cast(w, f32) (a bf16 one), lowered for
- * the CPU with a given L2 size. The test checks:
+ * the CPU with given L2 and last-level cache sizes. The test checks:
  *  - the plan: with a 4 KiB L2, B [96, 256] in six panels of 16 rows (one operand block each)
  *    made by the launch before the product, which writes no bytes to memory; with 1 MiB, one
  *    panel of all 96 rows; with more rows in the product than a panel (64 > 16), panels in the
- *    last-level cache: one of all of B at 32 MiB, none at 64 KiB (they would be under 256
- *    rows), the f32 B then written whole, once (a batched x @ w: not once per product of the
- *    batch, and one product of the batch's rows); 600 rows at a 1 MiB LLC: two panels of 160
- *    rows and C in two blocks of 304 rows (KirGemm.panel_m), the operand kernel's bytes read
- *    counted once per block; none at 512 KiB; the GPU-shaped program never;
+ *    last-level cache: one of all of B at 32 MiB, none at 64 KiB (too small even for chunks of
+ *    16 columns), the f32 B then written whole, once (a batched x @ w: not once per product of
+ *    the batch, and one product of the batch's rows); 600 rows at a 1 MiB LLC: two panels of
+ *    160 rows and C in two blocks of 304 rows (KirGemm.panel_m), the operand kernel's bytes
+ *    read counted once per block; at 512 KiB B's 128 columns in two chunks of 64
+ *    (KirGemm.panel_n), as 500 columns in chunks of 128 at 1 MiB; the GPU-shaped program never;
  *  - the results, with outputs poisoned before each run, against x @ B computed here in f64
  *    (within 1e-5 of the largest), for every plan; runs with a batch folded into the rows
  *    ([2, 8, 96] @ B, [4, 150, 320] @ B in blocks of C) likewise;
- *  - the harness fails: one output element moved by 1e-3 of the largest is caught.
+ *  - the harness fails: one output element moved by 1e-3 of the largest is caught;
+ *  - a sweep of 48 random shapes (up to 1212 x 606 @ 606 x 600, every other one tall) at random
+ *    L2 and LLC sizes, i8 or bf16 weights, each run against f64, which must see blocks of C,
+ *    chunks of B's columns, panels and no panels (a B's ldb mistaken for n failed 17 of them).
  */
 #include "cpu.h"
 #include "frontend.h"
@@ -197,6 +201,74 @@ static void check(const char *what, const char *text, int64_t l2, int64_t llc, b
     ir_graph_free(src);
 }
 
+/* Random shapes and caches: every plan the caches give (panels in the L2 or the LLC, blocks of C,
+ * chunks of B's columns, none), each run against f64; counts the plans seen so that the sweep
+ * is known to reach blocks and chunks. */
+static void sweep(int cases) {
+    static const int64_t l2s[] = {4096, 16384, 65536}, llcs[] = {65536, 262144, 1 << 20};
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    int blocks = 0, chunks = 0, panels = 0, none = 0;
+    for (int c = 0; c < cases; c++) {
+        int64_t M, K, N;
+        do {   /* at most 24M multiply-adds a case; every other one tall (more than 512 rows, which
+                * blocks of C need at these caches) with more than 256 rows of B (several panels) */
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            bool tall = c % 2;
+            M = tall ? 513 + (int64_t)((seed >> 11) % 700) : 1 + (int64_t)((seed >> 11) % 700);
+            K = tall ? 257 + (int64_t)((seed >> 23) % 350) : 1 + (int64_t)((seed >> 23) % 600);
+            N = 1 + (int64_t)((seed >> 37) % (tall ? 160 : 600));
+        } while (M * K * N > 24000000);
+        int64_t l2 = l2s[(seed >> 50) % 3], llc = llcs[c % 2 ? 1 + (seed >> 55) % 2 : (seed >> 55) % 3];
+        bool i8 = (seed >> 60) & 1;
+        char text[512], what[128];
+        if (i8)
+            snprintf(text, sizeof text,
+                     "block q(x: f32[%lld, %lld], param w: i8[%lld, %lld], param s: f32[%lld]) -> f32[%lld, %lld] {\n"
+                     "    return x @ (cast(w, f32) * s)\n}\n", (long long)M, (long long)K, (long long)K, (long long)N,
+                     (long long)N, (long long)M, (long long)N);
+        else
+            snprintf(text, sizeof text,
+                     "block q(x: f32[%lld, %lld], param w: bf16[%lld, %lld]) -> f32[%lld, %lld] {\n"
+                     "    return x @ cast(w, f32)\n}\n", (long long)M, (long long)K, (long long)K, (long long)N,
+                     (long long)M, (long long)N);
+        snprintf(what, sizeof what, "sweep %d: [%lld, %lld] @ %s[%lld, %lld], L2 %lld, LLC %lld", c, (long long)M,
+                 (long long)K, i8 ? "i8" : "bf16", (long long)K, (long long)N, (long long)l2, (long long)llc);
+        IrGraph *src = compile(text);
+        EXPECT(src != NULL, "%s", what);
+        if (!src) continue;
+        PassResult res;
+        KirProgram *p = lower(src, l2, llc, true, &res);
+        EXPECT(p != NULL, "%s: lowering", what);
+        int li = -1;
+        const KirKernel *k = p ? product(p, &li) : NULL;
+        if (k) {
+            blocks += k->gemm.panel_m > 0;
+            chunks += k->gemm.panel_n > 0;
+            panels += k->gemm.panel_k > 0;
+            none += k->gemm.panel_k == 0;
+        }
+        double *x = NULL, *b = NULL;
+        float *got = p ? run(p, src, &x, &b) : NULL;
+        EXPECT(got != NULL, "%s: run", what);
+        if (got) {
+            double e = rel_err(got, x, b, M, K, N);
+            EXPECT(e <= 1e-5, "%s (panel_k %lld, panel_m %lld, panel_n %lld): relative error %g", what,
+                   k ? (long long)k->gemm.panel_k : -1LL, k ? (long long)k->gemm.panel_m : -1LL,
+                   k ? (long long)k->gemm.panel_n : -1LL, e);
+        }
+        free(got);
+        free(x);
+        free(b);
+        pass_result_free(&res);
+        ir_graph_free(src);
+    }
+    EXPECT(blocks >= 3 && chunks >= 3 && panels >= cases / 2 && none >= 1,
+           "the sweep saw %d plans with blocks of C, %d with chunks, %d with panels, %d without", blocks, chunks, panels,
+           none);
+    printf("test_panels: sweep of %d: %d with blocks of C, %d with chunks of B, %d with panels, %d without\n", cases,
+           blocks, chunks, panels, none);
+}
+
 int main(void) {
     static const char *const i8 =
         "block q(x: f32[16, 96], param w: i8[96, 256], param s: f32[256]) -> f32[16, 256] {\n"
@@ -256,6 +328,7 @@ int main(void) {
     check("bf16, B's columns in chunks, batch folded", wide_batched, 65536, 1 << 20, true, 160, 5, 304, 128);
     /* a 32 MiB LLC: all of B one panel (operand blocks of 8 rows of 500), no chunks */
     check("i8, wide B fits the LLC", wide, 65536, big, true, 320, 40, 0, 0);
+    sweep(48);
     if (failures) fprintf(stderr, "test_panels: %d failures\n", failures);
     else printf("test_panels: ok\n");
     return failures != 0;
