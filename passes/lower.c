@@ -2704,11 +2704,17 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     if (!operand_direct(L, mm->in[0], &ob, narrow, &oa) &&
         !operand_materialize(L, group, mm->in[0], &ob, 0, 0, 0, 1, narrow, &oa))
         return true;
-    int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], kp = 0, br = 0, bpp = 0, mb = 0, nc = 0;
+    int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], kp = 0, br = 0, bpp = 0, mb = 0, nc = 0, coff = 0;
+    /* a causal product, or one whose A has a zero tail, leaves work out that panels of B would
+     * not (the runtime's causal and zero-tail paths take B whole): those come first */
+    bool causal = causal_product(L, mm, &coff);
+    bool ztail = L->opt->cpu && !L->opt->strict_rounding && !oa.trans && zero_tail_operand(L, mm);
+    if (failed(L)) return true;
     if (!operand_direct(L, mm->in[1], &ob, narrow, &obb)) {
         /* B in panels: one B for every product, the batch folded into the rows */
         bool folds = nb == 1 || (!oa.trans && oa.stride == M * kk);
-        if (numel_of(L, mm->in[1]) == kk * N && folds) kp = panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb, &nc);
+        if (numel_of(L, mm->in[1]) == kk * N && folds && !causal && !ztail)
+            kp = panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb, &nc);
         int64_t passes = mb > 0 ? (nb * M + mb - 1) / mb : 1;   /* B made once per block of C */
         if (!operand_materialize(L, group, mm->in[1], &ob, kp, br, nc, passes, narrow, &obb)) return true;
     }
@@ -2740,13 +2746,11 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     int mmv = mm->out[0];
     /* a causal product computes only the part of C its readers keep (not with B in panels, nor
      * with the batch folded into the rows, whose row index is no longer the mask's) */
-    int64_t coff = 0;
-    if (kp == 0 && gm.m == M && causal_product(L, mm, &coff)) {
+    if (kp == 0 && gm.m == M && causal) {
         gm.causal = true;
         gm.causal_off = coff;
     }
-    if (failed(L)) return true;
-    gm.zero_tail = L->opt->cpu && !L->opt->strict_rounding && kp == 0 && !gm.trans_a && zero_tail_operand(L, mm);
+    gm.zero_tail = kp == 0 && !gm.trans_a && ztail;
     /* A read as a causal row kernel stored it, one value a row from a known column on: the
      * runtime reads that value instead of scanning the row (not with the batch folded into the
      * rows, whose index is then not the mask's) */

@@ -16,6 +16,8 @@
  *    (within 1e-5 of the largest), for every plan; runs with a batch folded into the rows
  *    ([2, 8, 96] @ B, [4, 150, 320] @ B in blocks of C) likewise;
  *  - the harness fails: one output element moved by 1e-3 of the largest is caught;
+ *  - a causal product and one whose A ends in zeros (one head of attention with k and v in 16
+ *    bits) keep B whole where panels would fit;
  *  - a sweep of 48 random shapes (up to 1212 x 606 @ 606 x 600, every other one tall) at random
  *    L2 and LLC sizes, i8 or bf16 weights, each run against f64, which must see blocks of C,
  *    chunks of B's columns, panels and no panels (a B's ldb mistaken for n failed 17 of them).
@@ -201,6 +203,30 @@ static void check(const char *what, const char *text, int64_t l2, int64_t llc, b
     ir_graph_free(src);
 }
 
+/* A causal product, or one whose A ends in zeros, keeps B whole (its causal or zero-tail path)
+ * even where panels would fit: the product `what` of src (the first, or the last) is causal
+ * (want_causal) or has a zero tail, and no panels. */
+static void check_kept_whole(const char *what, const char *text, bool last, bool want_causal) {
+    IrGraph *src = compile(text);
+    EXPECT(src != NULL, "%s", what);
+    if (!src) return;
+    PassResult res;
+    KirProgram *p = lower(src, 4096, 1 << 20, true, &res);
+    EXPECT(p != NULL, "%s", what);
+    const KirKernel *k = NULL;
+    for (int l = 0; p && l < p->launches.len; l++) {
+        const KirKernel *kk = p->kernels.data[p->launches.data[l].kernel];
+        if (kk->library && (!k || last)) k = kk;
+    }
+    EXPECT(k != NULL, "%s: no product", what);
+    if (k)
+        EXPECT(k->gemm.panel_k == 0 && (want_causal ? k->gemm.causal : k->gemm.zero_tail),
+               "%s: panel_k %lld causal %d zero_tail %d", what, (long long)k->gemm.panel_k, k->gemm.causal,
+               k->gemm.zero_tail);
+    pass_result_free(&res);
+    ir_graph_free(src);
+}
+
 /* Random shapes and caches: every plan the caches give (panels in the L2 or the LLC, blocks of C,
  * chunks of B's columns, none), each run against f64; counts the plans seen so that the sweep
  * is known to reach blocks and chunks. */
@@ -328,6 +354,15 @@ int main(void) {
     check("bf16, B's columns in chunks, batch folded", wide_batched, 65536, 1 << 20, true, 160, 5, 304, 128);
     /* a 32 MiB LLC: all of B one panel (operand blocks of 8 rows of 500), no chunks */
     check("i8, wide B fits the LLC", wide, 65536, big, true, 320, 40, 0, 0);
+    /* one head of attention whose k and v are stored in 16 bits (as at --precision bf16): their
+     * widening would make B in panels (600 rows, a 1 MiB LLC), but the scores product stays
+     * causal and the probabilities' product keeps its zero tail */
+    static const char *const head =
+        "block a(q: f32[600, 64], k: bf16[64, 600], v: bf16[600, 64]) -> f32[600, 64] {\n"
+        "    p = softmax(causal_mask(q @ cast(k, f32)))\n"
+        "    return p @ cast(v, f32)\n}\n";
+    check_kept_whole("one head, scores", head, false, true);
+    check_kept_whole("one head, p @ v", head, true, false);
     sweep(48);
     if (failures) fprintf(stderr, "test_panels: %d failures\n", failures);
     else printf("test_panels: ok\n");
