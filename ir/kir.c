@@ -1096,7 +1096,8 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
         if (k->params.len != 3 || k->body >= 0 || (g->dtype != FC_F32 && g->dtype != FC_F64) ||
             (g->ab16 && ((g->ab16 != FC_BF16 && g->ab16 != FC_F16) || g->dtype != FC_F32 || g->panel_k > 0)) || g->batch < 1 ||
             g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
-            g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->trans_b || g->panel_k > g->k || g->panel_blocks < 1)) ||
+            g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->panel_k > g->k || g->panel_blocks < 1)) ||
+            (g->trans_b && g->panel_n > 0) ||
             g->panel_m < 0 || (g->panel_m > 0 && (g->panel_k == 0 || g->panel_m >= g->m)) ||
             g->panel_n < 0 || (g->panel_n > 0 && (g->panel_k == 0 || g->panel_n >= g->n)) ||
             (g->causal && (g->panel_k > 0 || g->causal_off < -g->m || g->causal_off > g->n)) ||

@@ -201,7 +201,9 @@ typedef struct KirGemm {
      * dequantized), panel_k rows of B at a time, into a buffer of panel_k x n that stays in the
      * cache: for each panel, that kernel's panel_blocks blocks for those rows (its store param
      * indexes all of B; its buffer is the panel, based so that the panel's rows land in it),
-     * then C (+)= A[:, rows] @ panel. batch 1, B not transposed. B is never in memory whole.
+     * then C (+)= A[:, rows] @ panel. batch 1. B is never in memory whole. With trans_b the
+     * kernel makes B^T [n, k], a panel panel_k of its columns with all n rows (panel_blocks
+     * blocks, no chunks), read transposed.
      * panel_m > 0 (less than m): C in blocks of panel_m rows, each block over every panel of B
      * (the panels made again for each block), so that the block of C the panels add to stays in
      * the cache between them; 0: all of C's rows at once. panel_n > 0 (less than n): B's columns

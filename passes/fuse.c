@@ -163,7 +163,10 @@ static void mark_used_outside(Fuse *f, int a, int b) {
  * group, so that lower.c computes B in the product's own operand kernel, panel by panel, and
  * the f32 B never goes to memory. Marks (f->mark) the candidate's nodes that are such: not
  * the product, elementwise (not an fp8_quant), no block output, every result read only as the
- * product's B (and not its A) or by other marked nodes; returns how many. */
+ * product's B (and not its A) or by other marked nodes; and a transpose of a matrix among them,
+ * of a marked node's value or read by a marked node (the backward's dX = dY @ w^T, w^T or its
+ * widening: lower.c's b_transposed makes B^T, which the library reads transposed). Returns how
+ * many. */
 static int mark_b_operand(Fuse *f, int mm, int a, int b) {
     const IrGraph *g = f->g;
     const IrNode *m = &g->nodes.data[mm];
@@ -172,15 +175,22 @@ static int mark_b_operand(Fuse *f, int mm, int a, int b) {
         const IrNode *u = &g->nodes.data[i];
         /* not an fp8_quant: its kernel records an amax (a write of the state) and its value
          * crosses in 1 byte anyway */
-        f->mark[i] = i != mm && in_cand(f, i, a, b) && ir_op_elementwise(u->op) && u->op != IR_OP_FP8_QUANT && u->nout == 1 &&
-                     !f->used_outside[u->out[0]];
+        f->mark[i] = i != mm && in_cand(f, i, a, b) && u->nout == 1 && !f->used_outside[u->out[0]] &&
+                     ((ir_op_elementwise(u->op) && u->op != IR_OP_FP8_QUANT) ||
+                      (V(f, u->out[0])->shape.rank == 2 && ir_swaps_last_two(u, 2)));
     }
     for (bool changed = true; changed;) {
         changed = false;
         for (int i = 0; i < f->n; i++) {
             if (!f->mark[i]) continue;
-            int v = g->nodes.data[i].out[0];
+            const IrNode *t = &g->nodes.data[i];
+            int v = t->out[0];
             bool ok = m->in[0] != v;
+            if (!ir_op_elementwise(t->op)) {   /* a transpose: of a marked node's value, or read by one
+                                                 * (else it is a view the library reads through) */
+                int p = V(f, t->in[0])->node;
+                ok = ok && ((p >= 0 && in_cand(f, p, a, b) && f->mark[p]) || m->in[1] != v);
+            }
             for (int c = i + 1; c < f->n && ok; c++) {
                 const IrNode *u = &g->nodes.data[c];
                 for (int j = 0; j < u->nin && ok; j++)
@@ -448,6 +458,10 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
         for (int s = 0; opt->library_gemm && n->op == IR_OP_MATMUL && s < 2; s++) {
             int chain[3], bottom, nv = view_chain(&f, i, s, chain, &bottom);
             for (int k = 1; k < nv; k++) try_merge(&f, f.grp[chain[k]], f.grp[i]);
+            /* on the CPU, B's producer under its transpose too (mark_b_operand: a weight made
+             * here, in panels of B^T; schedulable refuses any other) */
+            if (opt->cpu && s == 1 && nv > 0 && bottom >= 0 && !generated(&f, g->nodes.data[chain[nv - 1]].in[0]))
+                try_merge(&f, f.grp[bottom], f.grp[i]);
         }
     }
     /* sibling: groups reading the same value */

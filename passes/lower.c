@@ -2393,9 +2393,10 @@ static bool operand_direct(Lower *L, int xv, const IrShape *ob, int narrow, Oper
  * panel_rows > 0 (B in panels, panel_rows_for) into a temporary of panel_rows rows of
  * panel_cols columns (all of them: 0), each block block_rows rows of a chunk of panel_cols
  * columns, chunk after chunk, so that the runtime runs the blocks of one panel at a time;
- * `passes`: how many times the runtime makes all of B (KirGemm.panel_m), for its bytes. */
+ * `passes`: how many times the runtime makes all of B (KirGemm.panel_m), for its bytes; tr:
+ * made transposed (b_transposed), the buffer and its panels B^T's, read transposed. */
 static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, int64_t panel_rows, int64_t block_rows,
-                                int64_t panel_cols, int64_t passes, int narrow, Operand *o) {
+                                int64_t panel_cols, int64_t passes, bool tr, int narrow, Operand *o) {
     if (narrow >= 0 && in_group(L, xv) && node_of(L, xv)->op == IR_OP_CAST)   /* in the 16-bit type the library reads */
         xv = node_of(L, xv)->in[0];
     const IrValue *x = val(L, xv);
@@ -2405,11 +2406,16 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
     if (panel_rows > 0 || shared) P.rank = 0;   /* one B for every product (the batch folded into A's rows) */
     P.dims[P.rank++] = x->shape.dims[x->shape.rank - 2];
     P.dims[P.rank++] = x->shape.dims[x->shape.rank - 1];
+    IrShape PB = P;   /* the operand's shape; P the buffer's: swapped when made transposed (tr) */
+    if (tr) {
+        P.dims[P.rank - 2] = PB.dims[P.rank - 1];
+        P.dims[P.rank - 1] = PB.dims[P.rank - 2];
+    }
     int64_t n = 1, cols = P.dims[P.rank - 1];
     ir_shape_numel(&P, &n);
     int64_t width = panel_cols > 0 && panel_cols < cols ? panel_cols : cols, nch = (cols + width - 1) / width;
     int buf = panel_rows > 0 ? add_temp(L, x->dtype, panel_rows * width, -1)
-                             : add_temp(L, x->dtype, n, n == numel_of(L, xv) ? xv : -1);
+                             : add_temp(L, x->dtype, n, n == numel_of(L, xv) && !tr ? xv : -1);   /* B^T: not B's value */
     if (buf < 0) return false;
     int64_t chunk = panel_rows > 0 ? block_rows * cols : pw_chunk(L->opt);
     int64_t grid = panel_rows > 0 ? (P.dims[0] + block_rows - 1) / block_rows * nch : (n + chunk - 1) / chunk;
@@ -2444,9 +2450,9 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
         int rowbase = kir_var(L->k, KT_I64);
         kir_let(L->k, rowbase, nch > 1 ? ib(L, KB_SUB, ib(L, KB_MUL, vref(L, rr), w), c0) : ib(L, KB_MUL, vref(L, rr), w));
         k_for(L, KIR_LOOP_THREADS, c, c0, c1);
-        idx[0] = vref(L, rr);
-        idx[1] = vref(L, c);
-        bcast_index(L, &P, &x->shape, idx, xi);
+        idx[tr ? 1 : 0] = vref(L, rr);
+        idx[tr ? 0 : 1] = vref(L, c);
+        bcast_index(L, &PB, &x->shape, idx, xi);
         kir_store(L->k, prm, ib(L, KB_ADD, vref(L, rowbase), vref(L, c)), emit(L, xv, xi));
         k_end(L);
     } else {
@@ -2455,7 +2461,12 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
         int it = kir_var(L->k, KT_I64);
         k_for(L, KIR_LOOP_THREADS, it, vref(L, lo), vref(L, hi));
         delinearize(L, &P, vref(L, it), idx);
-        bcast_index(L, &P, &x->shape, idx, xi);
+        if (tr) {
+            int t = idx[P.rank - 2];
+            idx[P.rank - 2] = idx[P.rank - 1];
+            idx[P.rank - 1] = t;
+        }
+        bcast_index(L, &PB, &x->shape, idx, xi);
         kir_store(L->k, prm, vref(L, it), emit(L, xv, xi));
     }
     k_end(L);
@@ -2472,7 +2483,7 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
     }
     o->buf = buf;
     o->dtype = x->dtype;
-    o->trans = false;
+    o->trans = tr;
     o->stride = n == P.dims[P.rank - 2] * P.dims[P.rank - 1] ? 0 : P.dims[P.rank - 2] * P.dims[P.rank - 1];
     return !failed(L);
 }
@@ -2541,6 +2552,54 @@ static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, F
     int64_t np = (k + kp - 1) / kp;
     kp = ((k + np - 1) / np + br - 1) / br * br;
     *blocks = kp / br;
+    return kp;
+}
+
+/* Whether the product's B (value v, a matrix made in this group) is best made transposed: made
+ * in the group from a swap of the last two dims of a matrix, under widening casts alone (fuse.c's
+ * mark_b_operand: the backward's dX = dY @ w^T of a weight made f32 here, cast(w^T) at 16 bits).
+ * Made as B^T, the kernel reads the matrix along its rows, and the library reads B^T
+ * transposed. */
+static bool b_transposed(const Lower *L, int v) {
+    if (val(L, v)->shape.rank != 2) return false;
+    for (int d = 0; d < 4; d++) {
+        const IrNode *n = node_of(L, v);
+        if (!n || !in_group(L, v) || is_generated(L, v)) return false;
+        if (ir_swaps_last_two(n, 2)) return true;
+        if (n->op != IR_OP_CAST) return false;
+        v = n->in[0];
+    }
+    return false;
+}
+
+/* Panels of B made transposed (b_transposed; B^T [n, k]): chunks of kp of B^T's columns, each
+ * with all n of its rows, an n x kp panel the library reads transposed (rows [k0, k0 + kp) of
+ * B).
+ * Their sizes as panel_rows_for's: half the L2 while C is no taller than a panel, else an
+ * eighth of the last-level cache with C in blocks (*c_rows), at least PANEL_MIN_K and
+ * PANEL_MIN_M; equal; none where the panel or the block would be shorter (a very wide n: its
+ * columns are not cut). The operand kernel's blocks are *block_rows rows of y of a chunk,
+ * *blocks of them a chunk. Returns kp, 0 for no panels. */
+static int64_t panel_cols_t(const Lower *L, int64_t m, int64_t k, int64_t n, FcDtype dt, int64_t *block_rows,
+                            int64_t *blocks, int64_t *c_rows) {
+    *c_rows = 0;
+    if (!L->opt->cpu || m < 1 || k < 1 || n < 1) return 0;
+    int64_t es = (int64_t)fc_dtype_size(dt), llc = host_llc(L->opt);
+    int64_t kp = host_l2(L->opt) / 2 / (n * es);
+    if (m > kp && kp < k) {
+        kp = llc / 8 / (n * es);
+        int64_t mb = llc / 4 / (n * es) / 16 * 16;
+        if (kp < k && (kp < PANEL_MIN_K || mb < PANEL_MIN_M)) return 0;
+        if (kp < k && mb < m) {
+            int64_t nblk = (m + mb - 1) / mb;
+            *c_rows = ((m + nblk - 1) / nblk + 15) / 16 * 16;
+        }
+    }
+    if (kp < 1) return 0;
+    if (kp >= k) kp = k;
+    else kp = (k + (k + kp - 1) / kp - 1) / ((k + kp - 1) / kp);   /* equal: ceil(k / chunks) */
+    *block_rows = pw_chunk(L->opt) / kp > 1 ? pw_chunk(L->opt) / kp : 1;
+    *blocks = (n + *block_rows - 1) / *block_rows;
     return kp;
 }
 
@@ -2702,9 +2761,10 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     if (narrow >= 0 && !(in_group(L, mm->in[0]) && in_group(L, mm->in[1]))) narrow = -1;
     Operand oa, obb;
     if (!operand_direct(L, mm->in[0], &ob, narrow, &oa) &&
-        !operand_materialize(L, group, mm->in[0], &ob, 0, 0, 0, 1, narrow, &oa))
+        !operand_materialize(L, group, mm->in[0], &ob, 0, 0, 0, 1, false, narrow, &oa))
         return true;
     int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], kp = 0, br = 0, bpp = 0, mb = 0, nc = 0, coff = 0;
+    bool bt = b_transposed(L, mm->in[1]);   /* B made here as B^T, read transposed */
     /* a causal product, or one whose A has a zero tail, leaves work out that panels of B would
      * not (the runtime's causal and zero-tail paths take B whole): those come first */
     bool causal = causal_product(L, mm, &coff);
@@ -2714,9 +2774,13 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
         /* B in panels: one B for every product, the batch folded into the rows */
         bool folds = nb == 1 || (!oa.trans && oa.stride == M * kk);
         if (numel_of(L, mm->in[1]) == kk * N && folds && !causal && !ztail)
-            kp = panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb, &nc);
+            kp = bt ? panel_cols_t(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb)
+                    : panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb, &nc);
         int64_t passes = mb > 0 ? (nb * M + mb - 1) / mb : 1;   /* B made once per block of C */
-        if (!operand_materialize(L, group, mm->in[1], &ob, kp, br, nc, passes, narrow, &obb)) return true;
+        /* B^T [N, k] whole, or in chunks of kp columns (all N rows): panels of B^T */
+        if (!operand_materialize(L, group, mm->in[1], &ob, bt && kp > 0 ? N : kp, br, bt ? kp : nc, passes, bt, narrow,
+                                 &obb))
+            return true;
     }
     if (oa.dtype != obb.dtype || (oa.dtype != O->dtype && oa.dtype != (FcDtype)narrow)) {
         if (L->st == FC_OK)

@@ -173,11 +173,12 @@ static void call_begin(void) {
 static void call_end(void) { atomic_fetch_sub(&blas.in_flight, 1); }
 
 /* rows [r0, r1) of product i, over columns [k0, k0 + kc) of A and rows [k0, k0 + kc) of B (b
- * holding those rows alone when `panel`, ncols wide), added to C when k0 > 0; columns [c0, c0 +
- * ncols) of C (c0 > 0 only for a panel) */
+ * holding those rows alone when `panel`, ncols wide; transposed, kc wide), added to C when
+ * k0 > 0; columns [c0, c0 + ncols) of C (c0 > 0 only for a panel) */
 static void gemm_rows(const KirGemm *g, const void *a, const void *b, void *c, int64_t i, int64_t r0, int64_t r1,
                       int64_t k0, int64_t kc, bool panel, int64_t c0, int64_t ncols) {
-    const int lda = (int)(g->trans_a ? g->m : g->k), ldb = (int)(panel ? ncols : g->trans_b ? g->k : g->n), ldc = (int)g->n;
+    const int lda = (int)(g->trans_a ? g->m : g->k), ldc = (int)g->n;
+    const int ldb = (int)(panel ? (g->trans_b ? kc : ncols) : g->trans_b ? g->k : g->n);
     const enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
     const enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
     const int rows = (int)(r1 - r0);

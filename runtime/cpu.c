@@ -956,7 +956,8 @@ static FcStatus run_blocks(RtCpuProgram *cp, int li, void **args, int64_t first,
  * for those rows of the chunk, writing them into the panel buffer (its param based panel-rows
  * of the chunk's width earlier, so that the kernel's index lands there), then the panel's
  * product for the block's rows and the chunk's columns, split over the pool. The block of C
- * outermost: its rows of A stay in the cache over the chunks. */
+ * outermost: its rows of A stay in the cache over the chunks. B transposed (trans_b): the
+ * kernel makes B^T, a panel being a chunk of B^T's columns with all its rows. */
 static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
     const KirProgram *p = cp->p;
     const KirLaunch *l = &p->launches.data[li], *ol = &p->launches.data[li - 1];
@@ -981,8 +982,9 @@ static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *
             pc.c1 = g->n - pc.c0 < nc ? g->n : pc.c0 + nc;
             for (int64_t k0 = 0, blk = 0; k0 < g->k; k0 += g->panel_k, blk += g->panel_blocks) {
                 /* the kernel stores element [r, c] of the chunk at param + r * width + c - c0:
-                 * based k0 rows of the chunk's width before the panel */
-                oargs[wp] = (char *)gargs[1] - (ptrdiff_t)((size_t)k0 * (size_t)(pc.c1 - pc.c0) * es);
+                 * based k0 rows of the chunk's width before the panel; B transposed, the panel is
+                 * a chunk of all the rows of B^T, at the param itself */
+                oargs[wp] = (char *)gargs[1] - (ptrdiff_t)(g->trans_b ? 0 : (size_t)k0 * (size_t)(pc.c1 - pc.c0) * es);
                 int64_t nb = rb - blk < g->panel_blocks ? rb - blk : g->panel_blocks;
                 FC_TRY(run_blocks(cp, li - 1, oargs, j * rb + blk, nb, err));
                 pc.k0 = k0;

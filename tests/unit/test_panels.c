@@ -16,6 +16,10 @@
  *    (within 1e-5 of the largest), for every plan; runs with a batch folded into the rows
  *    ([2, 8, 96] @ B, [4, 150, 320] @ B in blocks of C) likewise;
  *  - the harness fails: one output element moved by 1e-3 of the largest is caught;
+ *  - a B that is a transposed weight made here (dX = dY @ w^T, w bf16 or i8 with scales): made
+ *    as B^T and read transposed, in two panels of 300 rows of B with C in two blocks of 352 at a
+ *    2 MiB LLC, one panel at 32 MiB; results against f64 (a wrong ldb fails 3 checks, a panel
+ *    based as B's rows crashes);
  *  - a causal product and one whose A ends in zeros (one head of attention with k and v in 16
  *    bits) keep B whole where panels would fit;
  *  - a sweep of 48 random shapes (up to 1212 x 606 @ 606 x 600, every other one tall) at random
@@ -143,14 +147,23 @@ static double rel_err(const float *got, const double *x, const double *b, int64_
 
 /* Lowers src with l2 and llc and checks the plan (want_panel_k rows a panel, 0: none; C in blocks
  * of want_panel_m rows, 0: all at once) and the result. */
+/* Compiles text and lowers it with l2 and llc; *src the graph (NULL: failed, reported). */
+static KirProgram *compile_lower(const char *what, const char *text, int64_t l2, int64_t llc, bool cpu, IrGraph **src,
+                                 PassResult *res) {
+    *src = compile(text);
+    EXPECT(*src != NULL, "%s", what);
+    if (!*src) return NULL;
+    KirProgram *p = lower(*src, l2, llc, cpu, res);
+    EXPECT(p != NULL, "%s", what);
+    return p;
+}
+
 static void check(const char *what, const char *text, int64_t l2, int64_t llc, bool cpu, int64_t want_panel_k,
                   int64_t want_blocks, int64_t want_panel_m, int64_t want_panel_n) {
-    IrGraph *src = compile(text);
-    EXPECT(src != NULL, "%s", what);
-    if (!src) return;
+    IrGraph *src;
     PassResult res;
-    KirProgram *p = lower(src, l2, llc, cpu, &res);
-    EXPECT(p != NULL, "%s", what);
+    KirProgram *p = compile_lower(what, text, l2, llc, cpu, &src, &res);
+    if (!src) return;
     const IrValue *xv = ir_cval(src, src->inputs.data[0]), *wv = ir_cval(src, src->inputs.data[1]);
     int64_t nx = 1;
     ir_shape_numel(&xv->shape, &nx);
@@ -207,12 +220,10 @@ static void check(const char *what, const char *text, int64_t l2, int64_t llc, b
  * even where panels would fit: the product `what` of src (the first, or the last) is causal
  * (want_causal) or has a zero tail, and no panels. */
 static void check_kept_whole(const char *what, const char *text, bool last, bool want_causal) {
-    IrGraph *src = compile(text);
-    EXPECT(src != NULL, "%s", what);
-    if (!src) return;
+    IrGraph *src;
     PassResult res;
-    KirProgram *p = lower(src, 4096, 1 << 20, true, &res);
-    EXPECT(p != NULL, "%s", what);
+    KirProgram *p = compile_lower(what, text, 4096, 1 << 20, true, &src, &res);
+    if (!src) return;
     const KirKernel *k = NULL;
     for (int l = 0; p && l < p->launches.len; l++) {
         const KirKernel *kk = p->kernels.data[p->launches.data[l].kernel];
@@ -223,6 +234,50 @@ static void check_kept_whole(const char *what, const char *text, bool last, bool
         EXPECT(k->gemm.panel_k == 0 && (want_causal ? k->gemm.causal : k->gemm.zero_tail),
                "%s: panel_k %lld causal %d zero_tail %d", what, (long long)k->gemm.panel_k, k->gemm.causal,
                k->gemm.zero_tail);
+    pass_result_free(&res);
+    ir_graph_free(src);
+}
+
+/* A product whose B is a transposed weight made here (the backward's dX = dY @ w^T): B made as
+ * B^T, read transposed (trans_b), in panels of B^T's columns (want_panel_k of them, all its
+ * rows, want_blocks operand blocks a panel; C in blocks of want_panel_m rows); the result
+ * against f64 (w [n, k] as run() fills it, transposed here). */
+static void check_t(const char *what, const char *text, int64_t l2, int64_t llc, int64_t want_panel_k,
+                    int64_t want_blocks, int64_t want_panel_m) {
+    IrGraph *src;
+    PassResult res;
+    KirProgram *p = compile_lower(what, text, l2, llc, true, &src, &res);
+    if (!src) return;
+    const IrValue *xv = ir_cval(src, src->inputs.data[0]), *wv = ir_cval(src, src->inputs.data[1]);
+    int64_t Nn = wv->shape.dims[0], K = wv->shape.dims[1], nx = 1;
+    ir_shape_numel(&xv->shape, &nx);
+    int64_t rows = nx / K;
+    int li = -1;
+    const KirKernel *k = p ? product(p, &li) : NULL;
+    EXPECT(k != NULL, "%s: no library product", what);
+    if (k) {
+        EXPECT(k->gemm.trans_b && k->gemm.panel_k == want_panel_k && k->gemm.panel_blocks == want_blocks &&
+               k->gemm.panel_m == want_panel_m && k->gemm.panel_n == 0,
+               "%s: trans_b %d panel_k %lld blocks %lld panel_m %lld panel_n %lld, expected 1, %lld, %lld, %lld, 0", what,
+               k->gemm.trans_b, (long long)k->gemm.panel_k, (long long)k->gemm.panel_blocks, (long long)k->gemm.panel_m,
+               (long long)k->gemm.panel_n, (long long)want_panel_k, (long long)want_blocks, (long long)want_panel_m);
+        const KirKernel *op = li > 0 ? p->kernels.data[p->launches.data[li - 1].kernel] : NULL;
+        EXPECT(op && !op->library && op->bytes_written == 0 && strstr(op->name, "operand"), "%s: operand kernel", what);
+    }
+    double *x = NULL, *b = NULL;
+    float *got = p ? run(p, src, &x, &b) : NULL;
+    EXPECT(got != NULL, "%s: run", what);
+    if (got) {
+        double *bt = malloc((size_t)(K * Nn) * sizeof *bt);
+        for (int64_t j = 0; j < Nn; j++)
+            for (int64_t kk = 0; kk < K; kk++) bt[kk * Nn + j] = b[j * K + kk];
+        double e = rel_err(got, x, bt, rows, K, Nn);
+        EXPECT(e <= 1e-5, "%s: relative error %g", what, e);
+        free(bt);
+    }
+    free(got);
+    free(x);
+    free(b);
     pass_result_free(&res);
     ir_graph_free(src);
 }
@@ -259,12 +314,10 @@ static void sweep(int cases) {
                      (long long)M, (long long)N);
         snprintf(what, sizeof what, "sweep %d: [%lld, %lld] @ %s[%lld, %lld], L2 %lld, LLC %lld", c, (long long)M,
                  (long long)K, i8 ? "i8" : "bf16", (long long)K, (long long)N, (long long)l2, (long long)llc);
-        IrGraph *src = compile(text);
-        EXPECT(src != NULL, "%s", what);
-        if (!src) continue;
+        IrGraph *src;
         PassResult res;
-        KirProgram *p = lower(src, l2, llc, true, &res);
-        EXPECT(p != NULL, "%s: lowering", what);
+        KirProgram *p = compile_lower(what, text, l2, llc, true, &src, &res);
+        if (!src) continue;
         int li = -1;
         const KirKernel *k = p ? product(p, &li) : NULL;
         if (k) {
@@ -363,6 +416,20 @@ int main(void) {
         "    return p @ cast(v, f32)\n}\n";
     check_kept_whole("one head, scores", head, false, true);
     check_kept_whole("one head, p @ v", head, true, false);
+    /* dX = dY @ w^T: w [200, 600] (bf16, or i8 with its scales), dY [700, 600] */
+    static const char *const tb16 =
+        "block q(x: f32[700, 600], param w: bf16[200, 600]) -> f32[700, 200] {\n"
+        "    return x @ transpose(cast(w, f32), [1, 0])\n}\n";
+    static const char *const ti8 =
+        "block q(x: f32[700, 600], param w: i8[200, 600], param s: f32[600]) -> f32[700, 200] {\n"
+        "    return x @ transpose(cast(w, f32) * s, [1, 0])\n}\n";
+    /* a 4 KiB L2, a 2 MiB LLC: panels of up to 327 rows of B (200 x 327 floats an eighth of
+     * it), so two of 300; operand blocks of 13 rows of B^T (4096 / 300), 16 a panel; C in
+     * blocks of up to 640 rows, so two of 352 */
+    check_t("bf16 w^T, panels of B^T", tb16, 4096, 2 << 20, 300, 16, 352);
+    check_t("i8 w^T, panels of B^T", ti8, 4096, 2 << 20, 300, 16, 352);
+    /* a 32 MiB LLC: all of B^T one panel (operand blocks of 6 rows of 600) */
+    check_t("bf16 w^T, one panel", tb16, 4096, 32 << 20, 600, 34, 0);
     sweep(48);
     if (failures) fprintf(stderr, "test_panels: %d failures\n", failures);
     else printf("test_panels: ok\n");
