@@ -2542,6 +2542,13 @@ static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, F
             *c_rows = ((m + nblk - 1) / nblk + 15) / 16 * 16;
         }
     }
+    /* --strict-rounding: the eager program multiplies all of B in one call; several panels
+     * would sum each element in other parts (C += A[:, rows] @ panel), other bits (chunks of
+     * columns are left out with them) */
+    if (L->opt->strict_rounding && (kp < k || *chunk_cols > 0)) {
+        *c_rows = *chunk_cols = 0;
+        return 0;
+    }
     if (kp >= k) {
         *blocks = (k + br - 1) / br;
         return k;
@@ -2595,7 +2602,10 @@ static int64_t panel_cols_t(const Lower *L, int64_t m, int64_t k, int64_t n, FcD
             *c_rows = ((m + nblk - 1) / nblk + 15) / 16 * 16;
         }
     }
-    if (kp < 1) return 0;
+    if (kp < 1 || (kp < k && L->opt->strict_rounding)) {   /* --strict-rounding: see panel_rows_for */
+        *c_rows = 0;
+        return 0;
+    }
     if (kp >= k) kp = k;
     else kp = (k + (k + kp - 1) / kp - 1) / ((k + kp - 1) / kp);   /* equal: ceil(k / chunks) */
     *block_rows = pw_chunk(L->opt) / kp > 1 ? pw_chunk(L->opt) / kp : 1;

@@ -20,6 +20,8 @@
  *    as B^T and read transposed, in two panels of 300 rows of B with C in two blocks of 352 at a
  *    2 MiB LLC, one panel at 32 MiB; results against f64 (a wrong ldb fails 3 checks, a panel
  *    based as B's rows crashes);
+ *  - with --strict-rounding no blocks, chunks or several panels (B^T too), one panel kept, and
+ *    the fused result's bits the eager one's (several panels gave other bits: caught);
  *  - a causal product and one whose A ends in zeros (one head of attention with k and v in 16
  *    bits) keep B whole where panels would fit;
  *  - a sweep of 48 random shapes (up to 1212 x 606 @ 606 x 600, every other one tall) at random
@@ -53,8 +55,9 @@ static IrGraph *compile(const char *text) {
     return g;
 }
 
+static bool strict, eager;   /* lower with --strict-rounding, or unfused */
 static KirProgram *lower(const IrGraph *src, int64_t l2, int64_t llc, bool cpu, PassResult *res) {
-    PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = cpu};
+    PassOptions po = {.fuse = !eager, .sm = 90, .library_gemm = true, .cpu = cpu, .strict_rounding = strict};
     po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = l2, .llc_bytes = llc, .vector_bytes = 64};
     FcErr err = {0};
     memset(res, 0, sizeof *res);
@@ -282,6 +285,45 @@ static void check_t(const char *what, const char *text, int64_t l2, int64_t llc,
     ir_graph_free(src);
 }
 
+/* check_t's block lowered where it must take no panels: B^T made whole, read transposed. */
+static void check_t_none(const char *what, const char *text, int64_t l2, int64_t llc) {
+    IrGraph *src;
+    PassResult res;
+    KirProgram *p = compile_lower(what, text, l2, llc, true, &src, &res);
+    if (!src) return;
+    int li = -1;
+    const KirKernel *k = p ? product(p, &li) : NULL;
+    EXPECT(k && k->gemm.trans_b && k->gemm.panel_k == 0, "%s: trans_b %d panel_k %lld", what, k ? k->gemm.trans_b : -1,
+           k ? (long long)k->gemm.panel_k : -1LL);
+    pass_result_free(&res);
+    ir_graph_free(src);
+}
+
+/* With --strict-rounding the fused program's result has the eager one's bits. */
+static void check_strict_bits(const char *what, const char *text, int64_t l2, int64_t llc) {
+    float *got[2] = {NULL, NULL};
+    int64_t no = 0;
+    for (int e = 0; e < 2; e++) {
+        eager = e == 1;
+        IrGraph *src;
+        PassResult res;
+        KirProgram *p = compile_lower(what, text, l2, llc, true, &src, &res);
+        eager = false;
+        if (!src) return;
+        double *x = NULL, *b = NULL;
+        got[e] = p ? run(p, src, &x, &b) : NULL;
+        ir_shape_numel(&ir_cval(src, src->outputs.data[0])->shape, &no);
+        free(x);
+        free(b);
+        pass_result_free(&res);
+        ir_graph_free(src);
+    }
+    EXPECT(got[0] && got[1] && memcmp(got[0], got[1], (size_t)no * sizeof(float)) == 0,
+           "%s: the fused result's bits are not the eager one's", what);
+    free(got[0]);
+    free(got[1]);
+}
+
 /* Random shapes and caches: every plan the caches give (panels in the L2 or the LLC, blocks of C,
  * chunks of B's columns, none), each run against f64; counts the plans seen so that the sweep
  * is known to reach blocks and chunks. */
@@ -430,6 +472,17 @@ int main(void) {
     check_t("i8 w^T, panels of B^T", ti8, 4096, 2 << 20, 300, 16, 352);
     /* a 32 MiB LLC: all of B^T one panel (operand blocks of 6 rows of 600) */
     check_t("bf16 w^T, one panel", tb16, 4096, 32 << 20, 600, 34, 0);
+    /* --strict-rounding: several panels, or chunks, would sum other parts than the eager
+     * program's one call: none; one panel of all of B is the same sums, kept */
+    strict = true;
+    check("strict: no blocks of C", taller, 65536, 1 << 20, true, 0, 0, 0, 0);
+    check("strict: no chunks", wide, 65536, 1 << 20, true, 0, 0, 0, 0);
+    check_t_none("strict: no panels of B^T", tb16, 4096, 2 << 20);
+    check("strict: one panel", taller, 65536, big, true, 320, 10, 0, 0);
+    check_strict_bits("strict: bits, taller", taller, 65536, 1 << 20);
+    check_strict_bits("strict: bits, wide", wide, 65536, 1 << 20);
+    check_strict_bits("strict: bits, one panel", taller, 65536, big);
+    strict = false;
     sweep(48);
     if (failures) fprintf(stderr, "test_panels: %d failures\n", failures);
     else printf("test_panels: ok\n");
