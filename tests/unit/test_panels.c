@@ -482,6 +482,7 @@ int main(void) {
     check_strict_bits("strict: bits, taller", taller, 65536, 1 << 20);
     check_strict_bits("strict: bits, wide", wide, 65536, 1 << 20);
     check_strict_bits("strict: bits, one panel", taller, 65536, big);
+    check_strict_bits("strict: bits, L2 panels of a short C", i8, 4096, big);
     strict = false;
     sweep(48);
     if (failures) fprintf(stderr, "test_panels: %d failures\n", failures);
