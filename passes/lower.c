@@ -2511,6 +2511,19 @@ static bool operand_materialize(Lower *L, int group, int xv, const IrShape *ob, 
  * elements), a panel a multiple of them. Returns the panel's rows (*blocks: the operand
  * kernel's blocks a panel), 0 for no panels. */
 enum { PANEL_MIN_K = 256, PANEL_MIN_M = 128 };
+/* For panels of kp rows in the last-level cache (of k; n columns of es bytes): C's blocks of
+ * rows, *c_rows (equal, a multiple of 16; 0 when one panel or C fits), up to a quarter of the
+ * cache. False where the panels or the blocks would be under PANEL_MIN_K or PANEL_MIN_M. */
+static bool llc_c_blocks(const Lower *L, int64_t m, int64_t k, int64_t kp, int64_t n, int64_t es, int64_t *c_rows) {
+    if (kp >= k) return true;
+    int64_t mb = host_llc(L->opt) / 4 / (n * es) / 16 * 16;
+    if (kp < PANEL_MIN_K || mb < PANEL_MIN_M) return false;
+    if (mb < m) {
+        int64_t nblk = (m + mb - 1) / mb;
+        *c_rows = ((m + nblk - 1) / nblk + 15) / 16 * 16;
+    }
+    return true;
+}
 static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, FcDtype dt, int64_t *block_rows,
                               int64_t *blocks, int64_t *c_rows, int64_t *chunk_cols) {
     *c_rows = *chunk_cols = 0;
@@ -2532,14 +2545,9 @@ static int64_t panel_rows_for(const Lower *L, int64_t m, int64_t k, int64_t n, F
             *block_rows = br;
         }
         kp = rows / br * br;
-        int64_t mb = llc / 4 / (n * es) / 16 * 16;
-        if (kp < k && (kp < PANEL_MIN_K || mb < PANEL_MIN_M)) {
+        if (!llc_c_blocks(L, m, k, kp, n, es, c_rows)) {
             *chunk_cols = 0;
             return 0;
-        }
-        if (kp < k && mb < m) {   /* blocks of equal size, a multiple of 16 rows */
-            int64_t nblk = (m + mb - 1) / mb;
-            *c_rows = ((m + nblk - 1) / nblk + 15) / 16 * 16;
         }
     }
     /* --strict-rounding: the eager program multiplies all of B in one call; several panels
@@ -2595,12 +2603,7 @@ static int64_t panel_cols_t(const Lower *L, int64_t m, int64_t k, int64_t n, FcD
     int64_t kp = host_l2(L->opt) / 2 / (n * es);
     if (m > kp && kp < k) {
         kp = llc / 8 / (n * es);
-        int64_t mb = llc / 4 / (n * es) / 16 * 16;
-        if (kp < k && (kp < PANEL_MIN_K || mb < PANEL_MIN_M)) return 0;
-        if (kp < k && mb < m) {
-            int64_t nblk = (m + mb - 1) / mb;
-            *c_rows = ((m + nblk - 1) / nblk + 15) / 16 * 16;
-        }
+        if (!llc_c_blocks(L, m, k, kp, n, es, c_rows)) return 0;
     }
     if (kp < 1 || (kp < k && L->opt->strict_rounding)) {   /* --strict-rounding: see panel_rows_for */
         *c_rows = 0;
