@@ -107,7 +107,8 @@ KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
     k->library = true;
     k->gemm = *g;
     k->kind = "library_gemm";
-    int64_t na = g->stride_a ? g->batch * g->m * g->k : g->m * g->k;
+    /* A in blocks: made and read in the cache (its value's bytes are the operand kernel's) */
+    int64_t na = g->a_rows > 0 ? 0 : g->stride_a ? g->batch * g->m * g->k : g->m * g->k;
     /* B in panels: made and read in the cache, one panel at a time (its weight's bytes are the
      * operand kernel's); C (or the block of C's rows, panel_m) stays there between them */
     int64_t nb = g->panel_k > 0 ? 0 : g->stride_b ? g->batch * g->k * g->n : g->k * g->n;
@@ -120,8 +121,26 @@ KirKernel *kir_gemm_new(KirProgram *p, const char *name, const KirGemm *g) {
     k->bytes_read = (na + nb) * (int64_t)fc_dtype_size(ab);
     /* a causal product writes only the elements its readers keep */
     k->bytes_written = g->batch * kir_gemm_cols_before(g, g->m) * es;
+    if (g->c_block) k->bytes_written = 0;   /* C in the cache, a block at a time, read there by the epilogue */
     k->flops = 2 * g->batch * kir_gemm_cols_before(g, g->m) * g->k;
     return k->failed ? NULL : k;
+}
+
+void kir_launch_unit(const KirProgram *p, int li, int *lo, int *hi) {
+    *lo = *hi = li;
+    for (int j = li - 1; j <= li + 2; j++) {   /* the product: li, or a launch near it */
+        if (j < 0 || j >= p->launches.len) continue;
+        const KirKernel *k = p->kernels.data[p->launches.data[j].kernel];
+        if (!k->library) continue;
+        int a = j - (k->gemm.panel_k > 0) - (k->gemm.a_rows > 0), b = k->gemm.epi_rows > 0 ? j + 1 : j;
+        if (a < 0) a = 0;
+        if (b >= p->launches.len) b = p->launches.len - 1;
+        if (a <= li && li <= b) {
+            *lo = a;
+            *hi = b;
+            return;
+        }
+    }
 }
 
 /* ---- declarations ---------------------------------------------------------------------- */
@@ -539,9 +558,17 @@ void kir_print_kernel(const KirKernel *k, StrBuf *o) {
                       (long long)g->panel_blocks);
         if (g->panel_n > 0)
             sb_printf(o, "  # B's columns in chunks of %lld, a panel of each chunk at a time\n", (long long)g->panel_n);
-        if (g->panel_m > 0)
+        if (g->panel_m > 0 && g->panel_k > 0)
             sb_printf(o, "  # C in blocks of %lld rows, each over every panel (the panels made again for each)\n",
                       (long long)g->panel_m);
+        else if (g->panel_m > 0)
+            sb_printf(o, "  # C in blocks of %lld rows\n", (long long)g->panel_m);
+        if (g->a_rows > 0)
+            sb_printf(o, "  # A made in the cache a block of C at a time, %lld rows a block of its kernel\n",
+                      (long long)g->a_rows);
+        if (g->epi_rows > 0)
+            sb_printf(o, "  # the epilogue (the next launch) after each block of C, %lld rows a block of it; C %s\n",
+                      (long long)g->epi_rows, g->c_block ? "in the cache, one block at a time" : "in memory whole");
         if (g->causal)
             sb_printf(o, "  # causal: C[i, j] only where j <= i + %lld, the rest left unwritten\n", (long long)g->causal_off);
         if (g->zero_tail) sb_puts(o, "  # zero tail: A's rows may end in zeros, not multiplied\n");
@@ -1098,7 +1125,12 @@ FcStatus kir_verify(const KirKernel *k, FcErr *err) {
             g->m < 1 || g->n < 1 || g->k < 1 || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0 ||
             g->panel_k < 0 || (g->panel_k > 0 && (g->batch != 1 || g->panel_k > g->k || g->panel_blocks < 1)) ||
             (g->trans_b && g->panel_n > 0) ||
-            g->panel_m < 0 || (g->panel_m > 0 && (g->panel_k == 0 || g->panel_m >= g->m)) ||
+            g->panel_m < 0 || (g->panel_m > 0 && ((g->panel_k == 0 && g->epi_rows == 0 && g->a_rows == 0) || g->panel_m >= g->m)) ||
+            g->a_rows < 0 || (g->a_rows > 0 && (g->batch != 1 || g->trans_a || g->causal || g->zero_tail || g->ab16 ||
+                                                g->panel_m % g->a_rows != 0)) ||
+            g->epi_rows < 0 || (g->epi_rows > 0 && (g->batch != 1 || g->causal || g->zero_tail ||
+                                                    g->panel_m % g->epi_rows != 0)) ||
+            (g->c_block && g->epi_rows == 0) ||
             g->panel_n < 0 || (g->panel_n > 0 && (g->panel_k == 0 || g->panel_n >= g->n)) ||
             (g->causal && (g->panel_k > 0 || g->causal_off < -g->m || g->causal_off > g->n)) ||
             (g->zero_tail && (g->panel_k > 0 || g->trans_a)) || g->tail.align < 0 || g->tail.align > (1 << 20) ||
@@ -1177,6 +1209,36 @@ FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_al
                 return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s takes B in panels from a launch that does "
                                   "not make it", who, li, k->name);
         }
+        /* A in blocks: made by a generated kernel before (before B's operand kernel with panels)
+         * writing A's buffer alone, its blocks a_rows rows of A each */
+        if (k->library && k->gemm.a_rows > 0) {
+            int ai = li - 1 - (k->gemm.panel_k > 0);
+            const KirLaunch *al = ai >= 0 ? &p->launches.data[ai] : NULL;
+            const KirKernel *ak = al && al->kernel >= 0 && al->kernel < p->kernels.len ? p->kernels.data[al->kernel] : NULL;
+            int nw = 0, wb = -1;
+            for (int a = 0; ak && a < al->nargs && a < ak->params.len; a++)
+                if (ak->params.data[a].written) nw++, wb = al->args[a];
+            if (!ak || ak->library || ak->tail >= 0 || nw != 1 || l->nargs != 3 || wb != l->args[0] ||
+                ak->grid != (k->gemm.m + k->gemm.a_rows - 1) / k->gemm.a_rows)
+                return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s takes A in blocks from a launch that does "
+                                  "not make it", who, li, k->name);
+        }
+        /* the epilogue in the cache: the launch after, a generated kernel reading C (not writing
+         * it), its blocks epi_rows rows of C each */
+        if (k->library && k->gemm.epi_rows > 0) {
+            const KirLaunch *el = li + 1 < p->launches.len ? &p->launches.data[li + 1] : NULL;
+            const KirKernel *ek = el && el->kernel >= 0 && el->kernel < p->kernels.len ? p->kernels.data[el->kernel] : NULL;
+            bool reads = false, writes = false;
+            for (int a = 0; ek && l->nargs == 3 && a < el->nargs && a < ek->params.len; a++)
+                if (el->args[a] == l->args[2]) {
+                    reads = true;
+                    writes |= ek->params.data[a].written;
+                }
+            if (!ek || ek->library || ek->tail >= 0 || !reads || writes ||
+                ek->grid != (k->gemm.m + k->gemm.epi_rows - 1) / k->gemm.epi_rows)
+                return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s runs an epilogue that launch %d is not", who,
+                                  li, k->name, li + 1);
+        }
         if (l->nargs != k->params.len)
             return fc_err_set(err, FC_ERR_INTERNAL, "%s: launch %d of %s binds %d buffers to %d params", who, li,
                               k->name, l->nargs, k->params.len);
@@ -1193,7 +1255,26 @@ FcStatus kir_check_program(const KirProgram *p, const char *who, int64_t temp_al
             bool panel = nk && nk->library && nk->gemm.panel_k > 0 && nl->nargs == 3 && nl->args[1] == bi && prm->written &&
                          prm->numel == nk->gemm.k * nk->gemm.n &&
                          b->numel >= nk->gemm.panel_k * (nk->gemm.panel_n > 0 ? nk->gemm.panel_n : nk->gemm.n);
-            if (b->dtype != prm->dtype || (b->numel < prm->numel && !panel))
+            /* C in the cache a block at a time (KirGemm.c_block): the product's C and its epilogue's
+             * read of it index all of C through a buffer of one block */
+            const KirLaunch *pl = li > 0 ? &p->launches.data[li - 1] : NULL;
+            const KirKernel *pk = pl && pl->kernel >= 0 && pl->kernel < p->kernels.len ? p->kernels.data[pl->kernel] : NULL;
+            const KirGemm *cg = k->library && a == 2 ? &k->gemm : pk && pk->library && pl->nargs == 3 && pl->args[2] == bi ? &pk->gemm : NULL;
+            bool cblock = cg && cg->c_block && !(cg != &k->gemm && prm->written) && prm->numel == cg->m * cg->n &&
+                          b->numel >= kir_gemm_block_rows(cg) * cg->n;
+            /* A made in blocks (KirGemm.a_rows): the product's A and its operand kernel's store
+             * index all of A through a buffer of one block */
+            const KirGemm *ag = NULL;
+            if (k->library && a == 0) ag = &k->gemm;
+            for (int d = 1; d <= 2 && !ag && !k->library && prm->written; d++) {
+                const KirLaunch *ql = li + d < p->launches.len ? &p->launches.data[li + d] : NULL;
+                const KirKernel *qk = ql && ql->kernel >= 0 && ql->kernel < p->kernels.len ? p->kernels.data[ql->kernel] : NULL;
+                if (qk && qk->library && qk->gemm.a_rows > 0 && ql->nargs == 3 && ql->args[0] == bi &&
+                    d == 1 + (qk->gemm.panel_k > 0))
+                    ag = &qk->gemm;
+            }
+            cblock = cblock || (ag && ag->a_rows > 0 && prm->numel == ag->m * ag->k && b->numel >= kir_gemm_block_rows(ag) * ag->k);
+            if (b->dtype != prm->dtype || (b->numel < prm->numel && !panel && !cblock))
                 return fc_err_set(err, FC_ERR_INTERNAL,
                                   "%s: launch %d of %s: buffer b%d (%s[%lld]) does not fit param p%d (%s[%lld])", who,
                                   li, k->name, bi, fc_dtype_name(b->dtype), (long long)b->numel, a,

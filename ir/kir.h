@@ -211,6 +211,22 @@ typedef struct KirGemm {
      * after row; the operand kernel's blocks then go chunk after chunk, panel_blocks a panel
      * within each, and C's columns of a chunk are multiplied with its panels; 0: all n. */
     int64_t panel_k, panel_blocks, panel_m, panel_n;
+    /* The epilogue in the cache (the CPU; docs/cpu.md, "Epilogues in the cache"): epi_rows > 0
+     * when the launch just after this one is the product's epilogue (a generated kernel reading
+     * C, its block b C's rows [b * epi_rows, (b + 1) * epi_rows)), which the runtime runs block
+     * of C by block of C (panel_m rows, a multiple of epi_rows; all of C when 0), each block's
+     * rows right after the block is computed. B in panels or whole. c_block: C's buffer holds
+     * one block of rows (panel_m, or m, times n), based for each block so that the block's rows
+     * land in it: C is never in memory whole (its param and the epilogue's index all of C). */
+    int64_t epi_rows;
+    bool c_block;
+    /* A in blocks (the CPU; docs/cpu.md, "A in blocks"): a_rows > 0 when A is made by a
+     * generated kernel launched just before this one (before B's operand kernel with panels),
+     * its block b A's rows [b * a_rows, (b + 1) * a_rows) (its store param indexes all of A),
+     * into a buffer of one block of C's rows (panel_m, or m, times k) that the runtime bases for
+     * each block so that the block's rows land in it, and fills just before the block's product:
+     * A is never in memory whole. batch 1, A not transposed. */
+    int64_t a_rows;
     /* A causal product (the CPU; docs/cpu.md, "Causal products"): element (i, j) of each C is
      * needed only where j <= i + causal_off, every reader of C discarding the others (a causal
      * mask's where, through elementwise ops of one kernel); the runtime leaves them unwritten,
@@ -235,8 +251,18 @@ static inline FcDtype kir_gemm_ab_dtype(const KirGemm *g) { return g->ab16 ? (Fc
  * causal_off + 1)); and their sum over rows [0, r) (closed form). */
 int64_t kir_gemm_cols(const KirGemm *g, int64_t r);
 int64_t kir_gemm_cols_before(const KirGemm *g, int64_t r);
+/* The rows of C's blocks (KirGemm.panel_m): m when C is one block */
+static inline int64_t kir_gemm_block_rows(const KirGemm *g) { return g->panel_m > 0 ? g->panel_m : g->m; }
 /* The chunks of B's columns a product with B in panels takes (KirGemm.panel_n): 1 when whole */
 static inline int64_t kir_gemm_chunks(const KirGemm *g) { return g->panel_n > 0 ? (g->n + g->panel_n - 1) / g->panel_n : 1; }
+
+struct KirProgram;
+/* The launches the CPU runtime runs interleaved, as one, with launch li (li among them): a
+ * product making A in blocks, with A's operand kernel before it (KirGemm.a_rows); taking B in
+ * panels, with B's operand kernel just before it (panel_k); running its epilogue a block of C at
+ * a time, with the epilogue just after it (epi_rows). *lo..*hi, li..li for any other launch. A
+ * buffer any of them binds lives over all of them (pass_memplan). */
+void kir_launch_unit(const struct KirProgram *p, int li, int *lo, int *hi);
 
 typedef struct KirKernel {
     const char *name;    /* generated identifier, e.g. "k3_layernorm" */

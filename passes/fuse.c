@@ -30,6 +30,9 @@
  *                  result goes to memory anyway, so its neighbours fuse with each other;
  *                  alone but for the views the call reads through (operand_view: swaps of
  *                  the last two dims, and on CUDA the widening casts of 16-bit operands);
+ *                  on the CPU but for B's producers (mark_b_operand), A's widening cast
+ *                  (a_operand_cast) and, in a last phase, its elementwise epilogue
+ *                  (mark_epilogue), which lower.c runs by blocks of C's rows in the cache;
  *   - and it makes no cycle between groups (no path leaves the pair and comes back).
  * Cost: a fused edge is a value no longer written by one kernel and read by another; no
  * merge adds a read or a write, since a group reads each outside value once and writes
@@ -49,6 +52,7 @@ typedef struct Fuse {
     int *mark;             /* [n] scratch */
     bool *used_outside;    /* [values] scratch for the candidate group */
     bool eager;            /* merge only nodes of one source op */
+    bool epilogues;        /* the last phase: CPU library products take their epilogues */
     FcErr *err;
 } Fuse;
 
@@ -203,6 +207,85 @@ static int mark_b_operand(Fuse *f, int mm, int a, int b) {
     return n;
 }
 
+/* Is node i a widening cast of a 16-bit value read only as A by one f32 library product whose B
+ * is one matrix for all its rows (the CPU: lower.c makes A there a block of C's rows at a time,
+ * into the cache, operand_rows), not a block output, not of a swap of the last two dims (A read
+ * transposed)? Such a cast waits for its product (vertical fusion), so that the value crosses
+ * the kernel boundary in 16 bits. */
+static bool a_operand_cast(const Fuse *f, int i) {
+    const IrGraph *g = f->g;
+    const IrNode *n = &g->nodes.data[i];
+    if (!f->opt->cpu || !f->opt->library_gemm || n->op != IR_OP_CAST || V(f, n->out[0])->dtype != FC_F32) return false;
+    FcDtype from = V(f, n->in[0])->dtype;
+    int p = V(f, n->in[0])->node;
+    if ((from != FC_BF16 && from != FC_F16) || V(f, n->out[0])->shape.rank < 2) return false;
+    if (p >= 0 && (generated(f, n->in[0]) || ir_swaps_last_two(&g->nodes.data[p], V(f, n->in[0])->shape.rank)))
+        return false;
+    int r = -1;
+    for (int c = i + 1; c < f->n; c++) {
+        const IrNode *u = &g->nodes.data[c];
+        for (int j = 0; j < u->nin; j++)
+            if (u->in[j] == n->out[0]) {
+                if (r >= 0 || u->op != IR_OP_MATMUL || j != 0) return false;
+                r = c;
+            }
+    }
+    if (r < 0 || !only_reader(f, n->out[0], r)) return false;
+    const IrNode *m = &g->nodes.data[r];
+    return V(f, m->out[0])->dtype == FC_F32 && V(f, m->in[1])->shape.rank == 2;
+}
+
+/* The CPU's library products run their epilogue block by block of C's rows, while the block is
+ * in the cache (lower.c, epilogue_rows): what the product's group computes after the product
+ * then joins it. Marks (f->mark, leaving B's and A's marks) the candidate's nodes that are such:
+ * the product's descendants in it (the general matmul check below then asks them to be
+ * elementwise and of the product's size), and elementwise nodes computed from outside values
+ * alone (a bias's widening cast) whose every reader in the candidate is one of these. */
+static void mark_epilogue(Fuse *f, int mm, int a, int b) {
+    const IrGraph *g = f->g;
+    enum { EPI = 4 };   /* a mark of its own, beside mark_b_operand's 1 */
+    for (int i = mm + 1; i < f->n; i++) {
+        if (!in_cand(f, i, a, b) || f->mark[i]) continue;
+        const IrNode *u = &g->nodes.data[i];
+        for (int j = 0; j < u->nin; j++) {
+            int p = V(f, u->in[j])->node;
+            if (p >= 0 && in_cand(f, p, a, b) && (p == mm || f->mark[p] == EPI)) f->mark[i] = EPI;
+        }
+    }
+    /* the pure ones (mark PURE while undecided): not the product's, not B's, read only by the
+     * epilogue or by each other, their producers in the candidate pure too */
+    enum { PURE = 5 };
+    for (int i = 0; i < f->n; i++) {
+        const IrNode *u = &g->nodes.data[i];
+        if (i != mm && in_cand(f, i, a, b) && !f->mark[i] && u->nout == 1 && ir_op_elementwise(u->op) &&
+            u->op != IR_OP_FP8_QUANT && !f->used_outside[u->out[0]])
+            f->mark[i] = PURE;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < f->n; i++) {
+            if (f->mark[i] != PURE) continue;
+            const IrNode *u = &g->nodes.data[i];
+            bool ok = true, read = false;
+            for (int j = 0; j < u->nin && ok; j++) {
+                int p = V(f, u->in[j])->node;
+                ok = p < 0 || !in_cand(f, p, a, b) || generated(f, u->in[j]) || f->mark[p] == PURE;
+            }
+            for (int c = i + 1; c < f->n && ok; c++) {
+                const IrNode *r = &g->nodes.data[c];
+                for (int j = 0; j < r->nin; j++)
+                    if (r->in[j] == u->out[0]) {
+                        read = true;
+                        ok = ok && in_cand(f, c, a, b) && (f->mark[c] == EPI || f->mark[c] == PURE);
+                    }
+            }
+            if (!ok || !read) f->mark[i] = 0, changed = true;
+        }
+    }
+    for (int i = 0; i < f->n; i++)
+        if (f->mark[i] == PURE) f->mark[i] = EPI;
+}
+
 /* Checks that groups a and b together can be scheduled as one kernel. Returns NULL if so,
  * else the reason. */
 static const char *schedulable(Fuse *f, int a, int b) {
@@ -231,11 +314,19 @@ static const char *schedulable(Fuse *f, int a, int b) {
          * B's own producers (mark_b_operand) */
         const IrValue *o = V(f, g->nodes.data[mm].out[0]);
         int cnt = 0;
+        memset(f->mark, 0, sizeof(int) * (size_t)f->n);
         if (f->opt->cpu) {
             mark_used_outside(f, a, b);
-            cnt -= mark_b_operand(f, mm, a, b);
+            mark_b_operand(f, mm, a, b);
+            /* A's widening cast, waiting for it (a_operand_cast) */
+            int av = V(f, g->nodes.data[mm].in[0])->node;
+            if (av >= 0 && in_cand(f, av, a, b) && a_operand_cast(f, av)) {
+                int p = V(f, g->nodes.data[av].in[0])->node;
+                if (p < 0 || !in_cand(f, p, a, b)) f->mark[av] = 3;
+            }
+            if (f->epilogues) mark_epilogue(f, mm, a, b);
         }
-        for (int i = 0; i < f->n; i++) cnt += in_cand(f, i, a, b) && !operand_view(f, i, mm, a, b);
+        for (int i = 0; i < f->n; i++) cnt += in_cand(f, i, a, b) && !f->mark[i] && !operand_view(f, i, mm, a, b);
         if ((o->dtype == FC_F32 || o->dtype == FC_F64) && cnt > 1)
             return "a matrix product through the library runs as its own call";
     }
@@ -419,6 +510,14 @@ static const char *why_apart(Fuse *f, int a, int b) {
     return why;
 }
 
+/* Is group a elementwise work alone (no reduction, product, scatter or index map)? */
+static bool pointwise_group(const Fuse *f, int a) {
+    for (int i = 0; i < f->n; i++)
+        if (f->grp[i] == a && !ir_op_elementwise(f->g->nodes.data[i].op) && f->g->nodes.data[i].op != IR_OP_RESHAPE)
+            return false;
+    return true;
+}
+
 static const char *try_merge(Fuse *f, int a, int b) {
     if (a == b) return NULL;
     const char *why = why_apart(f, a, b);
@@ -443,6 +542,7 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
         const IrNode *n = &g->nodes.data[i];
         if (opt->library_gemm && feeds_library_product(&f, i)) continue;
         if (n->op == IR_OP_FP8_DEQUANT) continue;   /* waits for its reader, below */
+        if (a_operand_cast(&f, i)) continue;         /* waits for its product */
         for (int j = 0; j < n->nin; j++) {
             int p = ir_cval(g, n->in[j])->node;
             if (p < 0 || generated(&f, n->in[j])) continue;
@@ -479,6 +579,25 @@ FcStatus pass_fuse(const IrGraph *g, const PassOptions *opt, int *group_of_node,
                 if (reads2 && f.grp[i] != f.grp[i2]) try_merge(&f, f.grp[i], f.grp[i2]);
             }
         }
+    }
+    /* last, on the CPU: a library product takes the elementwise kernels reading its result (its
+     * epilogue: a bias, an activation, a residual, the storage type's rounding), which lower.c
+     * runs a block of C's rows at a time while the block is in the cache (epilogue_rows). Last,
+     * so that a row kernel has taken what it reads first (a causal softmax its scores' mask:
+     * lower.c's causal products and zero tails need it there) */
+    if (opt->cpu && opt->library_gemm && !f.eager) {
+        f.epilogues = true;
+        for (int i = 0; i < f.n; i++) {
+            const IrNode *m = &g->nodes.data[i];
+            if (m->op != IR_OP_MATMUL) continue;
+            for (int c = i + 1; c < f.n; c++) {
+                const IrNode *r = &g->nodes.data[c];
+                bool reads = false;
+                for (int j = 0; j < r->nin; j++) reads |= r->in[j] == m->out[0];
+                if (reads && f.grp[c] != f.grp[i] && pointwise_group(&f, f.grp[c])) try_merge(&f, f.grp[i], f.grp[c]);
+            }
+        }
+        f.epilogues = false;
     }
     /* eager: a constant or iota of a source op runs inside that op's kernel (as written) */
     if (f.eager)

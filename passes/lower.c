@@ -250,6 +250,8 @@ typedef struct Lower {
     int *eager_red_block;    /* [nodes] --strict-rounding: red_block of the eager program, whose
                               * reduction orders the fused kernels reproduce (KirStmt.lanes) */
     int *scatter_index;      /* [nodes] a scatter_add's index buffer (scatter_index_kernels), or -1 */
+    int64_t pw_rows;         /* > 0: the rows a block of schedule_pointwise_rows takes (an
+                              * epilogue run a block of C at a time, epilogue_rows) */
     int group_kernel;        /* the kernel lower_group built for the group's nodes (the first of
                               * a library product's, after any scatter_add index kernels) */
     int row_lead;            /* rank of the row index (leading dims) while row_shared is used */
@@ -1229,7 +1231,7 @@ static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int no
         const IrShape *S = &val(L, outs[i])->shape;
         if (S->rank < 2 || S->dims[S->rank - 1] < 16) return false;
         int64_t C = S->dims[S->rank - 1], R = numel_of(L, outs[i]) / C;
-        int64_t rpb = pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
+        int64_t rpb = L->pw_rows > 0 ? L->pw_rows : pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
         if ((R + rpb - 1) / rpb > grid) grid = (R + rpb - 1) / rpb;
     }
     kernel_begin(L, group, kind, grid, PW_BLOCK);
@@ -1239,7 +1241,7 @@ static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int no
         if (done[i]) continue;
         const IrShape *S = &val(L, outs[i])->shape;
         int64_t C = S->dims[S->rank - 1], R = numel_of(L, outs[i]) / C;
-        int64_t rpb = pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
+        int64_t rpb = L->pw_rows > 0 ? L->pw_rows : pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
         IrShape lead = *S;
         lead.rank--;
         int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
@@ -2755,8 +2757,110 @@ static bool zero_tail_operand(const Lower *L, const IrNode *mm) {
     return false;
 }
 
+/* Products in blocks of C's rows (the CPU; docs/cpu.md, "Epilogues in the cache" and "A in
+ * blocks"). A product whose group goes on after it (a bias, an activation, a residual, the
+ * rounding to the storage type: the epilogue) runs the epilogue's blocks for each block's rows
+ * right after the block, so that the epilogue reads C from the cache and C never goes to memory
+ * (its buffer holds one block: KirGemm.epi_rows, c_block); a product whose A is a 16-bit value
+ * widened here (fuse.c's a_operand_cast) makes each block's rows of A just before the block,
+ * into the cache (operand_rows, KirGemm.a_rows), so that the f32 A never goes to memory either.
+ * The blocks (block_rows_for): B's panels' (panel_m) where B is made in several panels; else
+ * (B whole or one panel) all of C where C and A's block fit a quarter of the last-level cache,
+ * or blocks of that size, equal, a multiple of 16 and at least PANEL_MIN_M rows, and 4 x k where
+ * B is whole and larger than half the L2 (the library packs B again for each call); none
+ * where they would be smaller, and under --strict-rounding none but all of C (the eager
+ * program's one call). Returns the blocks' rows (m: one block), 0 for none. a_k: A's columns
+ * when A is made in the blocks, else 0. */
+static int64_t block_rows_for(const Lower *L, int64_t m, int64_t n, int64_t a_k, int64_t panel_k, int64_t k,
+                              int64_t panel_m, int64_t panel_n, FcDtype dt) {
+    if (!L->opt->cpu || m < 1) return 0;
+    if (panel_k > 0 && (panel_m > 0 || panel_k < k || panel_n > 0)) return panel_m > 0 ? panel_m : m;
+    int64_t es = (int64_t)fc_dtype_size(dt), cap = host_llc(L->opt) / 4 / ((n + a_k) * es) / 16 * 16;
+    if (cap >= m) return m;
+    /* each call packs B again: a B whole, out of the L2, packed once for every 4 x k rows of C
+     * at least (blocks of 128 rows of [4096, 64] @ [64, 4096] ran 15-30 % slower than one call,
+     * of 160 rows of [1024, 768] @ [768, 3072] 15 %; 512 rows of both as fast: docs/cpu.md) */
+    int64_t least = PANEL_MIN_M;
+    if (panel_k == 0 && k * n * es > host_l2(L->opt) / 2 && 4 * k > least) least = 4 * k;
+    if (cap < least || L->opt->strict_rounding) return 0;
+    int64_t nblk = (m + cap - 1) / cap;
+    return ((m + nblk - 1) / nblk + 15) / 16 * 16;
+}
+
+/* The rows a block of a kernel over the rows of C takes in blocks of mb rows (mb < m) or in one
+ * (mb = m): about pw_chunk elements of `cols` columns, a divisor of mb. */
+static int64_t rows_per_block(const Lower *L, int64_t mb, int64_t m, int64_t cols) {
+    int64_t r = pw_chunk(L->opt) / cols > 1 ? pw_chunk(L->opt) / cols : 1;
+    while (mb < m && mb % r != 0) r--;
+    return r;
+}
+
+/* The epilogue in C's blocks of mb rows (block_rows_for; 0: none): only for a single product
+ * (the batch folded into the rows), not a causal or zero-tail one, with every epilogue output of
+ * C's rows (its last dim C's n, at least 16: the CPU's row schedule). Returns the epilogue's rows
+ * a block, 0 for none: C written whole, the epilogue after it. */
+static int64_t epilogue_rows(const Lower *L, const KirGemm *g, const int *outs, int nouts, int64_t mb) {
+    if (!L->opt->cpu || mb < 1 || nouts < 1 || g->batch != 1 || g->causal || g->zero_tail || g->n < 16) return 0;
+    for (int i = 0; i < nouts; i++) {
+        const IrShape *s = &val(L, outs[i])->shape;
+        if (s->rank < 2 || s->dims[s->rank - 1] != g->n || numel_of(L, outs[i]) != g->m * g->n) return 0;
+    }
+    return rows_per_block(L, mb, g->m, g->n);
+}
+
+/* A made in blocks of C's rows (KirGemm.a_rows): operand xv [.., rows, k] (its leading dims
+ * the product's rows, the batch folded in) computed by a kernel whose block b is rows
+ * [b * ar, (b + 1) * ar) of A, each a contiguous loop over its k columns, stored at r * k + c
+ * (the param indexes all of A) into a buffer of mb rows that stays in the cache: the runtime
+ * bases the param the block's first row earlier. */
+static bool operand_rows(Lower *L, int group, int xv, int64_t mb, int64_t ar, Operand *o) {
+    const IrValue *x = val(L, xv);
+    int64_t K = x->shape.dims[x->shape.rank - 1], R = numel_of(L, xv) / K;
+    int buf = add_temp(L, x->dtype, mb * K, -1);
+    if (buf < 0) return false;
+    kernel_begin(L, group, "pointwise", (R + ar - 1) / ar, PW_BLOCK);
+    if (failed(L)) return false;
+    rename_kernel(L, "operand");
+    int prm = param_for_buf(L, buf, true);
+    L->k->params.data[prm].numel = R * K;
+    IrShape lead = x->shape;
+    lead.rank--;
+    int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
+    kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, ar)), ci(L, R)));
+    kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, ar)), ci(L, R)));
+    k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
+    int lidx[IR_MAX_RANK], lvars[IR_MAX_RANK], idx[IR_MAX_RANK];
+    delinearize(L, &lead, vref(L, r), lidx);
+    for (int d = 0; d < lead.rank; d++) {
+        lvars[d] = kir_var(L->k, KT_I64);
+        kir_let(L->k, lvars[d], lidx[d]);
+    }
+    int rowbase = kir_var(L->k, KT_I64);
+    kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, r), ci(L, K)));
+    k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, K));
+    for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lvars[d]);
+    idx[lead.rank] = vref(L, c);
+    kir_store(L->k, prm, ib(L, KB_ADD, vref(L, rowbase), vref(L, c)), emit(L, xv, idx));
+    k_end(L);
+    k_end(L);
+    hc_reset(L);
+    if (failed(L)) return false;
+    L->k->flops = 0;
+    kernel_end(L, "matmul operand");
+    if (failed(L)) return false;
+    /* the block stays in the cache: no bytes to memory, no streaming */
+    L->k->bytes_written -= mb * K * (int64_t)fc_dtype_size(x->dtype);
+    L->k->params.data[prm].stream = false;
+    o->buf = buf;
+    o->dtype = x->dtype;
+    o->trans = false;
+    o->stride = 0;
+    return true;
+}
+
 /* The product as a library call, then (if the group has more outputs) its epilogue as a
- * pointwise kernel that reads the product back. Returns false, having emitted nothing,
+ * pointwise kernel that reads the product back (on the CPU a block of C at a time where it can,
+ * with A made the same way: block_rows_for). Returns false, having emitted nothing,
  * when the product is not of a library dtype. */
 static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const int *outs, int nouts,
                                     int64_t epi_flops) {
@@ -2773,22 +2877,43 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     int narrow = pass_narrow_product(L->g, L->opt, (int)(mm - L->g->nodes.data));
     if (narrow >= 0 && !(in_group(L, mm->in[0]) && in_group(L, mm->in[1]))) narrow = -1;
     Operand oa, obb;
-    if (!operand_direct(L, mm->in[0], &ob, narrow, &oa) &&
-        !operand_materialize(L, group, mm->in[0], &ob, 0, 0, 0, 1, false, narrow, &oa))
-        return true;
     int64_t M = O->shape.dims[r - 2], N = O->shape.dims[r - 1], kp = 0, br = 0, bpp = 0, mb = 0, nc = 0, coff = 0;
+    int mmv = mm->out[0];
+    /* A made here (not read through views) in blocks of C's rows (operand_rows): its leading
+     * dims the product's rows, the batch folded into them (B one matrix) */
+    bool a_made = !operand_direct(L, mm->in[0], &ob, narrow, &oa);
+    bool a_rows = a_made && L->opt->cpu && narrow < 0 && A->shape.rank == r && batch_stride(&B->shape, &ob) == 0 &&
+                  numel_of(L, mm->in[0]) == nb * M * kk;
+    if (a_rows) oa = (Operand){.buf = -1, .dtype = A->dtype, .trans = false, .stride = nb > 1 ? M * kk : 0};
     bool bt = b_transposed(L, mm->in[1]);   /* B made here as B^T, read transposed */
     /* a causal product, or one whose A has a zero tail, leaves work out that panels of B would
-     * not (the runtime's causal and zero-tail paths take B whole): those come first */
+     * not (the runtime's causal and zero-tail paths take B whole, and A): those come first */
     bool causal = causal_product(L, mm, &coff);
     bool ztail = L->opt->cpu && !L->opt->strict_rounding && !oa.trans && zero_tail_operand(L, mm);
     if (failed(L)) return true;
-    if (!operand_direct(L, mm->in[1], &ob, narrow, &obb)) {
-        /* B in panels: one B for every product, the batch folded into the rows */
-        bool folds = nb == 1 || (!oa.trans && oa.stride == M * kk);
-        if (numel_of(L, mm->in[1]) == kk * N && folds && !causal && !ztail)
-            kp = bt ? panel_cols_t(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb)
-                    : panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb, &nc);
+    bool b_made = !operand_direct(L, mm->in[1], &ob, narrow, &obb);
+    /* the batch folded into the rows: B one matrix for every product */
+    bool folds = nb == 1 || (!oa.trans && oa.stride == M * kk && (b_made ? numel_of(L, mm->in[1]) == kk * N : obb.stride == 0));
+    if (b_made && numel_of(L, mm->in[1]) == kk * N && folds && !causal && !ztail)   /* B in panels */
+        kp = bt ? panel_cols_t(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb)
+                : panel_rows_for(L, nb * M, kk, N, O->dtype, &br, &bpp, &mb, &nc);
+    /* the epilogue: what the group computes after the product; run block by block of C, C in
+     * the cache (not where C itself leaves the group) */
+    int rest[64], nrest = 0;
+    for (int i = 0; i < nouts; i++)
+        if (outs[i] != mmv) rest[nrest++] = outs[i];
+    bool epi = nrest > 0 && L->buf_of_val[mmv] < 0;
+    int64_t ublk = 0, ar = 0;   /* C's blocks' rows (block_rows_for), A's operand kernel's rows a block */
+    if (folds && !causal && !ztail && (a_rows || epi))
+        ublk = block_rows_for(L, nb * M, N, a_rows ? kk : 0, kp, kk, mb, nc, O->dtype);
+    if (a_rows && ublk > 0) {
+        ar = rows_per_block(L, ublk, nb * M, kk);
+        if (!operand_rows(L, group, mm->in[0], ublk, ar, &oa)) return true;
+        oa.stride = nb > 1 ? M * kk : 0;   /* the batch's rows one after another: folded below */
+    } else if (a_made && !operand_materialize(L, group, mm->in[0], &ob, 0, 0, 0, 1, false, narrow, &oa)) {
+        return true;
+    }
+    if (b_made) {
         int64_t passes = mb > 0 ? (nb * M + mb - 1) / mb : 1;   /* B made once per block of C */
         /* B^T [N, k] whole, or in chunks of kp columns (all N rows): panels of B^T */
         if (!operand_materialize(L, group, mm->in[1], &ob, bt && kp > 0 ? N : kp, br, bt ? kp : nc, passes, bt, narrow,
@@ -2820,7 +2945,6 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
         gm.panel_m = mb;
         gm.panel_n = nc;
     }
-    int mmv = mm->out[0];
     /* a causal product computes only the part of C its readers keep (not with B in panels, nor
      * with the batch folded into the rows, whose row index is no longer the mask's) */
     if (kp == 0 && gm.m == M && causal) {
@@ -2835,8 +2959,16 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     if (gm.zero_tail && !oa.trans && gm.m == M && av >= 0 && L->tail_from[av].align > 0 &&
         L->p->buffers.data[oa.buf].dtype == gm.dtype)
         gm.tail = L->tail_from[av];
+    int64_t erows = epi ? epilogue_rows(L, &gm, rest, nrest, ublk) : 0;
+    if (erows > 0) {
+        gm.epi_rows = erows;
+        gm.c_block = true;
+    }
+    if (ar > 0) gm.a_rows = ar;
+    if ((ar > 0 || erows > 0) && ublk < gm.m) gm.panel_m = ublk;
     int cbuf = L->buf_of_val[mmv];
-    if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv), O->dtype == val(L, mmv)->dtype ? mmv : -1);
+    if (gm.c_block) cbuf = add_temp(L, O->dtype, kir_gemm_block_rows(&gm) * gm.n, -1);
+    else if (cbuf < 0) cbuf = add_temp(L, O->dtype, numel_of(L, mmv), O->dtype == val(L, mmv)->dtype ? mmv : -1);
     if (cbuf < 0) return true;
     /* C holds only part of the value: the per-kernel check (fusec run --check) cannot compare it */
     if (gm.causal) L->p->buffers.data[cbuf].value = -1;
@@ -2854,17 +2986,18 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     la.args[2] = cbuf;
     if (!FC_VEC_PUSH(&L->p->launches, la)) { fail_oom(L); return true; }
     /* the epilogue */
-    int rest[64], nrest = 0;
-    for (int i = 0; i < nouts; i++)
-        if (outs[i] != mmv) rest[nrest++] = outs[i];
     if (nrest == 0) return true;
     int saved = L->buf_of_val[mmv];
     L->buf_of_val[mmv] = cbuf;
     L->force_load[mmv] = true;
+    L->pw_rows = erows;
     schedule_pointwise(L, group, rest, nrest, "pointwise");
+    L->pw_rows = 0;
     L->force_load[mmv] = false;
     L->buf_of_val[mmv] = saved;
     if (failed(L)) return true;
+    int cprm = L->param_of_buf[cbuf];
+    if (gm.c_block && cprm >= 0) L->k->params.data[cprm].numel = gm.m * gm.n;   /* indexes all of C */
     L->k->flops = epi_flops;
     char ops[512];
     group_ops(L, group, ops, sizeof ops);
@@ -2875,6 +3008,8 @@ static bool schedule_matmul_library(Lower *L, int group, const IrNode *mm, const
     snprintf(tag, sizeof tag, "%.*s", (int)strcspn(after, ","), after);
     rename_kernel(L, tag);
     kernel_end(L, after);
+    if (gm.c_block && cprm >= 0 && !failed(L))   /* C read in the cache, a block at a time */
+        L->k->bytes_read -= L->p->buffers.data[cbuf].numel * (int64_t)fc_dtype_size(O->dtype);
     return true;
 }
 

@@ -8,7 +8,9 @@
  * Placement: largest first (ties: first used first), each at the lowest 256-byte-aligned offset
  * where it overlaps no placed temporary live at the same time (first fit over the placed
  * intervals sorted by offset). Launches run in order on one stream (CPU and CUDA alike), so a
- * region freed by its last reader may be written by a later launch.
+ * region freed by its last reader may be written by a later launch; but the launches the CPU
+ * runs interleaved (a product with its operand kernel or its epilogue, kir_launch_unit) count
+ * as one: a temporary any of them binds lives over all of them.
  */
 #include "passes.h"
 
@@ -65,8 +67,10 @@ FcStatus pass_memplan(KirProgram *p, FcErr *err) {
             int b = la->args[a];
             if (b < 0 || b >= nb || slot[b] < 0) continue;
             Temp *x = &t[slot[b]];
-            if (x->first < 0) x->first = l;
-            x->last = l;
+            int lo, hi;
+            kir_launch_unit(p, l, &lo, &hi);   /* run interleaved: live over all of them */
+            if (x->first < 0 || lo < x->first) x->first = lo;
+            if (hi > x->last) x->last = hi;
         }
     }
     if (s == FC_OK) {

@@ -2277,7 +2277,9 @@ int fc_program_num_launches(const FcProgram *p) {
 FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info) {
     if (!p || !info || i < 0 || i >= fc_program_num_launches(p)) return FC_ERR_USAGE;
     const KirProgram *kp = p->prog;
+    int base = 0;
     if (i >= kp->launches.len) {
+        base = kp->launches.len;
         i -= kp->launches.len;
         kp = p->bprog;
     }
@@ -2286,6 +2288,11 @@ FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info) {
     info->ops = k->ops;
     info->bytes = k->bytes_read + k->bytes_written;
     info->flops = k->flops;
+    info->runs_in = -1;
+    int lo, hi;
+    kir_launch_unit(kp, i, &lo, &hi);
+    for (int j = lo; j <= hi && !k->library; j++)
+        if (kp->kernels.data[kp->launches.data[j].kernel]->library) info->runs_in = base + j;
     return FC_OK;
 }
 

@@ -58,7 +58,8 @@ struct RtCpuProgram {
     int nthreads;
     void *ws_raw;           /* fc_alloc'd; ws is inside it (rt_cpu_alloc) */
     char *ws;               /* workspace, p->workspace_bytes */
-    void **args;            /* per-launch argument scratch, max nargs */
+    void **args;            /* per-launch argument scratch, 3 x max nargs (a product's B operand
+                             * kernel's, its epilogue's, its A operand kernel's) */
     int max_args;
     int nt_stores;          /* stores made non-temporal (cg_llvm_stream_stores) */
     int table_permutes;     /* table gathers made register permutes (permute_tables) */
@@ -811,7 +812,7 @@ FcStatus rt_cpu_compile(const KirProgram *p, int nthreads, RtCpuProgram **out, F
     FcStatus st = FC_OK;
     cp->fns = fc_calloc((size_t)p->kernels.len + 1, sizeof *cp->fns);
     cp->tails = fc_calloc((size_t)p->kernels.len + 1, sizeof *cp->tails);
-    cp->args = fc_calloc((size_t)max_args, sizeof *cp->args);
+    cp->args = fc_calloc((size_t)max_args * 3, sizeof *cp->args);
     if (!cp->fns || !cp->tails || !cp->args) { st = FC_OOM(err); goto fail; }
     if (p->workspace_bytes > 0) {
         if ((uint64_t)p->workspace_bytes > SIZE_MAX - 64 || !(cp->ws = rt_cpu_alloc((size_t)p->workspace_bytes, &cp->ws_raw))) {
@@ -923,11 +924,12 @@ static FcStatus bind_args(RtCpuProgram *cp, int li, void *const *inputs, void *c
     }
     return FC_OK;
 }
-/* Is launch li the operand kernel of a product that takes B in panels (and runs it itself)? */
-static bool panel_operand(const KirProgram *p, int li) {
-    if (li + 1 >= p->launches.len) return false;
-    const KirKernel *k = p->kernels.data[p->launches.data[li + 1].kernel];
-    return k->library && k->gemm.panel_k > 0;
+/* Is launch li an operand kernel or the epilogue of a product that runs it itself, panel by
+ * panel or block by block (kir_launch_unit)? */
+static bool product_runs(const KirProgram *p, int li) {
+    int lo, hi;
+    kir_launch_unit(p, li, &lo, &hi);
+    return (lo < hi) && !p->kernels.data[p->launches.data[li].kernel]->library;
 }
 
 /* Blocks [first, first + grid) of launch li's generated kernel on args, RT_CPU_CHUNKS chunks per
@@ -951,33 +953,81 @@ static FcStatus run_blocks(RtCpuProgram *cp, int li, void **args, int64_t first,
     return FC_OK;
 }
 
-/* A product with B in panels: per block of C's rows (KirGemm.panel_m; all of them when 0), per
- * chunk of B's columns (panel_n; all of them when 0), per panel, its operand kernel's blocks
- * for those rows of the chunk, writing them into the panel buffer (its param based panel-rows
- * of the chunk's width earlier, so that the kernel's index lands there), then the panel's
- * product for the block's rows and the chunk's columns, split over the pool. The block of C
- * outermost: its rows of A stay in the cache over the chunks. B transposed (trans_b): the
- * kernel makes B^T, a panel being a chunk of B^T's columns with all its rows. */
-static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
+/* A product with B in panels or its epilogue in the cache: per block of C's rows (KirGemm.panel_m;
+ * all of them when 0),
+ *  - with B in panels, per chunk of B's columns (panel_n; all of them when 0), per panel, its
+ *    operand kernel's blocks for those rows of the chunk, writing them into the panel buffer
+ *    (its param based panel-rows of the chunk's width earlier, so that the kernel's index
+ *    lands there), then the panel's product for the block's rows and the chunk's columns, split
+ *    over the pool (the block of C outermost: its rows of A stay in the cache over the chunks;
+ *    B transposed, trans_b, the kernel makes B^T, a panel being a chunk of B^T's columns with
+ *    all its rows); B one panel (all of it) is made once, before the first block; else the
+ *    block's product with all of B;
+ *  - first (a_rows) A's operand kernel's blocks for the block's rows, into A's buffer (based the
+ *    block's first row earlier, as the product's A);
+ *  - then (epi_rows) the epilogue's blocks for the block's rows, while the block of C is in the
+ *    cache; C's buffer holding one block (c_block), the product's and the epilogue's C based
+ *    the block's first row earlier. */
+static FcStatus run_product_blocks(RtCpuProgram *cp, int li, void *const *inputs, void *const *outputs, FcErr *err) {
     const KirProgram *p = cp->p;
-    const KirLaunch *l = &p->launches.data[li], *ol = &p->launches.data[li - 1];
-    const KirKernel *k = p->kernels.data[l->kernel], *opk = p->kernels.data[ol->kernel];
+    const KirLaunch *l = &p->launches.data[li];
+    const KirKernel *k = p->kernels.data[l->kernel];
     const KirGemm *g = &k->gemm;
-    void *gargs[3], **oargs = cp->args;
+    void *gargs[3], **oargs = cp->args, **eargs = cp->args + cp->max_args, **aargs = cp->args + 2 * cp->max_args;
     FC_TRY(bind_args(cp, li, inputs, outputs, gargs, err));
-    FC_TRY(bind_args(cp, li - 1, inputs, outputs, oargs, err));
-    int wp = -1;
-    for (int a = 0; a < ol->nargs; a++)
-        if (opk->params.data[a].written) wp = a;
     size_t es = fc_dtype_size(g->dtype);
-    int64_t mb = g->panel_m > 0 ? g->panel_m : g->m, nc = g->panel_n > 0 ? g->panel_n : g->n;
-    int64_t rb = opk->grid / kir_gemm_chunks(g);   /* the operand kernel's blocks a chunk */
+    const KirKernel *opk = NULL;
+    int wp = -1, cp_e = -1;
+    if (g->panel_k > 0) {
+        const KirLaunch *ol = &p->launches.data[li - 1];
+        opk = p->kernels.data[ol->kernel];
+        FC_TRY(bind_args(cp, li - 1, inputs, outputs, oargs, err));
+        for (int a = 0; a < ol->nargs; a++)
+            if (opk->params.data[a].written) wp = a;
+    }
+    int ai = li - 1 - (g->panel_k > 0), wa = -1;   /* A's operand kernel */
+    if (g->a_rows > 0) {
+        const KirLaunch *al = &p->launches.data[ai];
+        FC_TRY(bind_args(cp, ai, inputs, outputs, aargs, err));
+        for (int a = 0; a < al->nargs; a++)
+            if (p->kernels.data[al->kernel]->params.data[a].written) wa = a;
+    }
+    if (g->epi_rows > 0) {
+        const KirLaunch *el = &p->launches.data[li + 1];
+        FC_TRY(bind_args(cp, li + 1, inputs, outputs, eargs, err));
+        for (int a = 0; a < el->nargs; a++)
+            if (el->args[a] == l->args[2]) cp_e = a;
+    }
+    int64_t mb = kir_gemm_block_rows(g), nc = g->panel_n > 0 ? g->panel_n : g->n;
+    int64_t rb = opk ? opk->grid / kir_gemm_chunks(g) : 0;   /* the operand kernel's blocks a chunk */
     PanelCtx pc = {{g, gargs[0], gargs[1], gargs[2], gemm_parts(cp, mb)}, 0, 0, 0, 0, 0, 0};
     FC_TRY(rt_blas_ready((int)pc.gc.nparts, k->name, err));
+    /* B one panel (all of it, no chunks): made once, before every block */
+    bool once = opk && g->panel_k >= g->k && g->panel_n == 0;
+    if (once) {
+        oargs[wp] = gargs[1];
+        FC_TRY(run_blocks(cp, li - 1, oargs, 0, opk->grid, err));
+    }
     for (pc.r0 = 0; pc.r0 < g->m; pc.r0 = pc.r1) {
         pc.r1 = g->m - pc.r0 < mb ? g->m : pc.r0 + mb;
         pc.gc.nparts = gemm_parts(cp, pc.r1 - pc.r0);   /* no more than the first block's */
-        for (int64_t j = 0; j * nc < g->n; j++) {
+        /* C's buffer one block: its row r0 at the buffer's start */
+        char *c = (char *)gargs[2] - (ptrdiff_t)(g->c_block ? (size_t)pc.r0 * (size_t)g->n * es : 0);
+        pc.gc.c = c;
+        if (wa >= 0) {   /* the block's rows of A, made into A's buffer (its row r0 at the start) */
+            aargs[wa] = (char *)gargs[0] - (ptrdiff_t)((size_t)pc.r0 * (size_t)g->k * es);
+            pc.gc.a = aargs[wa];
+            int64_t a0 = pc.r0 / g->a_rows, a1 = (pc.r1 + g->a_rows - 1) / g->a_rows;
+            FC_TRY(run_blocks(cp, ai, aargs, a0, a1 - a0, err));
+        }
+        if (!opk || once) {
+            pc.k0 = 0;
+            pc.kc = g->k;
+            pc.c0 = 0;
+            pc.c1 = g->n;
+            rt_pool_parallel_for(cp->pool, pc.gc.nparts, run_panel_part, &pc);
+        }
+        for (int64_t j = 0; opk && !once && j * nc < g->n; j++) {
             pc.c0 = j * nc;
             pc.c1 = g->n - pc.c0 < nc ? g->n : pc.c0 + nc;
             for (int64_t k0 = 0, blk = 0; k0 < g->k; k0 += g->panel_k, blk += g->panel_blocks) {
@@ -992,6 +1042,11 @@ static FcStatus run_panels(RtCpuProgram *cp, int li, void *const *inputs, void *
                 rt_pool_parallel_for(cp->pool, pc.gc.nparts, run_panel_part, &pc);
             }
         }
+        if (cp_e >= 0) {
+            eargs[cp_e] = c;
+            int64_t e0 = pc.r0 / g->epi_rows, e1 = (pc.r1 + g->epi_rows - 1) / g->epi_rows;
+            FC_TRY(run_blocks(cp, li + 1, eargs, e0, e1 - e0, err));
+        }
     }
     return FC_OK;
 }
@@ -1000,8 +1055,9 @@ static FcStatus run_one(RtCpuProgram *cp, int li, void *const *inputs, void *con
     const KirProgram *p = cp->p;
     const KirLaunch *l = &p->launches.data[li];
     const KirKernel *k = p->kernels.data[l->kernel];
-    if (panel_operand(p, li)) return FC_OK;   /* the product runs it, panel by panel */
-    if (k->library && k->gemm.panel_k > 0) return run_panels(cp, li, inputs, outputs, err);
+    if (product_runs(p, li)) return FC_OK;   /* the product runs it, panel by panel or block by block */
+    if (k->library && (k->gemm.panel_k > 0 || k->gemm.epi_rows > 0 || k->gemm.a_rows > 0))
+        return run_product_blocks(cp, li, inputs, outputs, err);
     FC_TRY(bind_args(cp, li, inputs, outputs, cp->args, err));
     if (k->library) {   /* a matrix product through the BLAS, its rows split over the pool */
         GemmCtx gc = {&k->gemm, cp->args[0], cp->args[1], cp->args[2], gemm_parts(cp, k->gemm.batch * k->gemm.m)};

@@ -407,6 +407,9 @@ typedef struct FcLaunchInfo {
     const char *ops;      /* the source ops it runs, comma-separated */
     int64_t bytes;        /* modelled minimum: each input read once, each output written once */
     int64_t flops;
+    int runs_in;          /* -1; or the launch that runs this one itself, panel by panel or block by
+                           * block (the CPU: a matrix product making its operands in the cache, or
+                           * running its epilogue while C is there), whose time is the pair's */
 } FcLaunchInfo;
 int fc_program_num_launches(const FcProgram *p);
 FcStatus fc_program_launch_info(const FcProgram *p, int i, FcLaunchInfo *info);

@@ -182,6 +182,11 @@ static int print_table(const Variant *v) {
         if (s != FC_OK) return report("fc_program_launch_info", s, fc_program_last_error(v->prog));
         double ms = v->launch_ms[l];
         total_bytes += li.bytes;
+        if (li.runs_in >= 0) {   /* run (and timed) inside launch runs_in, a CPU product */
+            printf("  %-4d %-24s %12lld %9s #%-2d %9s  %s\n", l, li.name, (long long)li.bytes, "in", li.runs_in, "",
+                   li.ops);
+            continue;
+        }
         printf("  %-4d %-24s %12lld %12.3f %9.2f  %s\n", l, li.name, (long long)li.bytes, ms * 1e3,
                ms > 0 ? (double)li.bytes / (ms * 1e6) : 0.0, li.ops);
     }

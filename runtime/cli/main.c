@@ -2002,7 +2002,7 @@ static void json_program(FILE *f, const Timed *t, double stream) {
         json_num(f, g);
         fputs(", \"roofline_fraction\": ", f);
         json_num(f, stream > 0 ? g / stream : NAN);
-        fprintf(f, ", \"in_cache\": %s}", g > stream ? "true" : "false");
+        fprintf(f, ", \"in_cache\": %s, \"runs_in\": %d}", g > stream ? "true" : "false", l->runs_in);
     }
     fputs("]}", f);
 }
@@ -2027,9 +2027,21 @@ static bool table_program(const char *title, const Timed *t, double stream) {
     printf("%s: %d launch%s\n", title, t->nl, t->nl == 1 ? "" : "es");
     printf("  %-4s %-28s %14s %12s %9s %8s  %s\n", "#", "kernel", "bytes", "median_us", "GB/s",
            "roofline", "ops");
+    bool inside = false;
     for (int i = 0; i < t->nl; i++) {
         const FcLaunchInfo *l = &t->li[i];
-        double g = gbps_of(l->bytes, t->ms[i]);
+        if (l->runs_in >= 0 && l->runs_in < t->nl) {   /* timed with the product that runs it */
+            snprintf(cell, sizeof cell, "in #%d", l->runs_in);
+            printf("  %-4d %-28s %14" PRId64 " %12s %9s %8s  %s\n", i, l->name ? l->name : "?", l->bytes, cell, "", "",
+                   l->ops ? l->ops : "");
+            inside = true;
+            continue;
+        }
+        /* a product running others: their bytes and its own in its time */
+        int64_t bytes = l->bytes;
+        for (int j = 0; j < t->nl; j++)
+            if (t->li[j].runs_in == i) bytes += t->li[j].bytes;
+        double g = gbps_of(bytes, t->ms[i]);
         cached |= roofline_cell(g, stream, cell, sizeof cell);
         printf("  %-4d %-28s %14" PRId64 " %12.3f %9.2f %s  %s\n", i, l->name ? l->name : "?", l->bytes,
                1e3 * t->ms[i], g, cell, l->ops ? l->ops : "");
@@ -2037,6 +2049,9 @@ static bool table_program(const char *title, const Timed *t, double stream) {
     double g = gbps_of(t->bytes, t->total_ms);
     cached |= roofline_cell(g, stream, cell, sizeof cell);
     printf("  %-4s %-28s %14" PRId64 " %12.3f %9.2f %s\n", "", "total", t->bytes, 1e3 * t->total_ms, g, cell);
+    if (inside)
+        puts("  in #N: run by launch N, a product making its operands or running its epilogue a block of\n"
+             "  rows at a time in the cache: timed in N's time, whose GB/s counts their bytes with its own");
     if (t->gr.gout)
         printf("  memory: saved %" PRId64 " bytes; planned peak %" PRId64 " bytes; measured peak %" PRId64 " bytes\n",
                t->saved_bytes, t->planned_bytes, t->peak_bytes);
