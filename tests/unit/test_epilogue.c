@@ -9,7 +9,9 @@
  *    (panel_m 0), at 1 MiB three blocks of 208 rows (a quarter of the cache, equal, a multiple
  *    of 16), at 256 KiB none (blocks under 128 rows: C written whole, the epilogue after it);
  *    with C in blocks the product writes no bytes, C's buffer is one block and the epilogue
- *    reads none of C's bytes; a narrow weight's panels (panel_m) are the epilogue's blocks too;
+ *    reads none of C's bytes; a bf16 activation's widening made in the same blocks (A's block
+ *    counted with C's: four blocks of 160 rows at 1 MiB), its kernel writing nothing to memory
+ *    and reading the bf16 bytes once, the product reading no A; a narrow weight's panels (panel_m) are the epilogue's blocks too;
  *    a product whose C the block also returns writes C whole; --strict-rounding one block or
  *    none; the GPU-shaped program never;
  *  - the results of each, outputs poisoned (NaN) before the run, against the reference
@@ -18,8 +20,9 @@
  *    shows: the epilogue runs between the blocks' products), and --strict-rounding's bits the
  *    eager program's;
  *  - the harness fails: one output element moved by 1e-3 of the largest is caught;
- *  - a sweep of random shapes, caches and weights (f32, bf16, i8 with scales), each against the
- *    interpreter, which must see blocks of C, one block, and none.
+ *  - a sweep of 40 random shapes (every other one tall and narrow), caches and weights (f32,
+ *    bf16, i8 with scales), A an input or a softmax's rows, each against the interpreter, which
+ *    must see blocks of C (a fifth of them at least), one block, and none.
  */
 #include "cpu.h"
 #include "frontend.h"
@@ -170,6 +173,14 @@ static int check(const char *what, const char *text, int64_t llc, int64_t want_p
                    "%s: epi_rows %lld c_block %d panel_m %lld, expected the epilogue %s (panel_m %lld)", what,
                    (long long)gm->epi_rows, gm->c_block, (long long)gm->panel_m, want_panel_m < 0 ? "after C" : "in blocks",
                    (long long)want_panel_m);
+        if (strstr(text, "cast(x, f32)") && want_panel_m >= 0) {   /* A made in the blocks, in the cache */
+            const KirKernel *ak = li > 0 ? p->kernels.data[p->launches.data[li - 1 - (gm->panel_k > 0)].kernel] : NULL;
+            EXPECT(gm->a_rows > 0 && gm->panel_m % gm->a_rows == 0 && ak && !ak->library && ak->bytes_written == 0 &&
+                       ak->bytes_read == gm->m * gm->k * 2 && k->bytes_read == (gm->panel_k > 0 ? 0 : gm->k * gm->n * 4),
+                   "%s: a_rows %lld: A not made in the blocks (its kernel writes %lld bytes, reads %lld; the product "
+                   "reads %lld)", what, (long long)gm->a_rows, ak ? (long long)ak->bytes_written : -1LL,
+                   ak ? (long long)ak->bytes_read : -1LL, (long long)k->bytes_read);
+        }
         if (gm->epi_rows > 0) {
             const KirLaunch *l = &p->launches.data[li];
             const KirKernel *e = li + 1 < p->launches.len ? p->kernels.data[p->launches.data[li + 1].kernel] : NULL;
@@ -251,16 +262,17 @@ static void check_gpu(const char *what, const char *text) {
  * scales) [K, N]; `tail` what is returned of y (the epilogue's result). */
 static void block_text(char *buf, size_t len, int64_t M, int64_t K, int64_t N, int w, const char *a_expr,
                        const char *tail, const char *ret_type) {
+    const char *xt = strstr(a_expr, "cast(x") ? "bf16" : "f32";   /* a 16-bit activation, widened */
     static const char *const wt[] = {"f32", "bf16", "i8"};
     static const char *const bexpr[] = {"w", "cast(w, f32)", "(cast(w, f32) * s)"};
     char sdecl[64] = "";
     if (w == 2) snprintf(sdecl, sizeof sdecl, ", param s: f32[%lld]", (long long)N);
     snprintf(buf, len,
-             "block e(x: f32[%lld, %lld], r: f32[%lld, %lld], param w: %s[%lld, %lld], param b: f32[%lld]%s) -> %s {\n"
+             "block e(x: %s[%lld, %lld], r: f32[%lld, %lld], param w: %s[%lld, %lld], param b: f32[%lld]%s) -> %s {\n"
              "    a = %s\n"
              "    y = gelu(a @ %s + b) + r\n"
              "    return %s\n}\n",
-             (long long)M, (long long)K, (long long)M, (long long)N, wt[w], (long long)K, (long long)N, (long long)N, sdecl,
+             xt, (long long)M, (long long)K, (long long)M, (long long)N, wt[w], (long long)K, (long long)N, (long long)N, sdecl,
              ret_type, a_expr, bexpr[w], tail);
 }
 
@@ -270,23 +282,25 @@ static void sweep(int cases) {
     int seen[3] = {0, 0, 0};
     for (int c = 0; c < cases; c++) {
         int64_t M, K, N;
-        do {
+        do {   /* every other one tall and narrow: blocks of C at the smaller caches */
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            M = 1 + (int64_t)((seed >> 11) % 900);
+            bool tall = c % 2;
+            M = tall ? 513 + (int64_t)((seed >> 11) % 1000) : 1 + (int64_t)((seed >> 11) % 900);
             K = 1 + (int64_t)((seed >> 23) % 300);
-            N = 1 + (int64_t)((seed >> 35) % 700);
+            N = tall ? 16 + (int64_t)((seed >> 35) % 240) : 1 + (int64_t)((seed >> 35) % 700);
         } while (M * K * N > 30000000);
         int w = (int)((seed >> 50) % 3);
         int64_t llc = llcs[(seed >> 55) % 4];
         char text[1024], what[160], ret[64];
         snprintf(ret, sizeof ret, "f32[%lld, %lld]", (long long)M, (long long)N);
-        block_text(text, sizeof text, M, K, N, w, c % 2 ? "softmax(x, axis=-1)" : "x", "y", ret);
+        static const char *const as[] = {"x", "softmax(x, axis=-1)", "cast(x, f32)"};
+        block_text(text, sizeof text, M, K, N, w, as[(seed >> 60) % 3], "y", ret);
         snprintf(what, sizeof what, "sweep %d: [%lld, %lld] @ %s[%lld, %lld], LLC %lld", c, (long long)M, (long long)K,
                  w == 0 ? "f32" : w == 1 ? "bf16" : "i8", (long long)K, (long long)N, (long long)llc);
         int kind = check(what, text, llc, -2, true);
         if (kind >= 0) seen[kind]++;
     }
-    EXPECT(seen[0] >= 2 && seen[1] >= 2 && seen[2] >= 2, "the sweep saw %d plans with blocks of C, %d of one block, %d without",
+    EXPECT(seen[0] >= 2 && seen[1] >= 2 && seen[2] >= cases / 5, "the sweep saw %d plans with blocks of C, %d of one block, %d without",
            seen[2], seen[1], seen[0]);
     printf("test_epilogue: sweep of %d: %d with blocks of C, %d of one block, %d without\n", cases, seen[2], seen[1],
            seen[0]);
@@ -312,6 +326,11 @@ int main(void) {
     check("i8, 32 MiB", text, 32 << 20, 0, false);
     block_text(text, sizeof text, 600, 96, 256, 1, "x", "y", "f32[600, 256]");
     check("bf16, 1 MiB", text, 1 << 20, 208, false);
+    /* a bf16 activation widened for the product: A made in the blocks too (A's block and C's
+     * in a quarter of the cache: at 1 MiB 176 rows of 96 + 256 f32, four blocks of 160) */
+    block_text(text, sizeof text, 600, 96, 256, 0, "cast(x, f32)", "y", "f32[600, 256]");
+    check("bf16 A, 1 MiB", text, 1 << 20, 160, false);
+    check("bf16 A, 32 MiB", text, 32 << 20, 0, false);
     /* C returned too: written whole, the epilogue after it */
     snprintf(text, sizeof text,
              "block e(x: f32[600, 96], r: f32[600, 256], param w: f32[96, 256], param b: f32[256]) -> "
