@@ -210,8 +210,9 @@ static int mark_b_operand(Fuse *f, int mm, int a, int b) {
 /* Is node i a widening cast of a 16-bit value read only as A by one f32 library product whose B
  * is one matrix for all its rows (the CPU: lower.c makes A there a block of C's rows at a time,
  * into the cache, operand_rows), not a block output, not of a swap of the last two dims (A read
- * transposed)? Such a cast waits for its product (vertical fusion), so that the value crosses
- * the kernel boundary in 16 bits. */
+ * transposed), nor of a row kernel with a where (a causal softmax, whose zeros the product
+ * skips as that kernel stores them)? Such a cast waits for its product (vertical fusion), so
+ * that the value crosses the kernel boundary in 16 bits. */
 static bool a_operand_cast(const Fuse *f, int i) {
     const IrGraph *g = f->g;
     const IrNode *n = &g->nodes.data[i];
@@ -221,6 +222,15 @@ static bool a_operand_cast(const Fuse *f, int i) {
     if ((from != FC_BF16 && from != FC_F16) || V(f, n->out[0])->shape.rank < 2) return false;
     if (p >= 0 && (generated(f, n->in[0]) || ir_swaps_last_two(&g->nodes.data[p], V(f, n->in[0])->shape.rank)))
         return false;
+    /* not of a row kernel with a where (a causal softmax): the product reads that kernel's
+     * zeros as it stores them (lower.c's zero tail, KirGemm.tail) */
+    bool where = false, red = false;
+    for (int x = 0; p >= 0 && x < f->n; x++)
+        if (f->grp[x] == f->grp[p]) {
+            where |= g->nodes.data[x].op == IR_OP_WHERE;
+            red |= ir_ops[g->nodes.data[x].op].cat == IR_CAT_REDUCE;
+        }
+    if (where && red) return false;
     int r = -1;
     for (int c = i + 1; c < f->n; c++) {
         const IrNode *u = &g->nodes.data[c];
