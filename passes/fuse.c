@@ -321,7 +321,8 @@ static const char *schedulable(Fuse *f, int a, int b) {
     if (nmm && f->opt->library_gemm) {
         /* a product through the BLAS / cuBLASLt writes its result to memory anyway: its
          * producers and consumers fuse with their other neighbours instead; on the CPU but
-         * B's own producers (mark_b_operand) */
+         * B's own producers (mark_b_operand), A's widening cast (a_operand_cast, mark 3) and,
+         * in the last phase, its epilogue (mark_epilogue) */
         const IrValue *o = V(f, g->nodes.data[mm].out[0]);
         int cnt = 0;
         memset(f->mark, 0, sizeof(int) * (size_t)f->n);
