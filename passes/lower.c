@@ -2766,8 +2766,8 @@ static bool zero_tail_operand(const Lower *L, const IrNode *mm) {
  * into the cache (operand_rows, KirGemm.a_rows), so that the f32 A never goes to memory either.
  * The blocks (block_rows_for): B's panels' (panel_m) where B is made in several panels; else
  * (B whole or one panel) all of C where C and A's block fit a quarter of the last-level cache,
- * or blocks of that size, equal, a multiple of 16 and at least PANEL_MIN_M rows, and 4 x k where
- * B is whole and larger than half the L2 (the library packs B again for each call); none
+ * or blocks of that size, equal, a multiple of 16 and at least PANEL_MIN_M rows, or 1024 and
+ * 4 x k where B is larger than half the L2 (the library packs B again for each call); none
  * where they would be smaller, and under --strict-rounding none but all of C (the eager
  * program's one call). Returns the blocks' rows (m: one block), 0 for none. a_k: A's columns
  * when A is made in the blocks, else 0. */
@@ -2777,11 +2777,12 @@ static int64_t block_rows_for(const Lower *L, int64_t m, int64_t n, int64_t a_k,
     if (panel_k > 0 && (panel_m > 0 || panel_k < k || panel_n > 0)) return panel_m > 0 ? panel_m : m;
     int64_t es = (int64_t)fc_dtype_size(dt), cap = host_llc(L->opt) / 4 / ((n + a_k) * es) / 16 * 16;
     if (cap >= m) return m;
-    /* each call packs B again: a B whole, out of the L2, packed once for every 4 x k rows of C
-     * at least (blocks of 128 rows of [4096, 64] @ [64, 4096] ran 15-30 % slower than one call,
-     * of 160 rows of [1024, 768] @ [768, 3072] 15 %; 512 rows of both as fast: docs/cpu.md) */
+    /* each call packs B again (per thread): a B out of the L2 (whole, or one panel made once)
+     * only for blocks of at least 1024 rows and 4 x k (blocks of 128 rows of [4096, 64] @ [64,
+     * 4096] ran 15-30 % slower than one call, of 160 rows of [1024, 768] @ [768, 3072] 15 %, of
+     * 512 rows of the first at bf16 5-15 %: docs/cpu.md) */
     int64_t least = PANEL_MIN_M;
-    if (panel_k == 0 && k * n * es > host_l2(L->opt) / 2 && 4 * k > least) least = 4 * k;
+    if (k * n * es > host_l2(L->opt) / 2) least = 4 * k > 1024 ? 4 * k : 1024;
     if (cap < least || L->opt->strict_rounding) return 0;
     int64_t nblk = (m + cap - 1) / cap;
     return ((m + nblk - 1) / nblk + 15) / 16 * 16;
