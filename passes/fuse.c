@@ -169,12 +169,10 @@ static void mark_used_outside(Fuse *f, int a, int b) {
  * the product, elementwise (not an fp8_quant), no block output, every result read only as the
  * product's B (and not its A) or by other marked nodes; and a transpose of a matrix among them,
  * of a marked node's value or read by a marked node (the backward's dX = dY @ w^T, w^T or its
- * widening: lower.c's b_transposed makes B^T, which the library reads transposed). Returns how
- * many. */
-static int mark_b_operand(Fuse *f, int mm, int a, int b) {
+ * widening: lower.c's b_transposed makes B^T, which the library reads transposed). */
+static void mark_b_operand(Fuse *f, int mm, int a, int b) {
     const IrGraph *g = f->g;
     const IrNode *m = &g->nodes.data[mm];
-    int n = 0;
     for (int i = 0; i < f->n; i++) {
         const IrNode *u = &g->nodes.data[i];
         /* not an fp8_quant: its kernel records an amax (a write of the state) and its value
@@ -203,8 +201,6 @@ static int mark_b_operand(Fuse *f, int mm, int a, int b) {
             if (!ok) f->mark[i] = 0, changed = true;
         }
     }
-    for (int i = 0; i < f->n; i++) n += f->mark[i] != 0;
-    return n;
 }
 
 /* Is node i a widening cast of a 16-bit value read only as A by one f32 library product whose B

@@ -1219,6 +1219,34 @@ static void store_value(Lower *L, int v, int lin, const int *idx) {
     else kir_store(L->k, prm, lin, e);
 }
 
+/* Opens the row loops of a CPU row schedule over a value of shape S ([.., C], its leading dims
+ * the rows): block b takes rows [b * rpb, (b + 1) * rpb), a serial loop walks them (the row's
+ * leading indices computed once a row) and a thread loop (a vector loop on the CPU) its C
+ * columns. Sets idx to the element's multi-index and *lin to its linear index r * C + c; the
+ * caller closes both loops (k_end twice). */
+static void rows_loop(Lower *L, const IrShape *S, int64_t rpb, int *idx, int *lin) {
+    int64_t C = S->dims[S->rank - 1], R = 1;
+    for (int d = 0; d < S->rank - 1; d++) R *= S->dims[d];
+    IrShape lead = *S;
+    lead.rank--;
+    int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
+    kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, rpb)), ci(L, R)));
+    kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, rpb)), ci(L, R)));
+    k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
+    int lidx[IR_MAX_RANK], lvars[IR_MAX_RANK];
+    delinearize(L, &lead, vref(L, r), lidx);
+    for (int d = 0; d < lead.rank; d++) {
+        lvars[d] = kir_var(L->k, KT_I64);
+        kir_let(L->k, lvars[d], lidx[d]);
+    }
+    int rowbase = kir_var(L->k, KT_I64);
+    kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, r), ci(L, C)));
+    k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, C));
+    for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lvars[d]);
+    idx[lead.rank] = vref(L, c);
+    *lin = ib(L, KB_ADD, vref(L, rowbase), vref(L, c));
+}
+
 /* pointwise: outputs grouped by element count, a thread loop per count. */
 /* The CPU-shaped pointwise schedule: outputs are grouped by shape [.., C]; for each shape a
  * block takes a range of rows, a serial loop walks them and a thread loop (a vector loop on the
@@ -1240,30 +1268,14 @@ static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int no
     for (int i = 0; i < nouts && !failed(L); i++) {
         if (done[i]) continue;
         const IrShape *S = &val(L, outs[i])->shape;
-        int64_t C = S->dims[S->rank - 1], R = numel_of(L, outs[i]) / C;
+        int64_t C = S->dims[S->rank - 1];
         int64_t rpb = L->pw_rows > 0 ? L->pw_rows : pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
-        IrShape lead = *S;
-        lead.rank--;
-        int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
-        kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, rpb)), ci(L, R)));
-        kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, rpb)), ci(L, R)));
-        k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
-        int lidx[IR_MAX_RANK], lvars[IR_MAX_RANK];
-        delinearize(L, &lead, vref(L, r), lidx);
-        for (int d = 0; d < lead.rank; d++) {
-            lvars[d] = kir_var(L->k, KT_I64);
-            kir_let(L->k, lvars[d], lidx[d]);
-        }
-        int rowbase = kir_var(L->k, KT_I64);
-        kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, r), ci(L, C)));
-        k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, C));
+        int idx[IR_MAX_RANK], lin;
+        rows_loop(L, S, rpb, idx, &lin);
         for (int j = i; j < nouts; j++) {
             if (done[j] || !ir_shape_eq(&val(L, outs[j])->shape, S)) continue;
             done[j] = true;
-            int idx[IR_MAX_RANK];
-            for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lvars[d]);
-            idx[lead.rank] = vref(L, c);
-            store_value(L, outs[j], ib(L, KB_ADD, vref(L, rowbase), vref(L, c)), idx);
+            store_value(L, outs[j], lin, idx);
         }
         k_end(L);
         k_end(L);
@@ -2812,8 +2824,9 @@ static int64_t epilogue_rows(const Lower *L, const KirGemm *g, const int *outs, 
 /* A made in blocks of C's rows (KirGemm.a_rows): operand xv [.., rows, k] (its leading dims
  * the product's rows, the batch folded in) computed by a kernel whose block b is rows
  * [b * ar, (b + 1) * ar) of A, each a contiguous loop over its k columns, stored at r * k + c
- * (the param indexes all of A) into a buffer of mb rows that stays in the cache: the runtime
- * bases the param the block's first row earlier. */
+ * (the param indexes all of A; the rows loop of schedule_pointwise_rows, rows_loop) into a
+ * buffer of mb rows that stays in the cache: the runtime bases the param the block's first row
+ * earlier. */
 static bool operand_rows(Lower *L, int group, int xv, int64_t mb, int64_t ar, Operand *o) {
     const IrValue *x = val(L, xv);
     int64_t K = x->shape.dims[x->shape.rank - 1], R = numel_of(L, xv) / K;
@@ -2824,24 +2837,9 @@ static bool operand_rows(Lower *L, int group, int xv, int64_t mb, int64_t ar, Op
     rename_kernel(L, "operand");
     int prm = param_for_buf(L, buf, true);
     L->k->params.data[prm].numel = R * K;
-    IrShape lead = x->shape;
-    lead.rank--;
-    int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
-    kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, ar)), ci(L, R)));
-    kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, ar)), ci(L, R)));
-    k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
-    int lidx[IR_MAX_RANK], lvars[IR_MAX_RANK], idx[IR_MAX_RANK];
-    delinearize(L, &lead, vref(L, r), lidx);
-    for (int d = 0; d < lead.rank; d++) {
-        lvars[d] = kir_var(L->k, KT_I64);
-        kir_let(L->k, lvars[d], lidx[d]);
-    }
-    int rowbase = kir_var(L->k, KT_I64);
-    kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, r), ci(L, K)));
-    k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, K));
-    for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lvars[d]);
-    idx[lead.rank] = vref(L, c);
-    kir_store(L->k, prm, ib(L, KB_ADD, vref(L, rowbase), vref(L, c)), emit(L, xv, idx));
+    int idx[IR_MAX_RANK], lin;
+    rows_loop(L, &x->shape, ar, idx, &lin);
+    kir_store(L->k, prm, lin, emit(L, xv, idx));
     k_end(L);
     k_end(L);
     hc_reset(L);
