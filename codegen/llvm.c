@@ -1209,6 +1209,83 @@ static void no_unroll(Cg *g, LLVMValueRef latch, bool unroll_vectorized) {
     loop_md(g, latch, attrs, n);
 }
 
+/* Interleaving a pointwise kernel's vector loop (llvm.loop.interleave.count). The inline vector
+ * math (exp, log, tanh, erf, ndtr, sin, cos, pow: codegen's vexp_core_scaled, vndtr, ...) is a
+ * dependence chain of 60-90 cycles an element group; a loop body around it is 60-180
+ * instructions, so the out-of-order window holds about two iterations and the core waits on the
+ * chain with its floating-point pipes half idle (llvm-mca -mcpu=znver3: the exact GELU's loop 28
+ * cycles an iteration where its busiest pipe needs 16). LLVM's cost model keeps such a loop at
+ * one copy for its register pressure; four copies side by side let the scheduler overlap them:
+ * docs/cpu.md "Interleaved vector math" has the measurements (e.g. the exact GELU 15-25 %
+ * faster at x86-64-v2, v3, f32 and bf16). Row kernels are left alone: their loops sit between
+ * reductions over the same row, and four copies made the bf16 perf chain's row kernel slower. */
+enum { INTERLEAVE = 4 };
+/* Is expression e such vector math itself? */
+static bool chain_op(const KirExpr *e) {
+    if (e->kind == KE_BINARY) return e->type == KT_F32 && e->op == KB_POW;
+    if (e->kind != KE_UNARY || e->type != KT_F32) return false;
+    switch ((KirUnOp)e->op) {
+    case KU_EXP: case KU_LOG: case KU_TANH: case KU_ERF: case KU_NDTR: case KU_SIN: case KU_COS: return true;
+    default: return false;
+    }
+}
+/* Does a statement of the list (or of a list under it) compute an expression marked in `under`? */
+static bool list_chain(const KirKernel *k, const bool *under, int s, int *budget) {
+    for (; s >= 0 && s < k->stmts.len && (*budget)-- > 0; s = k->stmts.data[s].next) {
+        const KirStmt *st = &k->stmts.data[s];
+        int ops[3] = {st->a, st->b, st->c};
+        for (int j = 0; j < 3; j++)
+            if (ops[j] >= 0 && ops[j] < k->exprs.len && under[ops[j]]) return true;
+        if (list_chain(k, under, st->body, budget) || list_chain(k, under, st->body2, budget)) return true;
+    }
+    return false;
+}
+/* The interleave count of a pointwise kernel's thread loop `st` whose vector iteration covers
+ * `words` loop iterations a copy (1: none). Only a loop of constant bounds whose trip count is a
+ * multiple of the four copies' step, or at least 32 of them: interleaving lengthens the step,
+ * and what is left over runs as scalar code (the scalar GELU is 10x the vector's time an
+ * element), so a short row (C = 40 at 8 lanes: 5 vector iterations, or 1 and 8 scalar) keeps
+ * its one copy. */
+static int interleave_count(Cg *g, const KirStmt *st, int64_t words) {
+    const KirKernel *k = g->k;
+    if (!k->kind || strcmp(k->kind, "pointwise") != 0 || words <= 0) return 1;
+    const KirExpr *lo = st->a >= 0 && st->a < k->exprs.len ? &k->exprs.data[st->a] : NULL;
+    const KirExpr *hi = st->b >= 0 && st->b < k->exprs.len ? &k->exprs.data[st->b] : NULL;
+    if (!lo || !hi || lo->kind != KE_CONST || hi->kind != KE_CONST) return 1;
+    int64_t trip = hi->ival - lo->ival, step = words * INTERLEAVE;
+    if (trip <= 0 || (trip % step != 0 && trip < 32 * step)) return 1;
+    /* under[e]: e is such math or has it among its operands, at any depth (operands have
+     * smaller ids: one pass) */
+    bool *under = fc_calloc((size_t)k->exprs.len + 1, sizeof *under);
+    if (!under) return 1;   /* one copy: the same program, only slower */
+    for (int e = 0; e < k->exprs.len; e++) {
+        const KirExpr *x = &k->exprs.data[e];
+        int ops[3] = {x->a, x->b, x->c};
+        under[e] = chain_op(x);
+        for (int j = 0; j < 3 && !under[e]; j++) under[e] = ops[j] >= 0 && ops[j] < e && under[ops[j]];
+    }
+    int budget = k->stmts.len + 1;
+    bool any = list_chain(k, under, st->body, &budget);
+    fc_free(under);
+    return any ? INTERLEAVE : 1;
+}
+/* The loop ID of a thread loop: its interleave count (> 1), and (`width` > 0) the vector width. */
+static void thread_loop_md(Cg *g, LLVMValueRef latch, int count, int width) {
+    LLVMMetadataRef attrs[2];
+    unsigned n = 0;
+    if (count > 1) {
+        LLVMMetadataRef c[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.interleave.count", 26),
+                                LLVMValueAsMetadata(ci(g->t32, count))};
+        attrs[n++] = LLVMMDNodeInContext2(g->ctx, c, 2);
+    }
+    if (width > 0) {
+        LLVMMetadataRef w[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.width", 25),
+                                LLVMValueAsMetadata(ci(g->t32, width))};
+        attrs[n++] = LLVMMDNodeInContext2(g->ctx, w, 2);
+    }
+    if (n) loop_md(g, latch, attrs, n);
+}
+
 /* Does the statement list (or an expression in it) touch a thread array? */
 static bool expr_uses_ta(const KirKernel *k, int id) {
     if (id < 0 || id >= k->exprs.len) return false;
@@ -1643,18 +1720,14 @@ static bool pair_body(Cg *g, const KirStmt *st, int lane) {
     g->pair_lane = 0;
     return ok;
 }
-/* The paired loop's vector width at AVX-512: 16 words, each half a zmm of f32. The vectorizer
- * sizes vectors by the narrowest type, the i16 codes before pairing and the i32 words now; with
+/* pair_emit sets the paired loop's vector width at AVX-512: 16 words, each half a zmm of f32.
+ * The vectorizer sizes vectors by the narrowest type, the i16 codes before pairing and the i32
+ * words now; with
  * 256-bit vectors preferred (x86-64-v4 and AVX-512 hosts) it would run the arithmetic in ymm
  * instead of zmm, half the work an instruction. At AVX2 and SSE its own choice (8 and 4 words)
  * is the one-element loop's width; forcing 16 there ran a GELU-tanh kernel 1.3x slower at
- * x86-64-v3 (two copies of the body at twice the width spill). */
-static void pair_width(Cg *g, LLVMValueRef latch) {
-    LLVMMetadataRef w[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.vectorize.width", 25),
-                            LLVMValueAsMetadata(ci(g->t32, 16))};
-    LLVMMetadataRef attr = LLVMMDNodeInContext2(g->ctx, w, 2);
-    loop_md(g, latch, &attr, 1);
-}
+ * x86-64-v3 (two copies of the body at twice the width spill; interleaving, below, is not
+ * that: four copies at the chosen width, in pointwise kernels with vector math only). */
 /* for (v = lo; v + 1 < hi; v += 2) { even; odd }  if (v < hi) { one } */
 static bool pair_emit(Cg *g, const KirStmt *st, LLVMValueRef lo, LLVMValueRef hi) {
     LLVMTypeRef t = ktype(g, g->k->vars.data[st->var].type);
@@ -1668,7 +1741,10 @@ static bool pair_emit(Cg *g, const KirStmt *st, LLVMValueRef lo, LLVMValueRef hi
     LLVMBuildStore(g->b, LLVMBuildNSWAdd(g->b, LLVMBuildLoad2(g->b, t, ctr, ""), ci(t, 1), ""), ctr);
     if (!pair_body(g, st, 2)) return false;
     LLVMValueRef latch = loop_close(g, &L, 1);
-    if (g->vector_bytes == 64) pair_width(g, latch);
+    /* a vector iteration of the paired loop covers `pair_words` pairs (16 at AVX-512, else the
+     * vectorizer's choice: a vector of i32 words); the trip count is in elements */
+    int pair_words = g->vector_bytes == 64 ? 16 : g->vector_bytes / 4;
+    thread_loop_md(g, latch, interleave_count(g, st, 2 * (int64_t)pair_words), g->vector_bytes == 64 ? 16 : 0);
     LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "pair.last");
     LLVMBasicBlockRef end = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "pair.end");
     LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, even_hi, hi, ""), one, end);
@@ -1727,7 +1803,10 @@ static bool st_for(Cg *g, const KirStmt *st) {
         Loop L;
         loop_open(g, &L, g->var[st->var], ktype(g, vt), lo, hi);
         ok = st_list(g, st->body);
-        if (ok) loop_close(g, &L, 1);
+        if (ok) {
+            LLVMValueRef latch = loop_close(g, &L, 1);
+            if (threads) thread_loop_md(g, latch, interleave_count(g, st, g->vector_bytes / 4), 0);
+        }
     }
     g->level = saved;
     return ok;
