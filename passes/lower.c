@@ -1219,40 +1219,49 @@ static void store_value(Lower *L, int v, int lin, const int *idx) {
     else kir_store(L->k, prm, lin, e);
 }
 
-/* Opens the row loops of a CPU row schedule over a value of shape S ([.., C], its leading dims
- * the rows): block b takes rows [b * rpb, (b + 1) * rpb), a serial loop walks them (the row's
- * leading indices computed once a row) and a thread loop (a vector loop on the CPU) its C
- * columns. Sets idx to the element's multi-index and *lin to its linear index r * C + c; the
- * caller closes both loops (k_end twice). */
-static void rows_loop(Lower *L, const IrShape *S, int64_t rpb, int *idx, int *lin) {
-    int64_t C = S->dims[S->rank - 1], R = 1;
-    for (int d = 0; d < S->rank - 1; d++) R *= S->dims[d];
-    IrShape lead = *S;
-    lead.rank--;
+/* Opens the row loops of a CPU row schedule over values of shapes S[0..ns) ([.., C], their
+ * leading dims the rows; all of the same C and the same number of rows, so element r * C + c is
+ * the same in each): block b takes rows [b * rpb, (b + 1) * rpb), a serial loop walks them (each
+ * shape's leading indices computed once a row) and a thread loop (a vector loop on the CPU) its
+ * C columns. Sets idx[s] to the element's multi-index in S[s] and *lin to its linear index
+ * r * C + c; the caller closes both loops (k_end twice). */
+static void rows_loop(Lower *L, const IrShape *const *S, int ns, int64_t rpb, int (*idx)[IR_MAX_RANK], int *lin) {
+    int64_t C = S[0]->dims[S[0]->rank - 1], R = 1;
+    for (int d = 0; d < S[0]->rank - 1; d++) R *= S[0]->dims[d];
     int r0 = kir_var(L->k, KT_I64), r1 = kir_var(L->k, KT_I64), r = kir_var(L->k, KT_I64), c = kir_var(L->k, KT_I64);
     kir_let(L->k, r0, kir_bin(L->k, KB_MIN, ib(L, KB_MUL, kir_block_idx(L->k), ci(L, rpb)), ci(L, R)));
     kir_let(L->k, r1, kir_bin(L->k, KB_MIN, ib(L, KB_ADD, vref(L, r0), ci(L, rpb)), ci(L, R)));
     k_for(L, KIR_LOOP_SERIAL, r, vref(L, r0), vref(L, r1));
-    int lidx[IR_MAX_RANK], lvars[IR_MAX_RANK];
-    delinearize(L, &lead, vref(L, r), lidx);
-    for (int d = 0; d < lead.rank; d++) {
-        lvars[d] = kir_var(L->k, KT_I64);
-        kir_let(L->k, lvars[d], lidx[d]);
+    int lvars[64][IR_MAX_RANK];
+    for (int s = 0; s < ns && s < 64; s++) {
+        IrShape lead = *S[s];
+        lead.rank--;
+        int lidx[IR_MAX_RANK];
+        delinearize(L, &lead, vref(L, r), lidx);
+        for (int d = 0; d < lead.rank; d++) {
+            lvars[s][d] = kir_var(L->k, KT_I64);
+            kir_let(L->k, lvars[s][d], lidx[d]);
+        }
     }
     int rowbase = kir_var(L->k, KT_I64);
     kir_let(L->k, rowbase, ib(L, KB_MUL, vref(L, r), ci(L, C)));
     k_for(L, KIR_LOOP_THREADS, c, ci(L, 0), ci(L, C));
-    for (int d = 0; d < lead.rank; d++) idx[d] = vref(L, lvars[d]);
-    idx[lead.rank] = vref(L, c);
+    for (int s = 0; s < ns && s < 64; s++) {
+        for (int d = 0; d < S[s]->rank - 1; d++) idx[s][d] = vref(L, lvars[s][d]);
+        idx[s][S[s]->rank - 1] = vref(L, c);
+    }
     *lin = ib(L, KB_ADD, vref(L, rowbase), vref(L, c));
 }
 
 /* pointwise: outputs grouped by element count, a thread loop per count. */
-/* The CPU-shaped pointwise schedule: outputs are grouped by shape [.., C]; for each shape a
- * block takes a range of rows, a serial loop walks them and a thread loop (a vector loop on the
- * CPU) walks the last dim, so operands broadcast along the rows (a bias [C]) are read at the
- * column index without per-element division. Returns false (nothing emitted) when some output
- * has rank < 2 or short rows. */
+/* The CPU-shaped pointwise schedule: outputs are grouped by their rows, the same last dim C and
+ * element count (one shape, or reshapes of it that keep C: a [B, T, C] value and its [B * T, C]
+ * view for a product); for each group a block takes a range of rows, a serial loop walks them
+ * and a thread loop (a vector loop on the CPU) walks the last dim, so operands broadcast along
+ * the rows (a bias [C]) are read at the column index without per-element division, and what the
+ * group's outputs share is computed once an element (a loop per shape computed the backward
+ * GELU of a 16-bit MLP twice, for its bf16 [B * T, 4C] and its f32 [B, T, 4C]). Returns false
+ * (nothing emitted) when some output has rank < 2 or short rows. */
 static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int nouts, const char *kind) {
     int64_t grid = 1;
     for (int i = 0; i < nouts; i++) {
@@ -1268,15 +1277,24 @@ static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int no
     for (int i = 0; i < nouts && !failed(L); i++) {
         if (done[i]) continue;
         const IrShape *S = &val(L, outs[i])->shape;
-        int64_t C = S->dims[S->rank - 1];
+        int64_t C = S->dims[S->rank - 1], n = numel_of(L, outs[i]);
         int64_t rpb = L->pw_rows > 0 ? L->pw_rows : pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
-        int idx[IR_MAX_RANK], lin;
-        rows_loop(L, S, rpb, idx, &lin);
+        const IrShape *shapes[64];
+        int of[64], ns = 0;   /* each of the group's outputs: its shape among shapes[] */
+        bool mine[64] = {0};  /* the group's outputs */
         for (int j = i; j < nouts; j++) {
-            if (done[j] || !ir_shape_eq(&val(L, outs[j])->shape, S)) continue;
-            done[j] = true;
-            store_value(L, outs[j], lin, idx);
+            const IrShape *Sj = &val(L, outs[j])->shape;
+            if (done[j] || Sj->dims[Sj->rank - 1] != C || numel_of(L, outs[j]) != n) continue;
+            done[j] = mine[j] = true;
+            of[j] = -1;
+            for (int t = 0; t < ns && of[j] < 0; t++)
+                if (ir_shape_eq(shapes[t], Sj)) of[j] = t;
+            if (of[j] < 0) { of[j] = ns; shapes[ns++] = Sj; }
         }
+        int idx[64][IR_MAX_RANK], lin;
+        rows_loop(L, shapes, ns, rpb, idx, &lin);
+        for (int j = i; j < nouts; j++)
+            if (mine[j]) store_value(L, outs[j], lin, idx[of[j]]);
         k_end(L);
         k_end(L);
         hc_reset(L);
@@ -2837,9 +2855,10 @@ static bool operand_rows(Lower *L, int group, int xv, int64_t mb, int64_t ar, Op
     rename_kernel(L, "operand");
     int prm = param_for_buf(L, buf, true);
     L->k->params.data[prm].numel = R * K;
-    int idx[IR_MAX_RANK], lin;
-    rows_loop(L, &x->shape, ar, idx, &lin);
-    kir_store(L->k, prm, lin, emit(L, xv, idx));
+    int idx[1][IR_MAX_RANK], lin;
+    const IrShape *xs = &x->shape;
+    rows_loop(L, &xs, 1, ar, idx, &lin);
+    kir_store(L->k, prm, lin, emit(L, xv, idx[0]));
     k_end(L);
     k_end(L);
     hc_reset(L);
