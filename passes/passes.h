@@ -30,8 +30,10 @@ FcStatus pass_precision(const IrGraph *in, FcDtype p, bool train, IrGraph **out,
  * f16, bf16 or f8 operands becomes cast-to-f32 operands, an f32 matmul and a cast of the result
  * back: the same numbers, and the BLAS / cuBLASLt instead of a generated kernel. Requires: a
  * verified graph. Leaves: a verified graph with the same inputs and outputs, or *out NULL when
- * the graph has no such product (nothing to change). */
-FcStatus pass_library_products(const IrGraph *in, IrGraph **out, FcErr *err);
+ * the graph has no such product (nothing to change). `cpu`: the library takes only f32 (the
+ * BLAS), and an A read transposed is widened before the transpose, so the library reads the
+ * f32 copy with its transpose flag. */
+FcStatus pass_library_products(const IrGraph *in, bool cpu, IrGraph **out, FcErr *err);
 
 /* dequant.c: every fp8_dequant read by more than one node gets a copy for each reader after the
  * first (under that reader's origin), so that fusion keeps each with its reader and the f8

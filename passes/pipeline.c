@@ -58,7 +58,7 @@ FcStatus pass_pipeline(const IrGraph *src, const PassOptions *opt, PassResult *o
     }
     if (s == FC_OK && opt->library_gemm) {   /* narrow products as f32 library calls */
         IrGraph *lib = NULL;
-        s = pass_library_products(r.graph, &lib, err);
+        s = pass_library_products(r.graph, opt->cpu, &lib, err);
         if (s == FC_OK && lib) {
             ir_graph_free(r.graph);
             r.graph = lib;
