@@ -254,6 +254,10 @@ int kir_cast(KirKernel *k, KirType t, int a) {
 int kir_round(KirKernel *k, FcDtype storage, int a) {
     if (bad(k, a)) return -1;
     if (storage == FC_F32 || storage == FC_F64 || !ir_dtype_is_float(storage)) return a;
+    /* rounding is idempotent: a value rounded to `storage` already (a widened 16-bit value a
+     * cast rounds again, the lowering's round of a stored value it reads back) stays as it is */
+    const KirExpr *x = &k->exprs.data[a];
+    if (x->kind == KE_ROUND && x->dtype == storage) return a;
     KirExpr e = {.kind = KE_ROUND, .type = etype(k, a), .a = a, .b = -1, .c = -1, .ref = -1,
                  .dtype = storage};
     return add_expr(k, e);

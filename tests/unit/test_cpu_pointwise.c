@@ -17,6 +17,7 @@
  *    keeps the cast over the transpose (cuBLASLt reads the bf16 operands itself: ab16). Results
  *    against the interpreter, for A's widening alone and under a GELU's recompute.
  *  - The harness fails: a result moved by 1e-3 of the largest element is caught.
+ *  - kir_round of a value rounded to the same type already returns it (no double rounding).
  */
 #include "codegen.h"
 #include "cpu.h"
@@ -279,7 +280,21 @@ static void test_transposed_a(void) {
                  "    h = gelu(u, approx=\"tanh\")\n    return transpose(h) @ w, h\n}");
 }
 
+/* kir_round is idempotent: a value rounded to a type already is not rounded again (the
+ * backward GELU of a 16-bit MLP stored round_bf16(round_bf16(x)) for its widened copy) */
+static void test_round_fold(void) {
+    KirProgram *p = kir_program_new("r");
+    KirKernel *k = kir_kernel_new(p, "k0_r", 1, 1);
+    int x = kir_load(k, kir_param(k, FC_F32, 4, false), kir_const_i(k, KT_I64, 0));
+    int r = kir_round(k, FC_BF16, x);
+    EXPECT(r != x && kir_round(k, FC_BF16, r) == r, "round_bf16(round_bf16(x)) not folded");
+    int h = kir_round(k, FC_F16, r);
+    EXPECT(h != r && k->exprs.data[h].kind == KE_ROUND, "round_f16(round_bf16(x)) folded: another type");
+    kir_program_free(p);
+}
+
 int main(void) {
+    test_round_fold();
     test_interleave();
     test_one_loop();
     test_transposed_a();
