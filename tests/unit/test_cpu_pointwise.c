@@ -6,7 +6,8 @@
  *    the paired loop of 16-bit values; none for a loop without such math (x * 2 + 1), a row
  *    kernel's loops (layernorm then GELU), a short row (C = 40 or 48 at 8 lanes: the four
  *    copies' step leaves scalar work), or a GPU-shaped program's; a long row that is no
- *    multiple of the step (C = 1100) still gets it. The interleaved kernels' results, outputs
+ *    multiple of the step (C = 1100) still gets it. At AVX-512 the paired loop is widened to
+ *    16 words and keeps one copy, an f32 loop takes four. The interleaved kernels' results, outputs
  *    poisoned with NaN first, against the reference interpreter.
  *  - One loop for outputs of the same rows: a value returned as [4, 16, 256] and as its
  *    [64, 256] reshape (cast to bf16) is computed in one thread loop, not one a shape (the
@@ -33,9 +34,11 @@
 #include "check.h"
 #include "tf_util.h"
 
+static int vector_bytes = 32;   /* the host's widest vector the programs are lowered for */
+
 static KirProgram *lower(const char *what, const IrGraph *g, bool cpu, PassResult *res) {
     PassOptions po = {.fuse = true, .sm = 90, .library_gemm = true, .cpu = cpu};
-    po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = 1 << 20, .llc_bytes = 32 << 20, .vector_bytes = 32};
+    po.host = (PassCpu){.l1d_bytes = 32768, .l2_bytes = 1 << 20, .llc_bytes = 32 << 20, .vector_bytes = vector_bytes};
     memset(res, 0, sizeof *res);
     FcErr err = {0};
     if (pass_pipeline(g, &po, res, &err) == FC_OK) return res->prog;
@@ -43,20 +46,25 @@ static KirProgram *lower(const char *what, const IrGraph *g, bool cpu, PassResul
     return NULL;
 }
 
-/* How many loops of p's LLVM IR ask for four interleaved copies. */
-static int interleaved_loops(const char *what, const KirProgram *p) {
+/* How many loops of p's LLVM IR ask for four interleaved copies; *wide: how many ask for a
+ * vector of 16 (NULL: not counted). */
+static int interleaved_loops_wide(const char *what, const KirProgram *p, int *wide) {
     StrBuf out = {0};
     FcErr err = {0};
     int n = -1;
     if (cg_llvm_text(p, &out, &err) == FC_OK) {
         n = 0;
         for (const char *s = out.data; (s = strstr(s, "!\"llvm.loop.interleave.count\", i32 4}")) != NULL; s++) n++;
+        if (wide) *wide = 0;
+        for (const char *s = out.data; wide && (s = strstr(s, "!\"llvm.loop.vectorize.width\", i32 16}")) != NULL; s++)
+            ++*wide;
     } else {
         EXPECT(0, "%s: llvm: %s", what, err.msg);
     }
     sb_free(&out);
     return n;
 }
+static int interleaved_loops(const char *what, const KirProgram *p) { return interleaved_loops_wide(what, p, NULL); }
 
 static float to_f32(const void *buf, FcDtype t, int64_t e) {
     if (t != FC_BF16) return ((const float *)buf)[e];
@@ -165,6 +173,23 @@ static void test_interleave(void) {
                "block b(x: f32[64, 1024], g: f32[1024], c: f32[1024]) -> f32[64, 1024] {\n"
                "    return gelu(layernorm(x, g, c, eps=1e-5))\n}",
                0, 0);
+    /* AVX-512: the paired loop is widened to 16 words and keeps one copy; an f32 loop (in ymm)
+     * takes four */
+    vector_bytes = 64;
+    const char *v4[2] = {"block b(x: bf16[64, 1024]) -> bf16[64, 1024] { return gelu(x) }",
+                         "block b(x: f32[64, 1024]) -> f32[64, 1024] { return gelu(x) }"};
+    for (int i = 0; i < 2; i++) {
+        IrGraph *g4 = compile("avx-512", v4[i]);
+        if (!g4) continue;
+        PassResult res;
+        KirProgram *p = lower("avx-512", g4, true, &res);
+        int wide = -1, n = p ? interleaved_loops_wide("avx-512", p, &wide) : -1;
+        EXPECT(i == 0 ? n == 0 && wide == 1 : n == 1 && wide == 0, "AVX-512, %s: %d interleaved loops, %d of 16 words",
+               i == 0 ? "bf16 pairs" : "f32", n, wide);
+        pass_result_free(&res);
+        ir_graph_free(g4);
+    }
+    vector_bytes = 32;
     /* the GPU-shaped program (the emulation harness's, or a CPU without the row schedule) */
     IrGraph *g = compile("gpu", "block b(x: f32[64, 1024]) -> f32[64, 1024] { return gelu(x) }");
     if (g) {
