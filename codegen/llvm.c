@@ -1216,9 +1216,10 @@ static void no_unroll(Cg *g, LLVMValueRef latch, bool unroll_vectorized) {
  * chain with its floating-point pipes half idle (llvm-mca -mcpu=znver3: the exact GELU's loop 28
  * cycles an iteration where its busiest pipe needs 16). LLVM's cost model keeps such a loop at
  * one copy for its register pressure; four copies side by side let the scheduler overlap them:
- * docs/cpu.md "Interleaved vector math" has the measurements (e.g. the exact GELU 15-25 %
- * faster at x86-64-v2, v3, f32 and bf16). Row kernels are left alone: their loops sit between
- * reductions over the same row, and four copies made the bf16 perf chain's row kernel slower. */
+ * docs/cpu.md "Interleaved vector math" has the measurements (the exact GELU 14-28 % faster
+ * at x86-64-v2 and v3, f32 and bf16). Row kernels are left alone: their loops sit between
+ * reductions over the same row, and four copies made the bf16 perf chain's row kernel slower;
+ * so is the paired 16-bit loop at AVX-512 (pair_emit). */
 enum { INTERLEAVE = 4 };
 /* Is expression e such vector math itself? */
 static bool chain_op(const KirExpr *e) {
@@ -1722,9 +1723,8 @@ static bool pair_body(Cg *g, const KirStmt *st, int lane) {
 }
 /* pair_emit sets the paired loop's vector width at AVX-512: 16 words, each half a zmm of f32.
  * The vectorizer sizes vectors by the narrowest type, the i16 codes before pairing and the i32
- * words now; with
- * 256-bit vectors preferred (x86-64-v4 and AVX-512 hosts) it would run the arithmetic in ymm
- * instead of zmm, half the work an instruction. At AVX2 and SSE its own choice (8 and 4 words)
+ * words now; with 256-bit vectors preferred (x86-64-v4 and AVX-512 hosts) it would run the
+ * arithmetic in ymm instead of zmm, half the work an instruction. At AVX2 and SSE its own choice (8 and 4 words)
  * is the one-element loop's width; forcing 16 there ran a GELU-tanh kernel 1.3x slower at
  * x86-64-v3 (two copies of the body at twice the width spill; interleaving, below, is not
  * that: four copies at the chosen width, in pointwise kernels with vector math only). */
