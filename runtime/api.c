@@ -379,6 +379,10 @@ static FcStatus block_cpu_program(FcBlock *b, Unit *u, const KirProgram **out) {
         PassOptions po = b->popt;
         po.cpu = !gpu;
         po.library_gemm = !gpu;   /* the GPU's generated kernels, matrix products included */
+        const char *lname = NULL;
+        if (po.cpu && rt_cpu_level(&lname) < 0)   /* the program depends on the level's vectors */
+            return fc_err_set(&b->err, FC_ERR_USAGE,
+                              "FUSEC_CPU='%.64s' is not native, x86-64-v2, x86-64-v3 or x86-64-v4 that this machine runs", lname);
         if (po.cpu) rt_cpu_host(&po.host);
         FcStatus s = pass_pipeline(u->graph, &po, &u->res_cpu, &b->err);
         if (s != FC_OK) {

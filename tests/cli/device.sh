@@ -35,6 +35,9 @@ FUSEC_CPU=x86-64-v2
 expect 0 run small.tf --random 3 --check --out-dir o
 FUSEC_CPU=x86-64-v9
 expect 2 run small.tf --random 3 --out-dir o && err_has "FUSEC_CPU='x86-64-v9' is not native"
+# the CPU's LLVM IR depends on the level too (its vector width): the same error, no file
+expect 2 small.tf --emit llvm -o o.ll && err_has "FUSEC_CPU='x86-64-v9' is not native"
+[ ! -e o.ll ] || fail "--emit llvm with a bad FUSEC_CPU wrote o.ll"
 unset FUSEC_CPU
 no_temps "$W"
 finish
