@@ -1280,13 +1280,12 @@ static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int no
         int64_t C = S->dims[S->rank - 1], n = numel_of(L, outs[i]);
         int64_t rpb = L->pw_rows > 0 ? L->pw_rows : pw_chunk(L->opt) / C > 1 ? pw_chunk(L->opt) / C : 1;
         const IrShape *shapes[64];
-        int of[64], ns = 0;   /* each of the group's outputs: its shape among shapes[] */
-        bool mine[64] = {0};  /* the group's outputs */
+        int of[64], ns = 0;   /* output j of the group: its shape among shapes[]; -1 not of it */
         for (int j = i; j < nouts; j++) {
             const IrShape *Sj = &val(L, outs[j])->shape;
-            if (done[j] || Sj->dims[Sj->rank - 1] != C || numel_of(L, outs[j]) != n) continue;
-            done[j] = mine[j] = true;
             of[j] = -1;
+            if (done[j] || Sj->dims[Sj->rank - 1] != C || numel_of(L, outs[j]) != n) continue;
+            done[j] = true;
             for (int t = 0; t < ns && of[j] < 0; t++)
                 if (ir_shape_eq(shapes[t], Sj)) of[j] = t;
             if (of[j] < 0) { of[j] = ns; shapes[ns++] = Sj; }
@@ -1294,7 +1293,7 @@ static bool schedule_pointwise_rows(Lower *L, int group, const int *outs, int no
         int idx[64][IR_MAX_RANK], lin;
         rows_loop(L, shapes, ns, rpb, idx, &lin);
         for (int j = i; j < nouts; j++)
-            if (mine[j]) store_value(L, outs[j], lin, idx[of[j]]);
+            if (of[j] >= 0) store_value(L, outs[j], lin, idx[of[j]]);
         k_end(L);
         k_end(L);
         hc_reset(L);

@@ -368,6 +368,18 @@ const char *fc_block_diagnostics(const FcBlock *b) { return b && b->diags ? b->d
 const char *fc_block_last_error(const FcBlock *b) { return b ? b->err.msg : "no block handle"; }
 const char *fc_block_name(const FcBlock *b) { return b && b->src ? b->src->name : ""; }
 
+/* FUSEC_CPU's level (rt_cpu_level: 0 native, 2-4 x86-64-vN; *name its value where name is not
+ * NULL); -1 after a usage error in err where the machine does not run it or it names none. */
+static int cpu_level(FcErr *err, const char **name) {
+    const char *lname = NULL;
+    int level = rt_cpu_level(&lname);
+    if (name) *name = lname;
+    if (level < 0)
+        fc_err_set(err, FC_ERR_USAGE,
+                   "FUSEC_CPU='%.64s' is not native, x86-64-v2, x86-64-v3 or x86-64-v4 that this machine runs", lname);
+    return level;
+}
+
 static bool block_ready(const FcBlock *b) { return b && b->src && b->fwd.prog && !b->unusable; }
 
 /* The program the CPU device runs: CPU-shaped schedules, or the GPU-shaped program itself
@@ -379,10 +391,8 @@ static FcStatus block_cpu_program(FcBlock *b, Unit *u, const KirProgram **out) {
         PassOptions po = b->popt;
         po.cpu = !gpu;
         po.library_gemm = !gpu;   /* the GPU's generated kernels, matrix products included */
-        const char *lname = NULL;
-        if (po.cpu && rt_cpu_level(&lname) < 0)   /* the program depends on the level's vectors */
-            return fc_err_set(&b->err, FC_ERR_USAGE,
-                              "FUSEC_CPU='%.64s' is not native, x86-64-v2, x86-64-v3 or x86-64-v4 that this machine runs", lname);
+        /* the program depends on the level's vectors */
+        if (po.cpu && cpu_level(&b->err, NULL) < 0) return FC_ERR_USAGE;
         if (po.cpu) rt_cpu_host(&po.host);
         FcStatus s = pass_pipeline(u->graph, &po, &u->res_cpu, &b->err);
         if (s != FC_OK) {
@@ -836,10 +846,8 @@ FcStatus fc_device_open(FcDeviceKind kind, int ordinal, FcDevice **out) {
             return fc_err_set(&d->err, FC_ERR_USAGE, "FUSEC_NUM_THREADS='%s' is not an integer in 1..1024",
                               getenv("FUSEC_NUM_THREADS"));
         const char *lname = NULL;
-        int level = rt_cpu_level(&lname);
-        if (level < 0)
-            return fc_err_set(&d->err, FC_ERR_USAGE,
-                              "FUSEC_CPU='%.64s' is not native, x86-64-v2, x86-64-v3 or x86-64-v4 that this machine runs", lname);
+        int level = cpu_level(&d->err, &lname);
+        if (level < 0) return FC_ERR_USAGE;
         char model[160];
         cpu_model(model, sizeof model);
         snprintf(d->desc, sizeof d->desc, "cpu: %s, %d thread%s%s%s", model, d->nthreads, d->nthreads == 1 ? "" : "s",

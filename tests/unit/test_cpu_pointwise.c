@@ -66,30 +66,6 @@ static int interleaved_loops_wide(const char *what, const KirProgram *p, int *wi
 }
 static int interleaved_loops(const char *what, const KirProgram *p) { return interleaved_loops_wide(what, p, NULL); }
 
-static float to_f32(const void *buf, FcDtype t, int64_t e) {
-    if (t != FC_BF16) return ((const float *)buf)[e];
-    unsigned u = (unsigned)((const unsigned short *)buf)[e] << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* max |got - ref| / max |ref| of output o (infinite where got alone is not finite) */
-static double rel_err(const void *got, const void *ref, FcDtype t, int64_t n) {
-    double worst = 0, big = 0;
-    for (int64_t e = 0; e < n; e++) {
-        float r = to_f32(ref, t, e);
-        if (isfinite(r) && fabs(r) > big) big = fabs(r);
-    }
-    for (int64_t e = 0; e < n; e++) {
-        float a = to_f32(got, t, e), r = to_f32(ref, t, e);
-        if (a == r) continue;
-        double d = isfinite(a) && isfinite(r) ? fabs((double)a - r) : INFINITY;
-        if (d > worst) worst = d;
-    }
-    return big > 0 ? worst / big : worst;
-}
-
 /* Runs p on random inputs (outputs poisoned with NaN first) and the interpreter on g; checks
  * every output within tol of the interpreter's (relative to the largest element; a bf16
  * output within 2^-7). With

@@ -99,19 +99,6 @@ static bool run_both(const char *what, const KirProgram *p, const IrGraph *g, fl
     return ok && iok;
 }
 
-/* max |got - ref| / max |ref| (infinite where an element is not finite in got alone) */
-static double rel_err(const float *got, const float *ref, int64_t n) {
-    double worst = 0, big = 0;
-    for (int64_t e = 0; e < n; e++)
-        if (isfinite(ref[e]) && fabs(ref[e]) > big) big = fabs(ref[e]);
-    for (int64_t e = 0; e < n; e++) {
-        if (got[e] == ref[e]) continue;
-        double d = isfinite(got[e]) && isfinite(ref[e]) ? fabs((double)got[e] - ref[e]) : INFINITY;
-        if (d > worst) worst = d;
-    }
-    return big > 0 ? worst / big : worst;
-}
-
 /* Lowers text at llc for the CPU and checks the plan of its first product: the epilogue in
  * blocks of want_panel_m rows (0: C one block; -1: no epilogue run in the cache); then the
  * results against the interpreter. Returns the plan's kind: 2 blocks, 1 one block, 0 none. */
@@ -158,7 +145,7 @@ static int check(const char *what, const char *text, int64_t llc, int64_t want_p
     float *got = NULL, *ref = NULL;
     int64_t no = 0;
     if (p && run_both(what, p, g, &got, &ref, &no)) {
-        double err = rel_err(got, ref, no);
+        double err = rel_err(got, ref, FC_F32, no);
         EXPECT(err <= 1e-5, "%s (epi_rows %lld, panel_m %lld, panel_k %lld): relative error %g", what,
                k ? (long long)k->gemm.epi_rows : -1LL, k ? (long long)k->gemm.panel_m : -1LL,
                k ? (long long)k->gemm.panel_k : -1LL, err);
@@ -166,7 +153,7 @@ static int check(const char *what, const char *text, int64_t llc, int64_t want_p
             double big = 0;
             for (int64_t e = 0; e < no; e++) big = fabs(ref[e]) > big ? fabs(ref[e]) : big;
             got[no / 2] = (float)(got[no / 2] + 1e-3 * big);
-            EXPECT(rel_err(got, ref, no) > 1e-5, "%s: a wrong element passed", what);
+            EXPECT(rel_err(got, ref, FC_F32, no) > 1e-5, "%s: a wrong element passed", what);
         }
     }
     free(got);
@@ -227,7 +214,7 @@ static void check_causal_tail(void) {
     if (p && run_both(what, p, g, &got, &ref, &no)) {
         /* p is rounded to bf16: where the f32 softmax differs from the interpreter's in its last
          * bits, a p can round to the neighbouring bf16 value (2^-8 of it) */
-        double err = rel_err(got, ref, no);
+        double err = rel_err(got, ref, FC_F32, no);
         EXPECT(err <= 4e-3, "%s: relative error %g", what, err);
     }
     free(got);

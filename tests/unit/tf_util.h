@@ -1,12 +1,14 @@
 /* tf_util.h: helpers the unit tests that compile .tf text share (include after check.h):
  * urand(), a xorshift generator in [0, 1) whose state `rng` a test may seed; compile(),
  * which runs the frontend on a block's text and counts a failure (EXPECT) when it does not
- * compile; make_inputs(), random inputs of a graph's dtypes. */
+ * compile; make_inputs(), random inputs of a graph's dtypes; rel_err(), a result's distance
+ * from a reference relative to the reference's largest element. */
 #ifndef FUSEC_TEST_TF_UTIL_H
 #define FUSEC_TEST_TF_UTIL_H
 
 #include "frontend.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +57,32 @@ static void **make_inputs(const IrGraph *g, uint64_t seed) {
         }
     }
     return in;
+}
+
+/* element e of a buffer of dtype t (f32 or bf16) as an f32 */
+static float to_f32(const void *buf, FcDtype t, int64_t e) {
+    if (t != FC_BF16) return ((const float *)buf)[e];
+    unsigned u = (unsigned)((const unsigned short *)buf)[e] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* max |got - ref| / max |ref| over n elements of dtype t (f32 or bf16), infinite where an
+ * element differs and is not finite */
+static double rel_err(const void *got, const void *ref, FcDtype t, int64_t n) {
+    double worst = 0, big = 0;
+    for (int64_t e = 0; e < n; e++) {
+        float r = to_f32(ref, t, e);
+        if (isfinite(r) && fabs(r) > big) big = fabs(r);
+    }
+    for (int64_t e = 0; e < n; e++) {
+        float a = to_f32(got, t, e), r = to_f32(ref, t, e);
+        if (a == r) continue;
+        double d = isfinite(a) && isfinite(r) ? fabs((double)a - r) : INFINITY;
+        if (d > worst) worst = d;
+    }
+    return big > 0 ? worst / big : worst;
 }
 
 #endif
